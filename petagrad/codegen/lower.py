@@ -1,0 +1,133 @@
+"""Lowering: a kernel's tensor graph -> a kernel AST of loops over ranges with explicit index math.
+
+Movement ops never copy: walking from the kernel output down to the buffers, each one rewrites the
+tuple of index expressions (and a validity mask for padding). A reduce opens new ranges.
+"""
+from __future__ import annotations
+from dataclasses import dataclass
+from typing import Callable
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.uop.symbolic import simplify
+from petagrad.dtype import dtypes
+from petagrad.helpers import strides_for_shape
+
+Idx = tuple[UOp, ...]
+TRUE = UOp.const(dtypes.bool, True)
+
+def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)
+
+def _reshape(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+  old = u.src[0].shape
+  flat = _c(0)
+  for i, st in zip(idx, strides_for_shape(u.shape)): flat = flat + i * _c(st)
+  out = []
+  for d, (s, st) in enumerate(zip(old, strides_for_shape(old))):
+    out.append(_c(0) if s == 1 else ((flat // _c(st)) % _c(s) if d else flat // _c(st)))
+  return tuple(out), valid
+
+def _permute(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+  out: list[UOp] = [_c(0)] * len(idx)
+  for i, p in enumerate(u.arg): out[p] = idx[i]
+  return tuple(out), valid
+
+def _expand(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+  return tuple(_c(0) if s == 1 and n != 1 else i for i, s, n in zip(idx, u.src[0].shape, u.shape)), valid
+
+def _pad(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+  out = []
+  for i, (b, _), s in zip(idx, u.arg, u.src[0].shape):
+    valid = valid & (_c(b - 1) < i) & (i < _c(b + s))   # always-true bounds fold away in simplify
+    out.append(i - _c(b))
+  return tuple(out), valid
+
+def _shrink(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]: return tuple(i + _c(b) for i, (b, _) in zip(idx, u.arg)), valid
+def _flip(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+  return tuple(_c(s - 1) - i if f else i for i, f, s in zip(idx, u.arg, u.shape)), valid
+
+# how each movement op maps its output indices to its input's: rules as data
+VIEW_RULES: dict[Ops, Callable[[UOp, Idx, UOp], tuple[Idx, UOp]]] = {
+  Ops.RESHAPE: _reshape, Ops.PERMUTE: _permute, Ops.EXPAND: _expand, Ops.PAD: _pad, Ops.SHRINK: _shrink, Ops.FLIP: _flip}
+
+@dataclass
+class Lowering:
+  """State of lowering one kernel: its buffers (params) and its ranges."""
+  bufs: list[UOp]
+  range_count: int = 0
+  def param(self, buf: UOp) -> UOp:
+    if buf not in self.bufs: self.bufs.append(buf)
+    return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), self.bufs.index(buf))
+  def new_range(self, end: int, kind: str) -> UOp:
+    self.range_count += 1
+    return UOp(Ops.RANGE, dtypes.index, (), (self.range_count - 1, end, kind))
+
+def _simp_ctx(idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+  s = simplify(UOp(Ops.SINK, dtypes.bool, idx + (valid,)))
+  return s.src[:-1], s.src[-1]
+
+def lower(out_view: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
+  """Kernel AST (a SINK of one STORE) computing `value` into the buffer under `out_view`.
+  Returns the AST and the BUFFER nodes in parameter order (the output is parameter 0)."""
+  ctx = Lowering([])
+  out_ranges = tuple(ctx.new_range(s, "global") if s != 1 else _c(0) for s in out_view.shape)
+  # where the output goes: walk the output view down to its buffer
+  u, idx, valid = out_view, out_ranges, TRUE
+  while u.op in GroupOp.Movement:
+    idx, valid = _simp_ctx(*VIEW_RULES[u.op](u, idx, valid))
+    u = u.src[0]
+  assert u.op is Ops.BUFFER, f"kernel output must be a buffer view, got {u.op}"
+  out_param = ctx.param(u)
+  store_idx = idx[0]
+  val = _build(value, out_ranges, ctx)
+  store = UOp(Ops.STORE, dtypes.bool, (out_param, store_idx, val))
+  return simplify(UOp(Ops.SINK, dtypes.bool, (store,))), ctx.bufs
+
+def _build(root: UOp, idx: Idx, ctx: Lowering) -> UOp:
+  """Iterative top-down walk: each (node, index context) pair becomes one kernel expression."""
+  memo: dict[tuple, UOp] = {}
+  # stack entries: (node, idx, valid, children contexts or None, extra)
+  stack: list[tuple] = [(root, idx, TRUE, None, None)]
+  while stack:
+    node, idx, valid, kids, extra = stack.pop()
+    key = (node, idx, valid)
+    if key in memo: continue
+    if kids is None:
+      kids, extra = _children(node, idx, valid, ctx)
+      stack.append((node, idx, valid, kids, extra))
+      stack.extend((k[0], k[1], k[2], None, None) for k in kids if k not in memo)
+      continue
+    memo[key] = _combine(node, idx, valid, [memo[k] for k in kids], extra, ctx)
+  return memo[(root, idx, TRUE)]
+
+def _children(node: UOp, idx: Idx, valid: UOp, ctx: Lowering) -> tuple[list[tuple], object]:
+  op = node.op
+  if op in GroupOp.Movement:
+    cidx, cvalid = _simp_ctx(*VIEW_RULES[op](node, idx, valid))
+    return [(node.src[0], cidx, cvalid)], (valid, cvalid)
+  if op is Ops.REDUCE_AXIS:
+    rops, axes = node.arg
+    rngs = [ctx.new_range(node.src[0].shape[a], "reduce") for a in axes]
+    cidx = list(idx)
+    for a, r in zip(axes, rngs): cidx[a] = r
+    return [(node.src[0], tuple(cidx), valid)], rngs
+  if op in (Ops.BUFFER, Ops.CONST, Ops.IOTA): return [], None
+  if op in GroupOp.Elementwise or op in (Ops.DETACH, Ops.CONTIGUOUS):
+    return [(s, idx, valid) for s in node.src], None
+  raise RuntimeError(f"cannot lower {op} inside a kernel")
+
+def _combine(node: UOp, idx: Idx, valid: UOp, vals: list[UOp], extra, ctx: Lowering) -> UOp:
+  op = node.op
+  if op is Ops.BUFFER:
+    src = (ctx.param(node), idx[0]) + (() if valid is TRUE else (valid,))
+    return UOp(Ops.LOAD, node.dtype, src)
+  if op is Ops.CONST: return UOp.const(node.dtype, node.arg)
+  if op is Ops.IOTA: return idx[0].cast(node.dtype)
+  if op is Ops.PAD:
+    _, cvalid = extra
+    if cvalid is valid: return vals[0]
+    # padded positions read as 0 (the loads below are also gated, so nothing is read out of bounds)
+    mask = simplify(cvalid)
+    return UOp(Ops.WHERE, node.dtype, (mask, vals[0], UOp.const(node.dtype, 0)))
+  if op in GroupOp.Movement or op in (Ops.DETACH, Ops.CONTIGUOUS): return vals[0]
+  if op is Ops.REDUCE_AXIS: return UOp(Ops.REDUCE, node.dtype, (vals[0], *extra), node.arg[0])
+  return UOp(op, node.dtype, tuple(vals), node.arg)

@@ -1,0 +1,112 @@
+"""Devices: the registry, Buffer, and the Allocator / Compiler / Program base classes.
+
+A device is an allocator, a compiler, a program launcher and a renderer (runtime/ops_<name>.py).
+
+>>> from petagrad.device import Device
+>>> Device.DEFAULT in ("CPU", "PYTHON", "NULL") or Device.DEFAULT
+True
+"""
+from __future__ import annotations
+import importlib, ctypes, functools
+from dataclasses import dataclass
+from typing import Any
+from petagrad.dtype import DType
+from petagrad.helpers import DEV, DISABLE_DISK_CACHE, cache_dir, content_hash, GlobalCounters
+
+class CompileError(RuntimeError):
+  """A kernel failed to compile; the message names the kernel and shows its source."""
+
+class Allocator:
+  """Device memory. Host devices return objects exposing the buffer protocol."""
+  def alloc(self, nbytes: int) -> Any: raise NotImplementedError
+  def copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
+  def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
+
+class HostAllocator(Allocator):
+  """Memory in this process, as ctypes byte arrays (so C kernels get plain pointers)."""
+  def alloc(self, nbytes: int) -> Any: return (ctypes.c_uint8 * max(nbytes, 1))()
+  def copyin(self, dest: Any, src: memoryview) -> None: memoryview(dest).cast('B')[:src.nbytes] = src
+  def copyout(self, dest: memoryview, src: Any) -> None: dest[:] = memoryview(src).cast('B')[:dest.nbytes]
+
+class Compiler:
+  """Turns rendered source into a loadable artifact, cached in memory and on disk."""
+  cache_key: str = "none"       # changes when the compiler or its flags change
+  def compile(self, src: str, name: str) -> bytes: return src.encode()
+  def compile_cached(self, src: str, name: str) -> bytes:
+    key = content_hash(type(self).__name__, self.cache_key, src)
+    if (lib := _mem_cache.get(key)) is not None: return lib
+    path = cache_dir() / "compile" / f"{key}.bin"
+    if not DISABLE_DISK_CACHE and path.exists():
+      lib = path.read_bytes()
+    else:
+      GlobalCounters.compile_count += 1
+      lib = self.compile(src, name)
+      if not DISABLE_DISK_CACHE:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{id(lib)}")
+        tmp.write_bytes(lib); tmp.replace(path)    # atomic: a crash never leaves half a file
+    _mem_cache[key] = lib
+    return lib
+
+_mem_cache: dict[str, bytes] = {}
+
+class Program:
+  """A compiled kernel, called with raw buffers (output first)."""
+  def __init__(self, name: str, lib: bytes, meta: Any = None): self.name, self.lib, self.meta = name, lib, meta
+  def __call__(self, *bufs: Any) -> None: raise NotImplementedError
+
+@dataclass
+class DeviceSpec:
+  """What a device is made of: one of each part."""
+  name: str
+  allocator: Allocator
+  compiler: Compiler
+  program: type[Program]
+  renderer: Any   # petagrad.renderer.Renderer
+
+class _Device:
+  """`Device["CPU"]` gives the device's parts, importing runtime/ops_cpu.py on first use."""
+  KNOWN = ("CPU", "PYTHON", "NULL")
+  @functools.cache
+  def __getitem__(self, name: str) -> DeviceSpec:
+    base = self.canonicalize(name).split(":")[0]
+    try: mod = importlib.import_module(f"petagrad.runtime.ops_{base.lower()}")
+    except ModuleNotFoundError as e:
+      raise RuntimeError(f"unknown device {name!r}; known devices: {', '.join(self.KNOWN)}") from e
+    return mod.make_device(self.canonicalize(name))
+  def canonicalize(self, name: str) -> str:
+    if not isinstance(name, str): raise TypeError(f"device must be a string like 'CPU', got {name!r}")
+    n = name.upper()
+    if n.split(":")[0] not in self.KNOWN: raise RuntimeError(f"unknown device {name!r}; known devices: {', '.join(self.KNOWN)}")
+    return n[:-2] if n.endswith(":0") else n
+  @property
+  def DEFAULT(self) -> str: return self.canonicalize(str(DEV) or "CPU")
+  @DEFAULT.setter
+  def DEFAULT(self, name: str) -> None: DEV.value = self.canonicalize(name)
+
+Device = _Device()
+
+class Buffer:
+  """`size` elements of `dtype` on `device`; memory is allocated on first use and freed with the object."""
+  def __init__(self, device: str, size: int, dtype: DType):
+    self.device, self.size, self.dtype = device, size, dtype
+    self._raw: Any = None
+  @property
+  def nbytes(self) -> int: return self.size * self.dtype.itemsize
+  @property
+  def is_allocated(self) -> bool: return self._raw is not None
+  def ensure_allocated(self) -> Buffer:
+    if self._raw is None: self._raw = Device[self.device].allocator.alloc(self.nbytes)
+    return self
+  @property
+  def raw(self) -> Any: return self.ensure_allocated()._raw
+  def copyin(self, data: memoryview) -> Buffer:
+    data = memoryview(data).cast('B') if memoryview(data).format != 'B' or memoryview(data).ndim != 1 else memoryview(data)
+    if data.nbytes != self.nbytes: raise ValueError(f"copyin of {data.nbytes} bytes into a buffer of {self.nbytes} bytes")
+    Device[self.device].allocator.copyin(self.raw, data)
+    return self
+  def as_bytes(self) -> bytes:
+    out = bytearray(self.nbytes)
+    if self.nbytes: Device[self.device].allocator.copyout(memoryview(out), self.raw)
+    return bytes(out)
+  def __repr__(self) -> str: return f"<Buffer {self.device} {self.size} {self.dtype}>"

@@ -1,0 +1,149 @@
+"""Data types and the promotion lattice.
+
+>>> from petagrad.dtype import dtypes, promote
+>>> promote(dtypes.int8, dtypes.uint8)
+dtypes.int16
+"""
+from __future__ import annotations
+import math, struct
+from dataclasses import dataclass
+from typing import Final
+from petagrad.helpers import DEFAULT_FLOAT
+
+@dataclass(frozen=True, eq=True)
+class DType:
+  """A scalar element type. `kind` is 'b' (bool), 'i' (signed int), 'u' (unsigned int) or 'f' (float)."""
+  name: str
+  itemsize: int
+  kind: str
+  fmt: str          # struct format character of the storage (bfloat16 is stored as 'H')
+  def __repr__(self) -> str: return f"dtypes.{self.name}"
+  @property
+  def bits(self) -> int: return self.itemsize * 8
+  @property
+  def is_float(self) -> bool: return self.kind == 'f'
+  @property
+  def is_int(self) -> bool: return self.kind in 'iu'
+  @property
+  def is_unsigned(self) -> bool: return self.kind == 'u'
+  @property
+  def is_bool(self) -> bool: return self.kind == 'b'
+  @property
+  def min(self) -> int | float:
+    if self.kind == 'b': return False
+    if self.kind == 'u': return 0
+    if self.kind == 'i': return -(1 << (self.bits - 1))
+    return -math.inf
+  @property
+  def max(self) -> int | float:
+    if self.kind == 'b': return True
+    if self.kind == 'u': return (1 << self.bits) - 1
+    if self.kind == 'i': return (1 << (self.bits - 1)) - 1
+    return math.inf
+
+class _DTypesMeta(type):
+  # default_float reads (and writes) the DEFAULT_FLOAT flag, so Context(DEFAULT_FLOAT=...) and
+  # `dtypes.default_float = dtypes.float16` both work
+  @property
+  def default_float(cls) -> DType: return to_dtype(str(DEFAULT_FLOAT.value))
+  @default_float.setter
+  def default_float(cls, d: DType) -> None:
+    if not to_dtype(d).is_float: raise TypeError(f"default_float must be a float dtype, got {d}")
+    DEFAULT_FLOAT.value = to_dtype(d).name
+
+class dtypes(metaclass=_DTypesMeta):
+  """The namespace of all dtypes, as in tinygrad (`dtypes.float32`, `dtypes.default_float`)."""
+  bool: Final = DType("bool", 1, 'b', '?')
+  int8: Final = DType("int8", 1, 'i', 'b')
+  int16: Final = DType("int16", 2, 'i', 'h')
+  int32: Final = DType("int32", 4, 'i', 'i')
+  int64: Final = DType("int64", 8, 'i', 'q')
+  uint8: Final = DType("uint8", 1, 'u', 'B')
+  uint16: Final = DType("uint16", 2, 'u', 'H')
+  uint32: Final = DType("uint32", 4, 'u', 'I')
+  uint64: Final = DType("uint64", 8, 'u', 'Q')
+  float16: Final = DType("float16", 2, 'f', 'e')
+  bfloat16: Final = DType("bfloat16", 2, 'f', 'H')
+  float32: Final = DType("float32", 4, 'f', 'f')
+  float64: Final = DType("float64", 8, 'f', 'd')
+  # aliases, as in PyTorch
+  half, float, double, bf16 = float16, float32, float64, bfloat16
+  char, short, int, long = int8, int16, int32, int64
+  uchar = uint8
+  # the default dtypes of Python scalars; default_float follows the DEFAULT_FLOAT flag
+  default_int: DType = int64
+  # the loop/index dtype of generated kernels
+  index: Final = int64
+
+  @staticmethod
+  def all() -> list[DType]: return list(ALL_DTYPES)
+  @staticmethod
+  def from_py(x) -> DType:
+    """The dtype a Python value would get: bool, default_int or default_float (lists: the widest element)."""
+    if isinstance(x, (list, tuple)): return max((dtypes.from_py(v) for v in x), key=_py_rank, default=dtypes.default_float)
+    if isinstance(x, bool): return dtypes.bool
+    if isinstance(x, int): return dtypes.default_int
+    if isinstance(x, float): return dtypes.default_float
+    raise TypeError(f"cannot infer a dtype from {type(x).__name__} value {x!r}")
+
+def _py_rank(d: DType) -> int: return {'b': 0, 'i': 1, 'u': 1, 'f': 2}[d.kind]
+
+ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
+                                 dtypes.uint32, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
+DTYPES_BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+
+def to_dtype(x: DType | str) -> DType:
+  if isinstance(x, DType): return x
+  if isinstance(x, str) and (d := DTYPES_BY_NAME.get(x) or getattr(dtypes, x, None)) is not None and isinstance(d, DType): return d
+  # accept numpy / torch dtype objects by name
+  name = str(x).replace("torch.", "").replace("numpy.", "")
+  if name in DTYPES_BY_NAME: return DTYPES_BY_NAME[name]
+  raise TypeError(f"unknown dtype {x!r}; known: {', '.join(DTYPES_BY_NAME)}")
+
+def promote(a: DType, b: DType) -> DType:
+  """Least common dtype of two tensor dtypes, following PyTorch (and numpy where PyTorch refuses)."""
+  if a == b: return a
+  if a.kind == 'b': return b
+  if b.kind == 'b': return a
+  if a.is_float or b.is_float:
+    if a.is_float and b.is_float:
+      if {a, b} == {dtypes.float16, dtypes.bfloat16}: return dtypes.float32
+      return a if a.itemsize > b.itemsize else b
+    return a if a.is_float else b
+  if a.kind == b.kind: return a if a.itemsize > b.itemsize else b
+  s, u = (a, b) if a.kind == 'i' else (b, a)
+  if s.itemsize > u.itemsize: return s
+  if u == dtypes.uint64: raise TypeError(f"no integer dtype holds both {s} and {u}; cast one of them explicitly")
+  return {1: dtypes.int16, 2: dtypes.int32, 4: dtypes.int64}[u.itemsize]
+
+def promote_scalar(t: DType, x) -> DType:
+  """The result dtype of `tensor(t) op python_scalar`: a scalar never widens within its category (PyTorch rule)."""
+  if isinstance(x, bool): return t
+  if isinstance(x, int): return dtypes.default_int if t.is_bool else t
+  if isinstance(x, float): return t if t.is_float else dtypes.default_float
+  raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}")
+
+def truncate(x, dtype: DType):
+  """Round/wrap a Python value to what `dtype` can hold (C semantics: ints wrap, floats round to nearest)."""
+  if dtype.kind == 'b': return bool(x)
+  if dtype.kind in 'iu':
+    if isinstance(x, float):
+      if math.isnan(x) or math.isinf(x): return 0 if dtype.kind == 'u' else dtype.min
+      x = int(x)
+    x = int(x) & ((1 << dtype.bits) - 1)
+    if dtype.kind == 'i' and x >= (1 << (dtype.bits - 1)): x -= 1 << dtype.bits
+    return x
+  x = float(x)
+  if dtype == dtypes.float64: return x
+  if dtype == dtypes.bfloat16: return bf16_bits_to_float(float_to_bf16_bits(x))
+  try: return struct.unpack(dtype.fmt, struct.pack(dtype.fmt, x))[0]
+  except OverflowError: return math.copysign(math.inf, x)
+
+def float_to_bf16_bits(x: float) -> int:
+  """float -> bfloat16 bits, round to nearest even (NaN stays NaN)."""
+  if math.isnan(x): return 0x7fc0
+  try: u = struct.unpack('I', struct.pack('f', x))[0]
+  except OverflowError: u = 0x7f800000 if x > 0 else 0xff800000
+  return ((u + 0x7fff + ((u >> 16) & 1)) >> 16) & 0xffff
+
+def bf16_bits_to_float(b: int) -> float: return struct.unpack('f', struct.pack('I', (b & 0xffff) << 16))[0]

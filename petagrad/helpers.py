@@ -1,0 +1,114 @@
+"""Flags (one registry, env-overridable, Context manager), counters and small utilities.
+
+>>> from petagrad.helpers import DEBUG, Context
+>>> with Context(DEBUG=2): int(DEBUG)
+2
+"""
+from __future__ import annotations
+import os, sys, functools, operator, time, contextlib, pathlib, hashlib
+from typing import Any, Iterable, TypeVar, Sequence
+
+T = TypeVar("T")
+
+# ---------------------------------------------------------------- flags
+
+class Flag:
+  """One configuration value: read from the environment variable `name`, overridable with `Context`."""
+  def __init__(self, name: str, default: Any, doc: str):
+    self.name, self.default, self.doc = name, default, doc
+    raw = os.environ.get(name)
+    self.value = default if raw is None else self._parse(raw)
+    FLAGS[name] = self
+  def _parse(self, raw: str) -> Any:
+    if isinstance(self.default, bool): return raw.lower() not in ("", "0", "false", "no")
+    if isinstance(self.default, int): return int(raw)
+    return raw
+  def __bool__(self) -> bool: return bool(self.value)
+  def __int__(self) -> int: return int(self.value)
+  def __index__(self) -> int: return int(self.value)
+  def __str__(self) -> str: return str(self.value)
+  def __eq__(self, other) -> bool: return self.value == (other.value if isinstance(other, Flag) else other)
+  def __hash__(self) -> int: return hash(self.name)
+  def __ge__(self, other) -> bool: return self.value >= other
+  def __gt__(self, other) -> bool: return self.value > other
+  def __le__(self, other) -> bool: return self.value <= other
+  def __lt__(self, other) -> bool: return self.value < other
+  def __repr__(self) -> str: return f"Flag({self.name}={self.value!r})"
+
+FLAGS: dict[str, Flag] = {}
+
+DEBUG = Flag("DEBUG", 0, "Cumulative verbosity: 1 realize summary, 2 one line per kernel, 3 optimizations, 4 source, 5 kernel IR, 6 linear program.")
+DEV = Flag("DEV", "", "Default device (CPU, PYTHON, NULL). Empty: CPU.")
+CC = Flag("CC", "", "C compiler used by the CPU device. Empty: gcc, or clang when gcc is missing.")
+CFLAGS = Flag("CFLAGS", "", "Extra flags appended to the CPU compiler command line.")
+NOOPT = Flag("NOOPT", 0, "1: turn kernel optimizations off (debugging).")
+CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
+DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk compile cache.")
+DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
+PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
+
+class Context(contextlib.ContextDecorator):
+  """Temporarily override flags: `with Context(DEBUG=2, NOOPT=1): ...`."""
+  def __init__(self, **kwargs: Any):
+    for k in kwargs:
+      if k not in FLAGS: raise KeyError(f"unknown flag {k}; known flags: {', '.join(sorted(FLAGS))}")
+    self.kwargs = kwargs
+  def __enter__(self):
+    self.old = {k: FLAGS[k].value for k in self.kwargs}
+    for k, v in self.kwargs.items(): FLAGS[k].value = v
+    return self
+  def __exit__(self, *exc):
+    for k, v in self.old.items(): FLAGS[k].value = v
+
+def cache_dir() -> pathlib.Path:
+  base = str(CACHEDIR) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "petagrad")
+  p = pathlib.Path(base); p.mkdir(parents=True, exist_ok=True)
+  return p
+
+# ---------------------------------------------------------------- counters
+
+class GlobalCounters:
+  """Totals since the last `reset()`: kernels launched, FLOPs and bytes they moved, and their time."""
+  kernel_count: int = 0
+  global_ops: int = 0
+  global_mem: int = 0
+  time_sum_s: float = 0.0
+  compile_count: int = 0     # compile cache misses (memory and disk)
+  @staticmethod
+  def reset() -> None:
+    GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = GlobalCounters.compile_count = 0
+    GlobalCounters.time_sum_s = 0.0
+
+# ---------------------------------------------------------------- small utilities
+
+def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
+def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))
+def argfix(*x) -> tuple:
+  """Accept both f(1, 2, 3) and f((1, 2, 3))."""
+  if x and isinstance(x[0], (tuple, list)):
+    if len(x) != 1: raise ValueError(f"bad arguments {x}: pass either one tuple or several ints")
+    return tuple(x[0])
+  return x
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
+def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
+  out, acc = [], 1
+  for s in reversed(shape): out.append(acc); acc *= s
+  return tuple(reversed(out))
+def content_hash(*parts: str | bytes) -> str:
+  h = hashlib.sha256()
+  for p in parts: h.update(p.encode() if isinstance(p, str) else p); h.update(b"\0")
+  return h.hexdigest()
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+def user_frame() -> str:
+  """'file:line' of the innermost stack frame outside the petagrad package: the user's line."""
+  f = sys._getframe(1)
+  while f is not None:
+    fn = f.f_code.co_filename
+    if not os.path.abspath(fn).startswith(_PKG_DIR) and "<frozen" not in fn: return f"{fn}:{f.f_lineno}"
+    f = f.f_back
+  return "<unknown>"
+
+class Timer:
+  def __init__(self): self.st = time.perf_counter()
+  def elapsed(self) -> float: return time.perf_counter() - self.st

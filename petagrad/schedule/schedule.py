@@ -1,0 +1,110 @@
+"""The scheduler: a lazy tensor graph -> an ordered list of kernels (fusion decisions) and copies.
+
+Fusion rules (docs/fusion.md):
+  * every node is computed inside the kernel of the nearest realized node above it, so elementwise
+    chains fuse with each other and into the reduce that consumes them, and elementwise work after a
+    reduce fuses into it; movement ops are index math;
+  * a node is realized (gets its own buffer) when it is a target, a CONTIGUOUS, COPY or ASSIGN, when a
+    reduce below it is EXPANDed (fusing would recompute the reduce once per expanded element), or when
+    one reduce would be computed by two different kernels.
+"""
+from __future__ import annotations
+import itertools
+from dataclasses import dataclass
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.device import Buffer
+from petagrad.dtype import DType, dtypes
+from petagrad.helpers import prod
+
+_buffer_ids = itertools.count()
+
+def new_buffer(device: str, size: int, dtype: DType) -> UOp:
+  """A fresh BUFFER node (memory is allocated when a kernel first writes it)."""
+  u = UOp(Ops.BUFFER, dtype, (), (device, size, next(_buffer_ids)))
+  u.buffer = Buffer(device, size, dtype)
+  return u
+
+def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp: return buf.reshape(shape)
+
+@dataclass(frozen=True)
+class ScheduleItem:
+  kind: str            # "kernel": compute value into out; "copy": copy value's buffer into out's
+  out: UOp             # a view over the output BUFFER
+  value: UOp           # tensor graph over BUFFER views, CONST and IOTA
+
+def substitute(root: UOp, subst: dict[UOp, UOp]) -> UOp:
+  """Rebuild root with the nodes in `subst` replaced (not looking below them). Iterative."""
+  done: dict[UOp, UOp] = dict(subst)
+  stack: list[tuple[UOp, bool]] = [(root, False)]
+  while stack:
+    u, ready = stack.pop()
+    if u in done: continue
+    if not ready:
+      stack.append((u, True))
+      stack.extend((s, False) for s in u.src if s not in done)
+      continue
+    new_src = tuple(done[s] for s in u.src)
+    done[u] = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
+  return done[root]
+
+def _is_buffer_view(u: UOp) -> bool: return u.base.op is Ops.BUFFER
+
+def _kernel_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
+  """The REDUCE_AXIS nodes a kernel for `root` would compute."""
+  out, stack, seen = set(), [root], set()
+  while stack:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u.op is Ops.REDUCE_AXIS: out.add(u)
+    stack.extend(s for s in u.src if s not in realized and s.op is not Ops.BUFFER)
+  return out
+
+def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """Kernels (in dependency order) that realize `targets`, and what each realized node becomes."""
+  sink = UOp(Ops.SINK, dtypes.bool, tuple(targets))
+  order = [u for u in sink.toposort() if u.op is not Ops.SINK]
+  realize: set[UOp] = {t for t in targets if not _is_buffer_view(t)}
+  has_reduce: dict[UOp, bool] = {}
+  for u in order:
+    if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
+    if u.op is Ops.COPY:
+      realize.add(u)
+      if u.src[0].op is not Ops.BUFFER and not (u.src[0].op is Ops.RESHAPE and u.src[0].src[0].op is Ops.BUFFER): realize.add(u.src[0])
+    if u.op is Ops.EXPAND and has_reduce[u.src[0]] and u.src[0].base.op not in (Ops.BUFFER, Ops.CONST):
+      realize.add(u.src[0].base)
+      has_reduce[u.src[0].base] = False
+      for m in _movement_chain(u.src[0]): has_reduce[m] = False
+    has_reduce[u] = u not in realize and (u.op is Ops.REDUCE_AXIS or any(has_reduce.get(s, False) for s in u.src))
+  # a reduce shared by two kernels gets its own buffer instead of being computed twice
+  while True:
+    counts: dict[UOp, int] = {}
+    for r in realize:
+      for red in _kernel_reduces(r if r.op is not Ops.ASSIGN else r.src[1], realize):
+        if red is not r: counts[red] = counts.get(red, 0) + 1
+    shared = {red for red, c in counts.items() if c > 1}
+    if not shared: break
+    realize |= shared
+
+  items: list[ScheduleItem] = []
+  becomes: dict[UOp, UOp] = {}
+  for u in order:
+    if u not in realize: continue
+    if u.op is Ops.ASSIGN:
+      out = substitute(u.src[0], becomes)
+      items.append(ScheduleItem("kernel", out, substitute(u.src[1], becomes)))
+    elif u.op is Ops.COPY:
+      src = substitute(u.src[0], becomes)
+      out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
+      items.append(ScheduleItem("copy", out, src))
+    else:
+      out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
+      items.append(ScheduleItem("kernel", out, substitute(u.src[0] if u.op is Ops.CONTIGUOUS else u, becomes)))
+    becomes[u] = out
+  return items, becomes
+
+def _movement_chain(u: UOp) -> list[UOp]:
+  out = []
+  while u.op in GroupOp.Movement: out.append(u); u = u.src[0]
+  return out

@@ -1,0 +1,1044 @@
+"""Tensor: the user API. A thin handle on a lazy UOp graph; every op here is composed from primitives.
+
+>>> from petagrad import Tensor
+>>> (Tensor([1.0, 2.0, 3.0]) * 2 + 1).tolist()
+[3.0, 5.0, 7.0]
+"""
+from __future__ import annotations
+import math, struct, weakref, itertools
+from typing import Any, Sequence, Callable
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.uop.gradient import compute_gradient
+from petagrad.dtype import DType, dtypes, to_dtype, promote, promote_scalar, truncate, float_to_bf16_bits, bf16_bits_to_float
+from petagrad.device import Device
+from petagrad.helpers import prod, argfix, user_frame, flatten as flatten_list
+from petagrad.schedule.schedule import new_buffer, substitute
+from petagrad.engine.realize import realize_uops
+
+# nodes realized so far -> their buffer views; a later schedule reads the buffer instead of recomputing
+_realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+
+Scalar = int | float | bool
+
+def _shape_str(t: Any) -> str: return f"{tuple(t.shape)} {t.dtype}" if isinstance(t, Tensor) else repr(t)
+
+def _fail(exc: type[Exception], op: str, msg: str, *operands: Any) -> Exception:
+  ops = ", ".join(_shape_str(o) for o in operands)
+  return exc(f"{op}: {msg}" + (f" (operands: {ops})" if operands else "") + f"\n  at {user_frame()}")
+
+def _resolve_axis(op: str, axis: int, ndim: int, t: Any = None) -> int:
+  if not isinstance(axis, int) or isinstance(axis, bool): raise _fail(TypeError, op, f"axis must be an int, got {axis!r}", t)
+  if not -max(ndim, 1) <= axis < max(ndim, 1): raise _fail(IndexError, op, f"axis {axis} is out of range for a {ndim}-d tensor", t)
+  return axis % max(ndim, 1)
+
+def _pack(values: list, dtype: DType) -> bytes:
+  if dtype == dtypes.bfloat16: return struct.pack(f"<{len(values)}H", *(float_to_bf16_bits(float(v)) for v in values))
+  return struct.pack(f"<{len(values)}{dtype.fmt}", *(truncate(v, dtype) for v in values))
+
+def _nested_shape(data: Any, op: str = "Tensor") -> tuple[int, ...]:
+  shape: list[int] = []
+  x = data
+  while isinstance(x, (list, tuple)):
+    shape.append(len(x))
+    if not x: break
+    x = x[0]
+  return tuple(shape)
+
+def _flatten_nested(data: Any, shape: tuple[int, ...]) -> list:
+  out = [data]
+  for d in shape:
+    nxt = []
+    for x in out:
+      if not isinstance(x, (list, tuple)) or len(x) != d: raise _fail(ValueError, "Tensor", f"ragged nested sequence: expected length {d} at every level")
+      nxt.extend(x)
+    out = nxt
+  for x in out:
+    if isinstance(x, (list, tuple)): raise _fail(ValueError, "Tensor", "ragged nested sequence")
+    if isinstance(x, Tensor): raise _fail(TypeError, "Tensor", "a list of Tensors is not accepted; use Tensor.stack")
+  return out
+
+class Tensor:
+  """A lazily evaluated n-dimensional array with autograd.
+
+  >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
+  [4, 6]
+  """
+  __slots__ = ("uop", "_requires_grad", "grad", "_ctx", "__weakref__")
+  training: bool = False
+  _seed: int = 0
+  _rng_counter: int = 0
+
+  def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
+    dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
+    dt = to_dtype(dtype) if dtype is not None else None
+    self.grad: Tensor | None = None
+    self._requires_grad: bool | None = None
+    if requires_grad is not None: self.requires_grad = requires_grad
+    self._ctx: UOp | None = None   # the graph that made this tensor, kept for backward after a realize
+    if isinstance(data, UOp):
+      if device is not None and data.device_or_none != dev: data = UOp(Ops.COPY, data.dtype, (data, UOp(Ops.DEVICE, dtypes.bool, (), dev)))
+      self.uop = data if dt is None else data.cast(dt)
+      return
+    if isinstance(data, Tensor): raise _fail(TypeError, "Tensor", "Tensor(Tensor) is not supported; use .clone(), .to() or .cast()")
+    if isinstance(data, (bool, int, float)):
+      self.uop = UOp.const(dt or dtypes.from_py(data), data, dev)
+      return
+    if isinstance(data, (bytes, bytearray, memoryview)):
+      raw = bytes(data)
+      dt = dt or dtypes.uint8
+      if len(raw) % dt.itemsize: raise _fail(ValueError, "Tensor", f"{len(raw)} bytes is not a whole number of {dt} elements")
+      self.uop = self._from_bytes(raw, (len(raw) // dt.itemsize,), dt, dev)
+      return
+    if type(data).__module__ == "numpy" and hasattr(data, "dtype"):
+      import numpy as np
+      arr = np.ascontiguousarray(data)
+      try: ndt = to_dtype(arr.dtype.name)
+      except TypeError: raise _fail(TypeError, "Tensor", f"numpy dtype {arr.dtype} is not supported")
+      self.uop = self._from_bytes(arr.tobytes(), tuple(arr.shape), ndt, dev)
+      if dt is not None and dt != ndt: self.uop = self.uop.cast(dt)
+      return
+    if isinstance(data, (list, tuple)):
+      shape = _nested_shape(data)
+      flat = _flatten_nested(data, shape)
+      dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
+      self.uop = self._from_bytes(_pack(flat, dt), shape, dt, dev)
+      return
+    raise _fail(TypeError, "Tensor", f"cannot make a Tensor from {type(data).__name__}")
+
+  @staticmethod
+  def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str) -> UOp:
+    buf = new_buffer(device, prod(shape), dtype)
+    buf.buffer.ensure_allocated().copyin(memoryview(raw))
+    return buf.reshape(shape)
+
+  # ------------------------------------------------------------ properties
+  @property
+  def shape(self) -> tuple[int, ...]: return self.uop.shape
+  @property
+  def dtype(self) -> DType: return self.uop.dtype
+  @property
+  def device(self) -> str: return self.uop.device
+  @property
+  def ndim(self) -> int: return len(self.shape)
+  def numel(self) -> int: return prod(self.shape)
+  def size(self, dim: int | None = None) -> tuple[int, ...] | int: return self.shape if dim is None else self.shape[_resolve_axis("size", dim, self.ndim, self)]
+  def element_size(self) -> int: return self.dtype.itemsize
+  def nbytes(self) -> int: return self.numel() * self.element_size()
+  def __len__(self) -> int:
+    if not self.shape: raise TypeError("len() of a 0-d tensor")
+    return self.shape[0]
+  def __repr__(self) -> str:
+    return f"<Tensor {self.shape} {self.dtype} on {self.device}{' with grad' if self.grad is not None else ''}>"
+  def __hash__(self) -> int: return id(self)
+  def __bool__(self) -> bool:
+    if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous; use .any() or .all()")
+    return bool(self.item())
+
+  @property
+  def requires_grad(self) -> bool | None: return self._requires_grad
+  @requires_grad.setter
+  def requires_grad(self, v: bool | None) -> None:
+    self._requires_grad = v
+    if v: _grad_leaves.add(self)
+  def requires_grad_(self, v: bool = True) -> Tensor:
+    self.requires_grad = v
+    return self
+
+  # ------------------------------------------------------------ graph plumbing
+  def _new(self, u: UOp, *parents: Tensor) -> Tensor:
+    t = Tensor(u)
+    if any(p._requires_grad for p in (self,) + parents): t._requires_grad = True   # not a leaf
+    return t
+  def _c(self, x: Scalar, dtype: DType | None = None) -> UOp:
+    """A broadcast constant with this tensor's shape."""
+    c = UOp.const(dtype or self.dtype, x, self.device)
+    return c.reshape((1,) * self.ndim).expand(self.shape) if self.shape else c
+
+  # ------------------------------------------------------------ realize / export
+  def realize(self, *others: Tensor) -> Tensor:
+    """Compute this tensor (and `others`) now. Returns self."""
+    Tensor.realize_all(self, *others)
+    return self
+
+  @staticmethod
+  def realize_all(*tensors: Tensor) -> None:
+    todo = [t for t in tensors if t.uop.base.op is not Ops.BUFFER]
+    if not todo: return
+    done: dict[UOp, UOp] = {}
+    def lookup(u: UOp) -> UOp | None: return _realized.get(u)
+    targets = [_substitute_realized(t.uop, done) for t in todo]
+    becomes = realize_uops(targets)
+    inverse: dict[UOp, list[UOp]] = {}
+    for orig, new in done.items(): inverse.setdefault(new, []).append(orig)
+    for node, view in becomes.items():
+      _realized[node] = view
+      for orig in inverse.get(node, []): _realized[orig] = view
+    for t, tgt in zip(todo, targets):
+      if t.requires_grad and t._ctx is None: t._ctx = t.uop
+      t.uop = becomes.get(tgt, tgt)
+
+  def _contiguous_buffer(self) -> UOp:
+    """A BUFFER holding exactly this tensor's elements in row-major order."""
+    t = self
+    u = t.realize().uop
+    if not (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
+      t = Tensor(UOp(Ops.CONTIGUOUS, u.dtype, (u,))).realize()
+      u = t.uop
+    return u.base
+
+  def data(self) -> memoryview:
+    """The raw bytes of the (realized, contiguous) tensor."""
+    buf = self._contiguous_buffer()
+    return memoryview(buf.buffer.as_bytes())
+
+  def tolist(self) -> Any:
+    """Nested Python lists (a Python scalar for 0-d tensors)."""
+    raw = self.data()
+    dt = self.dtype
+    n = self.numel()
+    vals = list(struct.unpack(f"<{n}{dt.fmt}", raw)) if n else []
+    if dt == dtypes.bfloat16: vals = [bf16_bits_to_float(v) for v in vals]
+    if not self.shape: return vals[0]
+    for d in reversed(self.shape[1:]): vals = [vals[i:i + d] for i in range(0, len(vals), d)] if d else [[] for _ in range(len(vals) // max(d, 1))]
+    if self.shape and len(self.shape) > 1 and 0 in self.shape[1:]:
+      return _empty_nested(self.shape)
+    return vals
+
+  def item(self) -> Scalar:
+    """The single value of a one-element tensor."""
+    if self.numel() != 1: raise _fail(ValueError, "item", f"only one-element tensors can be converted to a Python scalar, this one has {self.numel()}", self)
+    return self.reshape(()).tolist()
+
+  def numpy(self):
+    """A numpy copy of the tensor (bfloat16 becomes float32: numpy has no bfloat16)."""
+    import numpy as np
+    if self.dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
+    npdt = np.dtype(self.dtype.name if self.dtype != dtypes.bool else "bool")
+    return np.frombuffer(bytes(self.data()), dtype=npdt).reshape(self.shape).copy()
+
+  def to(self, device: str) -> Tensor:
+    """This tensor on another device (a copy; the same tensor when already there)."""
+    dev = Device.canonicalize(device)
+    if dev == self.device: return self
+    return self._new(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, dtypes.bool, (), dev))))
+
+  def clone(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
+  def contiguous(self) -> Tensor:
+    """A tensor whose data is one row-major buffer (a no-op if it already is)."""
+    u = self.uop
+    if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or u.op is Ops.CONTIGUOUS: return self
+    return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (u,)), self)
+  def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+  def assign(self, x: Tensor | Scalar) -> Tensor:
+    """Write x into this tensor's buffer (in place: every view of the buffer sees it)."""
+    if not isinstance(x, Tensor): x = Tensor(self._c(x))
+    if x.shape != self.shape: x = x._broadcast_to(self.shape, "assign")
+    if x.device != self.device: raise _fail(RuntimeError, "assign", f"value is on {x.device}, target on {self.device}", self, x)
+    if x.dtype != self.dtype: x = x.cast(self.dtype)
+    if self.uop.base.op is not Ops.BUFFER:
+      self.uop = x.uop   # nothing to write into yet: behave like rebinding
+      return self
+    if any(u.op in (Ops.EXPAND, Ops.PAD) for u in _movement_nodes(self.uop)):
+      raise _fail(RuntimeError, "assign", "cannot assign to an expanded or padded view", self)
+    out = Tensor(UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))).realize()
+    self.uop = out.uop if self.uop.base is out.uop.base else self.uop
+    return self
+
+  # ------------------------------------------------------------ creation
+  @staticmethod
+  def _dev(device: str | None) -> str: return Device.canonicalize(device) if device is not None else Device.DEFAULT
+  @staticmethod
+  def full(shape, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    """A tensor filled with one value (no memory until realized).
+
+    >>> Tensor.full((2,), 7).tolist()
+    [7, 7]
+    """
+    shape = argfix(*shape) if isinstance(shape, (tuple, list)) else (shape,)
+    if any(not isinstance(s, int) or s < 0 for s in shape): raise _fail(ValueError, "full", f"bad shape {shape}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+    c = UOp.const(dt, fill_value, Tensor._dev(device))
+    return Tensor(c.reshape((1,) * len(shape)).expand(tuple(shape)) if shape else c, requires_grad=requires_grad)
+  @staticmethod
+  def zeros(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    return Tensor.full(argfix(*shape), 0.0, dtype or dtypes.default_float, device, requires_grad)
+  @staticmethod
+  def ones(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    return Tensor.full(argfix(*shape), 1.0, dtype or dtypes.default_float, device, requires_grad)
+  @staticmethod
+  def empty(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """Uninitialized memory (here: a fresh buffer, zero-filled by the allocator)."""
+    shape = argfix(*shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return Tensor(new_buffer(Tensor._dev(device), prod(shape), dt).reshape(shape), requires_grad=requires_grad)
+  def full_like(self, fill_value: Scalar, dtype=None, device=None) -> Tensor: return Tensor.full(self.shape, fill_value, dtype or self.dtype, device or self.device)
+  def zeros_like(self, dtype=None, device=None) -> Tensor: return self.full_like(0, dtype, device)
+  def ones_like(self, dtype=None, device=None) -> Tensor: return self.full_like(1, dtype, device)
+  def empty_like(self, dtype=None, device=None) -> Tensor: return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def rand_like(self, dtype=None, device=None) -> Tensor: return Tensor.rand(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None), device=device or self.device)
+  def randn_like(self, dtype=None, device=None) -> Tensor: return Tensor.randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None), device=device or self.device)
+
+  @staticmethod
+  def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """Values from start (inclusive) to stop (exclusive) by step, like torch.arange.
+
+    >>> Tensor.arange(1, 7, 2).tolist()
+    [1, 3, 5]
+    """
+    if stop is None: start, stop = 0, start
+    if step == 0: raise _fail(ValueError, "arange", "step must be nonzero")
+    n = max(0, math.ceil((stop - start) / step))
+    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+    dev = Tensor._dev(device)
+    idx = Tensor(UOp(Ops.IOTA, dtypes.int64, (UOp(Ops.DEVICE, dtypes.bool, (), dev),), n))
+    if dt.is_float: return Tensor((idx.cast(dt) * step + start).uop if step != 1 or start else idx.cast(dt).uop, requires_grad=requires_grad)
+    return Tensor((idx * step + start).cast(dt).uop if step != 1 or start else idx.cast(dt).uop, requires_grad=requires_grad)
+  @staticmethod
+  def linspace(start: Scalar, stop: Scalar, steps: int, dtype=None, device=None) -> Tensor:
+    """`steps` evenly spaced values from start to stop, both included."""
+    if steps < 0: raise _fail(ValueError, "linspace", f"steps must be >= 0, got {steps}")
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if steps == 1: return Tensor.full((1,), start, dt, device)
+    step = (stop - start) / max(steps - 1, 1)
+    idx = Tensor.arange(steps, device=device).cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
+    # symmetric from both ends, like torch, so the last value is exactly `stop`
+    half = steps // 2
+    out = (idx < half).where(idx * step + start, stop - (steps - 1 - idx) * step)
+    return out.cast(dt)
+  @staticmethod
+  def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """The identity matrix (n x m)."""
+    m = n if m is None else m
+    a, b = Tensor.arange(n, device=device), Tensor.arange(m, device=device)
+    return Tensor((a.reshape(n, 1) == b.reshape(1, m)).cast(to_dtype(dtype) if dtype else dtypes.default_float).uop, requires_grad=requires_grad)
+
+  # ------------------------------------------------------------ random (counter-based, runs inside kernels)
+  @staticmethod
+  def manual_seed(seed: int = 0) -> None:
+    """Make Tensor.rand & co reproducible."""
+    Tensor._seed, Tensor._rng_counter = int(seed), 0
+  @staticmethod
+  def _random_bits(shape: tuple[int, ...], device: str) -> Tensor:
+    """uint32 random bits: a hash of (seed, call counter, element index), computed in the kernel."""
+    n = prod(shape)
+    base = Tensor._rng_counter
+    Tensor._rng_counter += max(n, 1)
+    k0 = _hash32(Tensor._seed & 0xffffffff ^ 0x9e3779b9)
+    k1 = _hash32((Tensor._seed >> 32) ^ _hash32(base >> 32) ^ 0x85ebca6b)
+    idx = Tensor(UOp(Ops.IOTA, dtypes.int64, (UOp(Ops.DEVICE, dtypes.bool, (), device),), n)).cast(dtypes.uint32)
+    x = idx + (base & 0xffffffff)
+    x = _hash32_t(x ^ k0) ^ k1
+    x = _hash32_t(x)
+    return x.reshape(shape)
+  @staticmethod
+  def rand(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """Uniform random numbers in [0, 1).
+
+    >>> Tensor.manual_seed(0); 0 <= Tensor.rand(3).max().item() < 1
+    True
+    """
+    shape = argfix(*shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    if not dt.is_float: raise _fail(TypeError, "rand", f"dtype must be a float dtype, got {dt}")
+    bits = Tensor._random_bits(shape, Tensor._dev(device))
+    # 24 random bits -> [0, 1) exactly representable in float32
+    u = (bits >> 8).cast(dtypes.float32) * (1.0 / (1 << 24))
+    if dt != dtypes.float32: u = u.cast(dt)
+    if dt.itemsize < 4: u = (u < 1.0).where(u, 0.0)   # rounding up to 1.0 in low precision
+    return Tensor(u.uop, requires_grad=requires_grad)
+  @staticmethod
+  def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """Standard normal random numbers (Box-Muller)."""
+    shape = argfix(*shape)
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    u = Tensor.rand(2, *shape, dtype=dtypes.float32, device=device)
+    r = ((1 - u[0]).log() * -2).sqrt()
+    out = r * (u[1] * (2 * math.pi)).cos()
+    return Tensor(out.cast(dt).uop, requires_grad=requires_grad)
+  @staticmethod
+  def randint(*shape, low: int = 0, high: int = 10, dtype=dtypes.int32, device=None) -> Tensor:
+    """Random integers in [low, high)."""
+    if high <= low: raise _fail(ValueError, "randint", f"high ({high}) must be > low ({low})")
+    shape = argfix(*shape)
+    bits = Tensor._random_bits(shape, Tensor._dev(device)).cast(dtypes.uint64)
+    return ((bits * (high - low)) >> 32).cast(dtypes.int64).add(low).cast(to_dtype(dtype))
+  @staticmethod
+  def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return Tensor((Tensor.rand(*shape, dtype=dt, device=device) * (high - low) + low).uop, requires_grad=requires_grad)
+  @staticmethod
+  def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    return Tensor((Tensor.randn(*shape, dtype=dt, device=device) * std + mean).uop, requires_grad=requires_grad)
+
+  # ------------------------------------------------------------ autograd
+  def gradient(self, *targets: Tensor, gradient: Tensor | None = None) -> list[Tensor]:
+    """Gradients of this (scalar) tensor w.r.t. `targets`, as new lazy tensors.
+
+    >>> x = Tensor([2.0, 3.0], requires_grad=True)
+    >>> (x * x).sum().gradient(x)[0].tolist()
+    [4.0, 6.0]
+    """
+    root = self._ctx if self._ctx is not None else self.uop
+    if gradient is None:
+      if self.numel() != 1: raise _fail(RuntimeError, "backward", f"grad can be implicitly created only for scalar outputs, got shape {self.shape}", self)
+      gradient = Tensor(self._c(1.0))
+    elif gradient.shape != self.shape: raise _fail(ValueError, "backward", f"gradient shape {gradient.shape} != tensor shape {self.shape}", self, gradient)
+    nodes = root.toposort()
+    tnodes = [t._ctx if t._ctx is not None and t._ctx in nodes else t.uop for t in targets]
+    grads = compute_gradient(root, gradient.uop, set(tnodes))
+    out = []
+    for t, n in zip(targets, tnodes):
+      g = grads.get(n)
+      out.append(Tensor(g) if g is not None else t.zeros_like())
+    return out
+
+  def backward(self, gradient: Tensor | None = None) -> Tensor:
+    """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True in the graph."""
+    nodes = (self._ctx if self._ctx is not None else self.uop).toposort()
+    leaves = [t for t in list(_grad_leaves) if t.requires_grad and (t.uop in nodes or t._ctx in nodes)]
+    if not leaves: raise _fail(RuntimeError, "backward", "no tensor in the graph requires grad", self)
+    for t, g in zip(leaves, self.gradient(*leaves, gradient=gradient)):
+      if g.shape != t.shape: g = g.reshape(t.shape)
+      t.grad = g if t.grad is None else (t.grad + g)
+    return self
+
+  # ------------------------------------------------------------ broadcasting and elementwise plumbing
+  def _broadcast_to(self, shape: tuple[int, ...], op: str = "expand", *others) -> Tensor:
+    if self.shape == shape: return self
+    if len(shape) < self.ndim: raise _fail(ValueError, op, f"cannot broadcast shape {self.shape} to {shape}", self, *others)
+    padded = (1,) * (len(shape) - self.ndim) + self.shape
+    for s, n in zip(padded, shape):
+      if s != n and s != 1: raise _fail(ValueError, op, f"shapes are not broadcastable: {self.shape} to {shape}", self, *others)
+    return self._new(self.uop.reshape(padded).expand(shape), self)
+
+  def _operands(self, op: str, x: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
+    """Promote and broadcast (self, x) for a binary op; Python scalars do not widen the dtype."""
+    if isinstance(x, Tensor):
+      if x.device != self.device:
+        raise _fail(RuntimeError, op, f"tensors are on different devices: {self.device} and {x.device}", self, x)
+      try: dt = promote(self.dtype, x.dtype)
+      except TypeError as e: raise _fail(TypeError, op, str(e), self, x) from None
+      a, b = self, x
+    elif isinstance(x, (int, float, bool)):
+      dt = promote_scalar(self.dtype, x)
+      a, b = self, Tensor(UOp.const(dt, x, self.device))
+    else:
+      raise _fail(TypeError, op, f"unsupported operand type {type(x).__name__}", self)
+    shape = _broadcast_shape(op, a, b)
+    a, b = a.cast(dt)._broadcast_to(shape, op, a, b), b.cast(dt)._broadcast_to(shape, op, a, b)
+    return (b, a) if reverse else (a, b)
+
+  def _binop(self, op: Ops, x: Any, reverse: bool = False, name: str = "", dtype: DType | None = None) -> Tensor:
+    a, b = self._operands(name or op.name.lower(), x, reverse)
+    return a._new(UOp(op, dtype or (dtypes.bool if op in GroupOp.Comparison else a.dtype), (a.uop, b.uop)), b)
+  def _unop(self, op: Ops) -> Tensor: return self._new(UOp(op, self.dtype, (self.uop,)), self)
+  def _float(self, name: str) -> Tensor:
+    """Self as a float tensor (ints and bools become the default float, like PyTorch's math functions)."""
+    return self if self.dtype.is_float else self.cast(dtypes.default_float)
+
+  def cast(self, dtype: DType | str) -> Tensor:
+    """Convert elements to another dtype (floats to ints truncate toward zero)."""
+    dt = to_dtype(dtype)
+    return self if dt == self.dtype else self._new(self.uop.cast(dt), self)
+  def bitcast(self, dtype: DType | str) -> Tensor:
+    """Reinterpret the bits as another dtype of the same size."""
+    dt = to_dtype(dtype)
+    if dt.itemsize != self.dtype.itemsize: raise _fail(TypeError, "bitcast", f"{self.dtype} and {dt} differ in size", self)
+    return self if dt == self.dtype else Tensor(self.uop.bitcast(dt))
+  def float(self) -> Tensor: return self.cast(dtypes.float32)
+  def half(self) -> Tensor: return self.cast(dtypes.float16)
+  def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)
+  def double(self) -> Tensor: return self.cast(dtypes.float64)
+  def int(self) -> Tensor: return self.cast(dtypes.int32)
+  def long(self) -> Tensor: return self.cast(dtypes.int64)
+  def bool(self) -> Tensor: return self.cast(dtypes.bool)
+  def is_floating_point(self) -> bool: return self.dtype.is_float
+
+  # ------------------------------------------------------------ arithmetic
+  def add(self, x, alpha: Scalar | None = None) -> Tensor:
+    if alpha is not None: x = x * alpha
+    if self.dtype.is_bool and isinstance(x, Tensor) and x.dtype.is_bool: return self._binop(Ops.OR, x, name="add")
+    return self._binop(Ops.ADD, x)
+  def sub(self, x, alpha: Scalar | None = None, reverse: bool = False) -> Tensor:
+    if alpha is not None: x = x * alpha
+    a, b = self._operands("sub", x, reverse)
+    if a.dtype.is_bool: raise _fail(TypeError, "sub", "subtraction of bool tensors is not supported; use logical_xor", a, b)
+    return a._new(UOp(Ops.SUB, a.dtype, (a.uop, b.uop)), b)
+  def mul(self, x) -> Tensor:
+    if self.dtype.is_bool and isinstance(x, Tensor) and x.dtype.is_bool: return self._binop(Ops.AND, x, name="mul")
+    return self._binop(Ops.MUL, x)
+  def div(self, x, rounding_mode: str | None = None, reverse: bool = False) -> Tensor:
+    """True division (ints give floats); rounding_mode 'trunc' or 'floor' like torch.div."""
+    a, b = self._operands("div", x, reverse)
+    if rounding_mode == "trunc": return a._trunc_div(b)
+    if rounding_mode == "floor": return a._floor_div(b)
+    if rounding_mode is not None: raise _fail(ValueError, "div", f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+    a, b = a._float("div"), b._float("div")
+    return a._new(UOp(Ops.FDIV, a.dtype, (a.uop, b.uop)), b)
+  def _trunc_div(self, b: Tensor) -> Tensor:
+    if self.dtype.is_float: return (self / b).trunc()
+    return self._new(UOp(Ops.IDIV, self.dtype, (self.uop, b.uop)), b)
+  def _floor_div(self, b: Tensor) -> Tensor:
+    if self.dtype.is_float: return (self / b).floor()
+    q = self._trunc_div(b)
+    fix = ((q * b).ne(self)) & ((self < 0) ^ (b < 0))
+    return fix.where(q - 1, q)
+  def floordiv(self, x, reverse: bool = False) -> Tensor:
+    a, b = self._operands("floordiv", x, reverse)
+    return a._floor_div(b)
+  def mod(self, x, reverse: bool = False) -> Tensor:
+    """Python-style remainder: the result has the sign of the divisor (torch.remainder)."""
+    a, b = self._operands("remainder", x, reverse)
+    if a.dtype.is_float: return a - (a / b).floor() * b
+    r = a._new(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
+    return ((r.ne(0)) & ((r < 0) ^ (b < 0))).where(r + b, r)
+  remainder = mod
+  def neg(self) -> Tensor:
+    if self.dtype.is_bool: raise _fail(TypeError, "neg", "negation of a bool tensor is not supported; use logical_not", self)
+    return self._unop(Ops.NEG)
+  def reciprocal(self) -> Tensor: return self._float("reciprocal")._unop(Ops.RECIPROCAL)
+
+  def __add__(self, x): return self.add(x)
+  def __radd__(self, x): return self.add(x)
+  def __sub__(self, x): return self.sub(x)
+  def __rsub__(self, x): return self.sub(x, reverse=True)
+  def __mul__(self, x): return self.mul(x)
+  def __rmul__(self, x): return self.mul(x)
+  def __truediv__(self, x): return self.div(x)
+  def __rtruediv__(self, x): return self.div(x, reverse=True)
+  def __floordiv__(self, x): return self.floordiv(x)
+  def __rfloordiv__(self, x): return self.floordiv(x, reverse=True)
+  def __mod__(self, x): return self.mod(x)
+  def __rmod__(self, x): return self.mod(x, reverse=True)
+  def __pow__(self, x): return self.pow(x)
+  def __rpow__(self, x): return self.pow(x, reverse=True)
+  def __neg__(self): return self.neg()
+  def __pos__(self): return self
+  def __abs__(self): return self.abs()
+  def __matmul__(self, x): return self.matmul(x)
+  def __rmatmul__(self, x): return Tensor(x, device=self.device).matmul(self) if not isinstance(x, Tensor) else x.matmul(self)
+  def __and__(self, x): return self.bitwise_and(x)
+  def __rand__(self, x): return self.bitwise_and(x)
+  def __or__(self, x): return self.bitwise_or(x)
+  def __ror__(self, x): return self.bitwise_or(x)
+  def __xor__(self, x): return self.bitwise_xor(x)
+  def __rxor__(self, x): return self.bitwise_xor(x)
+  def __invert__(self): return self.bitwise_not()
+  def __lshift__(self, x): return self.lshift(x)
+  def __rshift__(self, x): return self.rshift(x)
+  def __rlshift__(self, x): return self.lshift(x, reverse=True)
+  def __rrshift__(self, x): return self.rshift(x, reverse=True)
+  # comparisons
+  def __lt__(self, x): return self._binop(Ops.CMPLT, x, name="lt")
+  def __gt__(self, x): return self._binop(Ops.CMPLT, x, reverse=True, name="gt")
+  def __le__(self, x): return (self > x).logical_not()
+  def __ge__(self, x): return (self < x).logical_not()
+  def __eq__(self, x): return self.ne(x).logical_not()   # type: ignore[override]
+  def __ne__(self, x): return self.ne(x)   # type: ignore[override]
+  def ne(self, x) -> Tensor: return self._binop(Ops.CMPNE, x, name="ne")
+  def eq(self, x) -> Tensor: return self == x
+  def lt(self, x) -> Tensor: return self < x
+  def gt(self, x) -> Tensor: return self > x
+  def le(self, x) -> Tensor: return self <= x
+  def ge(self, x) -> Tensor: return self >= x
+  # in place: the Tensor object is updated (PyTorch semantics for the object, lazily)
+  def _inplace(self, r: Tensor, op: str) -> Tensor:
+    if r.dtype != self.dtype and promote(r.dtype, self.dtype) != self.dtype:
+      raise _fail(TypeError, op, f"result type {r.dtype} can't be cast to the desired output type {self.dtype}", self)
+    r = r.cast(self.dtype)
+    if self.uop.base.op is Ops.BUFFER and self.uop.op is not Ops.BUFFER or self.uop.op is Ops.BUFFER: return self.assign(r)
+    self.uop = r.uop
+    self.requires_grad = self.requires_grad or r.requires_grad
+    return self
+  def __iadd__(self, x): return self._inplace(self + x, "add_")
+  def __isub__(self, x): return self._inplace(self - x, "sub_")
+  def __imul__(self, x): return self._inplace(self * x, "mul_")
+  def __itruediv__(self, x): return self._inplace(self / x, "div_")
+  def __ifloordiv__(self, x): return self._inplace(self // x, "floor_divide_")
+  def __imod__(self, x): return self._inplace(self % x, "remainder_")
+  def __ipow__(self, x): return self._inplace(self ** x, "pow_")
+  def __iand__(self, x): return self._inplace(self & x, "bitwise_and_")
+  def __ior__(self, x): return self._inplace(self | x, "bitwise_or_")
+  def __ixor__(self, x): return self._inplace(self ^ x, "bitwise_xor_")
+  def __ilshift__(self, x): return self._inplace(self << x, "lshift_")
+  def __irshift__(self, x): return self._inplace(self >> x, "rshift_")
+  def __imatmul__(self, x): return self._inplace(self @ x, "matmul_")
+
+  # ------------------------------------------------------------ logical and bitwise
+  def _check_int_or_bool(self, op: str, *others: Tensor) -> None:
+    for t in (self,) + others:
+      if t.dtype.is_float: raise _fail(TypeError, op, f"needs integer or bool tensors, got {t.dtype}", self, *others)
+  def bitwise_and(self, x) -> Tensor:
+    a, b = self._operands("bitwise_and", x); a._check_int_or_bool("bitwise_and", b)
+    return a._new(UOp(Ops.AND, a.dtype, (a.uop, b.uop)))
+  def bitwise_or(self, x) -> Tensor:
+    a, b = self._operands("bitwise_or", x); a._check_int_or_bool("bitwise_or", b)
+    return a._new(UOp(Ops.OR, a.dtype, (a.uop, b.uop)))
+  def bitwise_xor(self, x) -> Tensor:
+    a, b = self._operands("bitwise_xor", x); a._check_int_or_bool("bitwise_xor", b)
+    return a._new(UOp(Ops.XOR, a.dtype, (a.uop, b.uop)))
+  def bitwise_not(self) -> Tensor:
+    self._check_int_or_bool("bitwise_not")
+    return self._new(UOp(Ops.XOR, self.dtype, (self.uop, self._c(True if self.dtype.is_bool else -1))))
+  def lshift(self, x, reverse: bool = False) -> Tensor:
+    a, b = self._operands("lshift", x, reverse); a._check_int_or_bool("lshift", b)
+    return a._new(UOp(Ops.SHL, a.dtype, (a.uop, b.uop)))
+  def rshift(self, x, reverse: bool = False) -> Tensor:
+    a, b = self._operands("rshift", x, reverse); a._check_int_or_bool("rshift", b)
+    return a._new(UOp(Ops.SHR, a.dtype, (a.uop, b.uop)))
+  def logical_not(self) -> Tensor: return self.cast(dtypes.bool).bitwise_xor(True)
+  def logical_and(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_and(_as_tensor(x, self).cast(dtypes.bool))
+  def logical_or(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_or(_as_tensor(x, self).cast(dtypes.bool))
+  def logical_xor(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_xor(_as_tensor(x, self).cast(dtypes.bool))
+
+  # ------------------------------------------------------------ math
+  def maximum(self, x) -> Tensor: return self._binop(Ops.MAX, x, name="maximum")
+  def minimum(self, x) -> Tensor:
+    a, b = self._operands("minimum", x)
+    if a.dtype.is_float: return -((-a).maximum(-b))
+    return a.bitwise_not().maximum(b.bitwise_not()).bitwise_not()
+  def where(self, x, y) -> Tensor:
+    """Elementwise `x if self else y` (self is the condition).
+
+    >>> Tensor([True, False]).where(1, 2).tolist()
+    [1, 2]
+    """
+    cond = self.cast(dtypes.bool)
+    if isinstance(x, Tensor) and isinstance(y, Tensor):
+      try: dt = promote(x.dtype, y.dtype)
+      except TypeError as e: raise _fail(TypeError, "where", str(e), cond, x, y) from None
+    elif isinstance(x, Tensor): dt = promote_scalar(x.dtype, y)
+    elif isinstance(y, Tensor): dt = promote_scalar(y.dtype, x)
+    else: dt = promote(dtypes.from_py(x), dtypes.from_py(y))
+    xt, yt = _as_tensor(x, cond, dt).cast(dt), _as_tensor(y, cond, dt).cast(dt)
+    for t in (xt, yt):
+      if t.device != cond.device: raise _fail(RuntimeError, "where", f"tensors are on different devices: {cond.device} and {t.device}", cond, xt, yt)
+    shape = _broadcast_shape("where", cond, xt, yt)
+    c, xt, yt = cond._broadcast_to(shape, "where"), xt._broadcast_to(shape, "where"), yt._broadcast_to(shape, "where")
+    return xt._new(UOp(Ops.WHERE, dt, (c.uop, xt.uop, yt.uop)), yt)
+  def abs(self) -> Tensor: return self if self.dtype.is_bool or self.dtype.is_unsigned else self.maximum(-self)
+  def sign(self) -> Tensor:
+    if self.dtype.is_bool: return self
+    return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if not self.dtype.is_unsigned else (self > 0).cast(self.dtype)
+  def exp2(self) -> Tensor: return self._float("exp2")._unop(Ops.EXP2)
+  def exp(self) -> Tensor: return (self._float("exp") * (1 / math.log(2)))._unop(Ops.EXP2)
+  def log2(self) -> Tensor: return self._float("log2")._unop(Ops.LOG2)
+  def log(self) -> Tensor: return self._float("log")._unop(Ops.LOG2) * math.log(2)
+  def log10(self) -> Tensor: return self._float("log10")._unop(Ops.LOG2) * (math.log(2) / math.log(10))
+  def sqrt(self) -> Tensor: return self._float("sqrt")._unop(Ops.SQRT)
+  def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
+  def square(self) -> Tensor: return self * self
+  def sin(self) -> Tensor: return self._float("sin")._unop(Ops.SIN)
+  def cos(self) -> Tensor: return ((math.pi / 2) - self._float("cos"))._unop(Ops.SIN)
+  def tan(self) -> Tensor: return self.sin() / self.cos()
+  def trunc(self) -> Tensor: return self if not self.dtype.is_float else self._unop(Ops.TRUNC)
+  def floor(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    t = self.trunc()
+    return (self < t).where(t - 1, t)
+  def ceil(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    t = self.trunc()
+    return (self > t).where(t + 1, t)
+  def sigmoid(self) -> Tensor: return (1 + (-self._float("sigmoid")).exp()).reciprocal()
+  def tanh(self) -> Tensor: return 2 * (2 * self._float("tanh")).sigmoid() - 1
+  def relu(self) -> Tensor: return (self > 0).where(self, 0)
+  def silu(self) -> Tensor: return self * self.sigmoid()
+  swish = silu
+  def erf(self) -> Tensor:
+    # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7)
+    x = self._float("erf")
+    t = 1.0 / (1.0 + 0.3275911 * x.abs())
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-(x * x)).exp()
+    return x.sign() * y
+  def gelu(self, approximate: str = "none") -> Tensor:
+    """GELU; approximate='tanh' for the tanh form (PyTorch's default is the exact erf form)."""
+    if approximate == "tanh": return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+    if approximate != "none": raise _fail(ValueError, "gelu", f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+  def clip(self, min_=None, max_=None) -> Tensor:
+    """Clamp into [min_, max_] (either may be None); the gradient passes where min_ <= x <= max_."""
+    if min_ is None and max_ is None: raise _fail(ValueError, "clip", "at least one of min_ and max_ must be given", self)
+    x = self
+    if min_ is not None: x = (x < min_).where(min_, x)
+    if max_ is not None: x = (x > max_).where(max_, x)
+    return x
+  clamp = clip
+  def pow(self, x, reverse: bool = False) -> Tensor:
+    """self ** x (x ** self when reverse). Small integer exponents multiply exactly."""
+    if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and abs(x) <= 16:
+      n, base, acc = abs(int(x)), self, None
+      while n:
+        if n & 1: acc = base if acc is None else acc * base
+        n >>= 1
+        if n: base = base * base
+      if acc is None: return self.ones_like() if not self.dtype.is_bool else self.ones_like(dtypes.int64)
+      return acc.reciprocal() if x < 0 else acc
+    if not reverse and x == 0.5: return self.sqrt()
+    a, b = self._operands("pow", x, reverse)
+    if not a.dtype.is_float:   # integer power through float, rounded back
+      return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round_half_even().cast(a.dtype)
+    mag = (b * a.abs().log2()).exp2()
+    b_int = b.trunc() == b
+    odd = b_int & ((b.abs() % 2) == 1)
+    neg_result = (a < 0) & odd
+    out = neg_result.where(-mag, mag)
+    out = ((a < 0) & b_int.logical_not()).where(float("nan"), out)
+    return (b == 0).where(1.0, out)
+  def round_half_even(self) -> Tensor:
+    if not self.dtype.is_float: return self
+    f = self.floor()
+    d = self - f
+    even = (f % 2) == 0
+    return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
+  round = round_half_even
+
+  # ------------------------------------------------------------ movement
+  def reshape(self, *shape) -> Tensor:
+    """Same elements, new shape; one dimension may be -1.
+
+    >>> Tensor.arange(6).reshape(2, -1).shape
+    (2, 3)
+    """
+    shape = argfix(*shape)
+    if any(not isinstance(s, int) for s in shape): raise _fail(TypeError, "reshape", f"shape must be ints, got {shape}", self)
+    if shape.count(-1) > 1: raise _fail(ValueError, "reshape", f"only one dimension can be -1, got {shape}", self)
+    if -1 in shape:
+      rest = prod(s for s in shape if s != -1)
+      if rest == 0 or self.numel() % rest: raise _fail(ValueError, "reshape", f"cannot reshape {self.shape} into {shape}", self)
+      shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
+    if any(s < 0 for s in shape) or prod(shape) != self.numel():
+      raise _fail(ValueError, "reshape", f"cannot reshape {self.shape} ({self.numel()} elements) into {shape}", self)
+    return self._new(self.uop.reshape(tuple(shape)), self)
+  view = reshape
+  def permute(self, *order) -> Tensor:
+    order = argfix(*order)
+    if len(order) != self.ndim: raise _fail(ValueError, "permute", f"order {order} does not match {self.ndim} dims", self)
+    norm = tuple(_resolve_axis("permute", o, self.ndim, self) for o in order)
+    if sorted(norm) != list(range(self.ndim)): raise _fail(ValueError, "permute", f"order {order} is not a permutation", self)
+    return self._new(self.uop.permute(norm), self)
+  def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
+    order = list(range(self.ndim))
+    if self.ndim == 0: return self
+    a, b = _resolve_axis("transpose", dim0, self.ndim, self), _resolve_axis("transpose", dim1, self.ndim, self)
+    order[a], order[b] = order[b], order[a]
+    return self.permute(order)
+  @property
+  def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))
+  def expand(self, *shape) -> Tensor:
+    """Broadcast size-1 dims to a bigger size (-1 keeps a dim). No copy."""
+    shape = argfix(*shape)
+    if len(shape) < self.ndim: raise _fail(ValueError, "expand", f"cannot expand {self.shape} to fewer dims {shape}", self)
+    full = (1,) * (len(shape) - self.ndim) + self.shape
+    new = tuple(f if s == -1 else s for s, f in zip(shape, full))
+    return self._broadcast_to(new, "expand")
+  def expand_as(self, other: Tensor) -> Tensor: return self.expand(other.shape)
+  def pad(self, padding: Sequence, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
+    """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
+    form (last dim first: left, right, top, bottom, ...). Negative padding crops."""
+    if mode != "constant": raise _fail(NotImplementedError, "pad", f"mode {mode!r} is not implemented yet (only 'constant')", self)
+    if all(isinstance(p, int) for p in padding):
+      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise _fail(ValueError, "pad", f"bad flat padding {tuple(padding)}", self)
+      pairs = [(0, 0)] * self.ndim
+      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
+    else:
+      if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"padding {tuple(padding)} must have one pair per dim ({self.ndim})", self)
+      pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+    x = self
+    if any(b < 0 or a < 0 for b, a in pairs):
+      x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
+      pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
+    padded = x._new(x.uop.pad(tuple(pairs)), x)
+    if value == 0: return padded
+    mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device).pad(pairs)
+    return mask.where(padded, value)
+  def shrink(self, arg: Sequence) -> Tensor:
+    """Keep [start, end) of each dim (None keeps the dim)."""
+    if len(arg) != self.ndim: raise _fail(ValueError, "shrink", f"need one (start, end) per dim, got {tuple(arg)}", self)
+    pairs = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+    for (b, e), s in zip(pairs, self.shape):
+      if not 0 <= b <= e <= s: raise _fail(ValueError, "shrink", f"bounds {pairs} are out of range for shape {self.shape}", self)
+    return self._new(self.uop.shrink(pairs), self)
+  def flip(self, *axis) -> Tensor:
+    axis = argfix(*axis)
+    axes = {_resolve_axis("flip", a, self.ndim, self) for a in axis}
+    return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))), self)
+  def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
+    if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
+    dims = {_resolve_axis("squeeze", d, self.ndim, self) for d in ((dim,) if isinstance(dim, int) else dim)}
+    return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
+  def unsqueeze(self, dim: int) -> Tensor:
+    d = _resolve_axis("unsqueeze", dim, self.ndim + 1, self)
+    return self.reshape(self.shape[:d] + (1,) + self.shape[d:])
+  def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+    if self.ndim == 0: return self.reshape(1)
+    s, e = _resolve_axis("flatten", start_dim, self.ndim, self), _resolve_axis("flatten", end_dim, self.ndim, self)
+    return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
+  def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+    d = _resolve_axis("unflatten", dim, self.ndim, self)
+    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+  def repeat(self, *repeats) -> Tensor:
+    """Tile the tensor `repeats[i]` times along dim i (torch.Tensor.repeat)."""
+    repeats = argfix(*repeats)
+    if len(repeats) < self.ndim: raise _fail(ValueError, "repeat", f"need at least {self.ndim} repeat counts, got {repeats}", self)
+    base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
+    inter = flatten_list([(1, s) for s in base.shape])
+    exp = flatten_list([(r, s) for r, s in zip(repeats, base.shape)])
+    return base.reshape(inter).expand(exp).reshape(tuple(r * s for r, s in zip(repeats, base.shape)))
+  def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+    """Concatenate along dim: each piece is padded into place and the pieces added (one kernel)."""
+    ts = (self,) + others
+    d = _resolve_axis("cat", dim, self.ndim, self)
+    for t in ts:
+      if not isinstance(t, Tensor): raise _fail(TypeError, "cat", f"expected Tensors, got {type(t).__name__}")
+      if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
+        raise _fail(ValueError, "cat", f"shapes must match except in dim {d}", *ts)
+      if t.device != self.device: raise _fail(RuntimeError, "cat", "tensors are on different devices", *ts)
+    dt = self.dtype
+    for t in others: dt = promote(dt, t.dtype)
+    total = sum(t.shape[d] for t in ts)
+    out, off = None, 0
+    for t in ts:
+      pads = [(0, 0)] * self.ndim
+      pads[d] = (off, total - off - t.shape[d])
+      off += t.shape[d]
+      p = t.cast(dt).pad(pads)
+      out = p if out is None else (out | p if dt.is_bool else out + p)
+    assert out is not None
+    return out
+  @staticmethod
+  def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    if not tensors: raise _fail(ValueError, "stack", "needs at least one tensor")
+    d = _resolve_axis("stack", dim, tensors[0].ndim + 1, tensors[0])
+    for t in tensors:
+      if t.shape != tensors[0].shape: raise _fail(ValueError, "stack", "all tensors must have the same shape", *tensors)
+    return tensors[0].unsqueeze(d).cat(*[t.unsqueeze(d) for t in tensors[1:]], dim=d)
+  def split(self, sizes: int | Sequence[int], dim: int = 0) -> list[Tensor]:
+    d = _resolve_axis("split", dim, self.ndim, self)
+    n = self.shape[d]
+    if isinstance(sizes, int):
+      if sizes <= 0: raise _fail(ValueError, "split", f"split size must be positive, got {sizes}", self)
+      sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    if sum(sizes) != n: raise _fail(ValueError, "split", f"sizes {tuple(sizes)} do not add up to {n}", self)
+    out, off = [], 0
+    for s in sizes:
+      out.append(self.shrink(tuple((off, off + s) if i == d else None for i in range(self.ndim))))
+      off += s
+    return out
+  def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
+    d = _resolve_axis("chunk", dim, self.ndim, self)
+    if chunks <= 0: raise _fail(ValueError, "chunk", f"chunks must be positive, got {chunks}", self)
+    return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
+
+  def __getitem__(self, idx) -> Tensor:
+    """Basic indexing: ints, slices (any step, negative too), None and Ellipsis.
+
+    >>> Tensor.arange(10)[8:2:-3].tolist()
+    [8, 5]
+    """
+    if not isinstance(idx, tuple): idx = (idx,)
+    for i in idx:
+      if isinstance(i, Tensor) or isinstance(i, list): raise _fail(NotImplementedError, "getitem", "tensor/list indices are not supported yet", self)
+      if not (i is None or i is Ellipsis or isinstance(i, (int, slice))) or isinstance(i, bool):
+        raise _fail(TypeError, "getitem", f"unsupported index {i!r}", self)
+    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
+    if sum(1 for i in idx if i is Ellipsis) > 1: raise _fail(IndexError, "getitem", "only one Ellipsis is allowed", self)
+    if n_real > self.ndim: raise _fail(IndexError, "getitem", f"too many indices ({n_real}) for a {self.ndim}-d tensor", self)
+    if Ellipsis in idx:
+      e = idx.index(Ellipsis)
+      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
+    else: idx = idx + (slice(None),) * (self.ndim - n_real)
+    x, dim, final_shape, flips = self, 0, [], []
+    shrink, strides = [], []
+    for i in idx:
+      if i is None: final_shape.append(1); continue
+      size = self.shape[dim]
+      if isinstance(i, int):
+        if not -size <= i < size: raise _fail(IndexError, "getitem", f"index {i} is out of bounds for dim {dim} with size {size}", self)
+        i %= size
+        shrink.append((i, i + 1)); strides.append(1); flips.append(False)
+      else:
+        start, stop, step = i.indices(size)
+        if step == 0: raise _fail(ValueError, "getitem", "slice step cannot be zero", self)
+        if step > 0:
+          n = max(0, math.ceil((stop - start) / step))
+          shrink.append((start, start + (n - 1) * step + 1) if n else (0, 0)); flips.append(False)
+        else:
+          n = max(0, math.ceil((start - stop) / -step))
+          shrink.append((start - (n - 1) * -step, start + 1) if n else (0, 0)); flips.append(True)
+        strides.append(abs(step))
+        final_shape.append(n)
+      dim += 1
+    x = x.shrink(shrink)
+    if any(flips): x = x.flip([d for d, f in enumerate(flips) if f])
+    if any(s != 1 for s in strides):
+      # stride s: pad each dim to a multiple of s, split it into (n, s), keep index 0 of the s part
+      pads = [(0, (-sz) % s) for sz, s in zip(x.shape, strides)]
+      x = x.pad(pads)
+      x = x.reshape(flatten_list([(sz // s, s) for sz, s in zip(x.shape, strides)]))
+      x = x.shrink(flatten_list([((0, sz), (0, 1)) for sz in x.shape[0::2]]))
+    return x.reshape(tuple(final_shape))
+
+  # ------------------------------------------------------------ reductions
+  def _axes(self, op: str, axis) -> tuple[int, ...]:
+    if axis is None: return tuple(range(self.ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = tuple(_resolve_axis(op, a, self.ndim, self) for a in axes)
+    if len(set(out)) != len(out): raise _fail(ValueError, op, f"repeated axis in {axis}", self)
+    return out if self.ndim else ()
+  def _reduce(self, op: Ops, axis, keepdim: bool, name: str) -> Tensor:
+    axes = self._axes(name, axis)
+    if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
+      raise _fail(RuntimeError, name, "cannot reduce over a zero-size dimension (no identity)", self)
+    r = self._new(self.uop.reduce(op, axes), self)
+    return r if keepdim else r.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+  def sum(self, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """Sum over `axis` (all by default). Ints and bools sum as int64; float16/bfloat16 accumulate in float32.
+
+    >>> Tensor([[1, 2], [3, 4]]).sum(1).tolist()
+    [3, 7]
+    """
+    x = self.cast(to_dtype(dtype)) if dtype is not None else self
+    if x.dtype.is_bool or (x.dtype.is_int and dtype is None): x = x.cast(dtypes.int64 if not x.dtype.is_unsigned or x.dtype.itemsize < 8 else x.dtype)
+    if x.dtype in (dtypes.float16, dtypes.bfloat16): return x.float()._reduce(Ops.ADD, axis, keepdim, "sum").cast(x.dtype)
+    return x._reduce(Ops.ADD, axis, keepdim, "sum")
+  def prod(self, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
+    x = self.cast(to_dtype(dtype)) if dtype is not None else self
+    if x.dtype.is_bool or (x.dtype.is_int and dtype is None): x = x.cast(dtypes.int64)
+    return x._reduce(Ops.MUL, axis, keepdim, "prod")
+  def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim, "max")
+  def min(self, axis=None, keepdim: bool = False) -> Tensor:
+    if self.dtype.is_float: return -((-self).max(axis, keepdim))
+    return self.bitwise_not().max(axis, keepdim).bitwise_not()
+  amax, amin = max, min
+  def mean(self, axis=None, keepdim: bool = False) -> Tensor:
+    x = self._float("mean")
+    n = prod(self.shape[a] for a in self._axes("mean", axis))
+    s = x.sum(axis, keepdim)
+    return s / n if n else s * float("nan")
+  def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    x = self._float("var")
+    n = prod(self.shape[a] for a in self._axes("var", axis))
+    d = x - x.mean(axis, keepdim=True)
+    return (d * d).sum(axis, keepdim) / max(n - correction, 0) if n - correction > 0 else (d * d).sum(axis, keepdim) * float("nan")
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def var_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
+  def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
+    return self.std(axis, keepdim, correction), self.mean(axis, keepdim)
+  def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else self.cast(dtypes.bool).sum(axis, keepdim).cast(dtypes.bool)
+  def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
+  def _arg_extreme(self, axis, keepdim: bool, largest: bool, name: str) -> Tensor:
+    if axis is None: return self.flatten()._arg_extreme(0, False, largest, name).reshape(() if not keepdim else (1,) * self.ndim)
+    a = _resolve_axis(name, axis, self.ndim, self)
+    n = self.shape[a] if self.ndim else 1
+    if n == 0: raise _fail(RuntimeError, name, "cannot take the arg of an empty dimension", self)
+    x = self if largest else (-self if self.dtype.is_float else self.bitwise_not())
+    m = x.max(a, keepdim=True)
+    # first occurrence wins: score n-i at the extremes, take the max, turn it back into i
+    rev = Tensor.arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
+    hit = (x == m) | ((x != x) & (m != m)) if x.dtype.is_float else (x == m)
+    idx = n - hit.where(rev, 0).max(a, keepdim=True)
+    return (idx if keepdim else idx.squeeze(a)).cast(dtypes.int64)
+  def argmax(self, axis=None, keepdim: bool = False) -> Tensor: return self._arg_extreme(axis, keepdim, True, "argmax")
+  def argmin(self, axis=None, keepdim: bool = False) -> Tensor: return self._arg_extreme(axis, keepdim, False, "argmin")
+
+  # ------------------------------------------------------------ linear algebra and softmax
+  def matmul(self, w: Tensor, dtype=None) -> Tensor:
+    """Matrix product with batching and broadcasting (1-D operands like torch.matmul)."""
+    if not isinstance(w, Tensor): raise _fail(TypeError, "matmul", f"expected a Tensor, got {type(w).__name__}", self)
+    x = self
+    if x.ndim == 0 or w.ndim == 0: raise _fail(RuntimeError, "matmul", "both arguments need at least 1 dimension", x, w)
+    if x.device != w.device: raise _fail(RuntimeError, "matmul", f"tensors are on different devices: {x.device} and {w.device}", x, w)
+    kx, kw = x.shape[-1], w.shape[-2] if w.ndim > 1 else w.shape[0]
+    if kx != kw: raise _fail(ValueError, "matmul", f"inner dimensions do not match: {x.shape} @ {w.shape}", x, w)
+    try: dt = promote(x.dtype, w.dtype)
+    except TypeError as e: raise _fail(TypeError, "matmul", str(e), x, w) from None
+    xv = x.reshape(1, kx) if x.ndim == 1 else x
+    wv = w.reshape(kw, 1) if w.ndim == 1 else w
+    # (..., n, 1, k) * (..., 1, m, k) -> sum over k
+    xr = xv.reshape(xv.shape[:-1] + (1, kx))
+    wr = wv.transpose(-1, -2).reshape(wv.shape[:-2] + (1, wv.shape[-1], kw))
+    acc = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
+    prodt = xr.cast(dt).cast(acc) * wr.cast(dt).cast(acc)
+    out = prodt.sum(-1, dtype=acc).cast(to_dtype(dtype) if dtype else dt)
+    if x.ndim == 1: out = out.squeeze(-2)
+    if w.ndim == 1: out = out.squeeze(-1)
+    return out
+  def dot(self, w: Tensor) -> Tensor: return self.matmul(w)
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    x = self.matmul(weight.T) if weight.ndim > 1 else self * weight
+    return x + bias if bias is not None else x
+  def softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    """exp(x - max) / sum(exp(x - max)) along `axis` (3 kernels on a 2-D tensor)."""
+    x = self._float("softmax") if dtype is None else self.cast(dtype)
+    m = x.max(axis, keepdim=True).detach()
+    e = (x - m).exp()
+    return e / e.sum(axis, keepdim=True)
+  def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
+    x = self._float("log_softmax") if dtype is None else self.cast(dtype)
+    m = x.max(axis, keepdim=True).detach()
+    s = x - m
+    return s - s.exp().sum(axis, keepdim=True).log()
+  def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
+    x = self._float("logsumexp")
+    m = x.max(axis, keepdim=True).detach()
+    m = (m.abs() == float("inf")).where(0.0, m)
+    out = (x - m).exp().sum(axis, keepdim=True).log() + m
+    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in self._axes("logsumexp", axis)))
+
+def _hash32(x: int) -> int:
+  x &= 0xffffffff
+  x ^= x >> 16; x = (x * 0x7feb352d) & 0xffffffff
+  x ^= x >> 15; x = (x * 0x846ca68b) & 0xffffffff
+  return x ^ (x >> 16)
+
+def _hash32_t(x: Tensor) -> Tensor:
+  # the same mixing function as _hash32, as uint32 tensor ops (runs inside the kernel)
+  x = x ^ (x >> 16); x = x * 0x7feb352d
+  x = x ^ (x >> 15); x = x * 0x846ca68b
+  return x ^ (x >> 16)
+
+def _broadcast_shape(op: str, *ts: Tensor) -> tuple[int, ...]:
+  nd = max(t.ndim for t in ts)
+  shapes = [(1,) * (nd - t.ndim) + t.shape for t in ts]
+  out = []
+  for dims in zip(*shapes):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1: raise _fail(ValueError, op, f"shapes {' and '.join(str(t.shape) for t in ts)} are not broadcastable", *ts)
+    out.append(big.pop() if big else 1)
+  return tuple(out)
+
+def _as_tensor(x: Any, like: Tensor, dtype: DType | None = None) -> Tensor:
+  if isinstance(x, Tensor): return x
+  return Tensor(UOp.const(dtype or dtypes.from_py(x), x, like.device))
+
+def _movement_nodes(u: UOp) -> list[UOp]:
+  out = []
+  while u.op in GroupOp.Movement: out.append(u); u = u.src[0]
+  return out
+
+def _substitute_realized(u: UOp, done: dict[UOp, UOp]) -> UOp:
+  """Replace every already-realized node under u by its buffer view (records what changed in done)."""
+  stack: list[tuple[UOp, bool]] = [(u, False)]
+  while stack:
+    n, ready = stack.pop()
+    if n in done: continue
+    if (v := _realized.get(n)) is not None: done[n] = v; continue
+    if not ready:
+      stack.append((n, True))
+      stack.extend((s, False) for s in n.src if s not in done)
+      continue
+    new_src = tuple(done[s] for s in n.src)
+    done[n] = n if new_src == n.src else UOp(n.op, n.dtype, new_src, n.arg)
+  return done[u]
+
+def _empty_nested(shape: tuple[int, ...]) -> Any:
+  if not shape: return []
+  if shape[0] == 0: return []
+  return [_empty_nested(shape[1:]) if len(shape) > 1 else [] for _ in range(shape[0])]
+
+# tensors on which the user set requires_grad=True (weakly): the leaves backward() fills
+_grad_leaves: weakref.WeakSet[Tensor] = weakref.WeakSet()

@@ -1,0 +1,98 @@
+"""Autograd on the tensor graph: one rule per primitive, in a table. Gradients are lazy graph too.
+
+Each rule gets the node and the gradient of its output, and returns one gradient (or None) per source.
+"""
+from __future__ import annotations
+import math
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.uop.rewrite import UPat, PatternMatcher
+from petagrad.dtype import dtypes
+
+def full_like(u: UOp, v) -> UOp:
+  """A constant with u's shape, dtype and device (a broadcast scalar: no memory)."""
+  c = UOp.const(u.dtype, v, u.device)
+  return c.reshape((1,) * len(u.shape)).expand(u.shape) if u.shape else c
+
+def _where(c: UOp, a: UOp, b: UOp) -> UOp: return UOp(Ops.WHERE, a.dtype, (c, a, b))
+def _cmp(a: UOp, b: UOp) -> UOp: return UOp(Ops.CMPNE, dtypes.bool, (a, b))
+def _equal(a: UOp, b: UOp) -> UOp: return _cmp(a, b).alu(Ops.XOR, full_like(_cmp(a, b), True))
+
+def _reduce_grad(g: UOp, node: UOp) -> tuple:
+  x, (op, axes) = node.src[0], node.arg
+  ge = g.expand(x.shape)
+  if op is Ops.ADD: return (ge,)
+  out = node.expand(x.shape)
+  if op is Ops.MAX:
+    # ties share the gradient evenly (like torch.amax)
+    mask = _equal(x, out).cast(x.dtype)
+    count = mask.reduce(Ops.ADD, axes).expand(x.shape)
+    return (ge * mask.alu(Ops.FDIV, count),)
+  # product: the product of the other elements, exact when x has zeros
+  zero = _equal(x, full_like(x, 0))
+  nz = zero.cast(x.dtype).reduce(Ops.ADD, axes).expand(x.shape)
+  safe_x = _where(zero, full_like(x, 1), x)
+  p_nz = safe_x.reduce(Ops.MUL, axes).expand(x.shape)
+  no_zero = _equal(nz, full_like(nz, 0))
+  one_zero_here = _equal(nz, full_like(nz, 1)).alu(Ops.AND, zero)
+  other = _where(no_zero, p_nz.alu(Ops.FDIV, safe_x), _where(one_zero_here, p_nz, full_like(x, 0)))
+  return (ge * other,)
+
+def _expand_grad(g: UOp, node: UOp) -> tuple:
+  src = node.src[0]
+  axes = tuple(i for i, (s, n) in enumerate(zip(src.shape, node.shape)) if s == 1 and n != 1)
+  return (g.reduce(Ops.ADD, axes),)
+
+def _max_grad(g: UOp, node: UOp) -> tuple:
+  a, b = node.src
+  half = full_like(a, 0.5)
+  wa = _where(_cmp(a, b), _where(b < a, full_like(a, 1), full_like(a, 0)), half)
+  return (g * wa, g * (full_like(a, 1) - wa))
+
+LN2 = math.log(2)
+
+# (node, grad) -> gradients of node.src
+grad_rules = PatternMatcher([
+  (UPat(Ops.ADD, name="n"), lambda n, ctx: (ctx, ctx)),
+  (UPat(Ops.SUB, name="n"), lambda n, ctx: (ctx, -ctx)),
+  (UPat(Ops.NEG, name="n"), lambda n, ctx: (-ctx,)),
+  (UPat(Ops.MUL, name="n"), lambda n, ctx: (ctx * n.src[1], ctx * n.src[0])),
+  (UPat(Ops.FDIV, name="n"), lambda n, ctx: (ctx.alu(Ops.FDIV, n.src[1]), -(ctx * n.src[0]).alu(Ops.FDIV, n.src[1] * n.src[1]))),
+  (UPat(Ops.MAX, name="n"), lambda n, ctx: _max_grad(ctx, n)),
+  (UPat(Ops.WHERE, name="n"), lambda n, ctx: (None, _where(n.src[0], ctx, full_like(ctx, 0)), _where(n.src[0], full_like(ctx, 0), ctx))),
+  (UPat(Ops.EXP2, name="n"), lambda n, ctx: (ctx * n * full_like(n, LN2),)),
+  (UPat(Ops.LOG2, name="n"), lambda n, ctx: (ctx.alu(Ops.FDIV, n.src[0] * full_like(n, LN2)),)),
+  (UPat(Ops.SIN, name="n"), lambda n, ctx: (ctx * (full_like(n, math.pi / 2) - n.src[0]).alu(Ops.SIN),)),
+  (UPat(Ops.SQRT, name="n"), lambda n, ctx: (ctx.alu(Ops.FDIV, n * full_like(n, 2)),)),
+  (UPat(Ops.RECIPROCAL, name="n"), lambda n, ctx: (-ctx * n * n,)),
+  (UPat(Ops.CAST, name="n"), lambda n, ctx: (ctx.cast(n.src[0].dtype) if n.src[0].dtype.is_float else None,)),
+  (UPat(Ops.REDUCE_AXIS, name="n"), lambda n, ctx: _reduce_grad(ctx, n)),
+  (UPat(Ops.RESHAPE, name="n"), lambda n, ctx: (ctx.reshape(n.src[0].shape),)),
+  (UPat(Ops.PERMUTE, name="n"), lambda n, ctx: (ctx.permute(tuple(sorted(range(len(n.arg)), key=lambda i: n.arg[i]))),)),
+  (UPat(Ops.EXPAND, name="n"), lambda n, ctx: _expand_grad(ctx, n)),
+  (UPat(Ops.PAD, name="n"), lambda n, ctx: (ctx.shrink(tuple((b, b + s) for (b, _), s in zip(n.arg, n.src[0].shape))),)),
+  (UPat(Ops.SHRINK, name="n"), lambda n, ctx: (ctx.pad(tuple((b, s - e) for (b, e), s in zip(n.arg, n.src[0].shape))),)),
+  (UPat(Ops.FLIP, name="n"), lambda n, ctx: (ctx.flip(n.arg),)),
+  (UPat({Ops.CONTIGUOUS}, name="n"), lambda n, ctx: (ctx,)),
+  (UPat(Ops.COPY, name="n"), lambda n, ctx: (UOp(Ops.COPY, ctx.dtype, (ctx, UOp(Ops.DEVICE, n.src[1].dtype, (), n.src[0].device))), None)),
+])
+NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, Ops.CONST, Ops.BUFFER}) | GroupOp.Comparison | GroupOp.IntOnly | GroupOp.IntOrBool
+
+def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
+  """Gradients of root w.r.t. every node on a path to a target (reverse mode, iterative)."""
+  order = list(root.toposort())
+  on_path: set[UOp] = set()
+  for u in order:   # children first: a node is on a path if it is a target or a source is
+    if u.op is Ops.DETACH: continue
+    if u in targets or any(s in on_path for s in u.src): on_path.add(u)
+  grads: dict[UOp, UOp] = {root: root_grad}
+  for u in reversed(order):
+    if u not in grads or u not in on_path or u.op in NO_GRAD or not u.src: continue
+    fn_out = None
+    for pat, fn, _ in grad_rules.by_op.get(u.op, []):
+      if pat.match(u, {}): fn_out = fn(n=u, ctx=grads[u]); break
+    if fn_out is None: raise RuntimeError(f"no gradient rule for {u.op}")
+    for s, g in zip(u.src, fn_out):
+      if g is None or s not in on_path: continue
+      grads[s] = grads[s] + g if s in grads else g
+  return grads

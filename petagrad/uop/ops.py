@@ -1,0 +1,56 @@
+"""The op kinds of the one IR, and their groups."""
+from __future__ import annotations
+from enum import Enum, auto
+
+class Ops(Enum):
+  # tensor graph: sources
+  BUFFER = auto()       # arg=(device, size, uid): a device buffer; shape (size,)
+  DEVICE = auto()       # arg=device name; the device of a CONST/IOTA
+  CONST = auto()        # arg=value; tensor graph: src=(DEVICE,), shape (); kernel: no src
+  IOTA = auto()         # arg=n: 0..n-1 along one axis (the tensor-level view of a loop index)
+  # tensor graph: structure
+  CONTIGUOUS = auto()   # realize into a fresh contiguous buffer
+  COPY = auto()         # src=(x, DEVICE): move to another device
+  DETACH = auto()       # stops gradients; identity otherwise
+  ASSIGN = auto()       # src=(target, value): write value into target's buffer
+  REDUCE_AXIS = auto()  # arg=(Ops.ADD|MAX|MUL, axes); keeps reduced axes as size 1
+  # movement (views: index math, never copies)
+  RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()
+  # unary ALU
+  NEG = auto(); EXP2 = auto(); LOG2 = auto(); SIN = auto(); SQRT = auto(); RECIPROCAL = auto(); TRUNC = auto()
+  CAST = auto(); BITCAST = auto()
+  # binary ALU
+  ADD = auto(); SUB = auto(); MUL = auto(); FDIV = auto(); IDIV = auto(); MOD = auto(); MAX = auto()
+  CMPLT = auto(); CMPNE = auto(); AND = auto(); OR = auto(); XOR = auto(); SHL = auto(); SHR = auto()
+  # ternary ALU
+  WHERE = auto()
+  # kernel AST
+  SINK = auto()            # src=stores
+  DEFINE_GLOBAL = auto()   # arg=param index; dtype=element dtype of the buffer
+  RANGE = auto()           # arg=(id, end, kind): a loop variable 0..end-1
+  LOAD = auto()            # src=(DEFINE_GLOBAL, index) or (DEFINE_GLOBAL, index, valid): 0 where not valid
+  STORE = auto()           # src=(DEFINE_GLOBAL, index, value)
+  REDUCE = auto()          # src=(value, *ranges), arg=Ops.ADD|MAX|MUL
+  # linear program only
+  ENDRANGE = auto()        # src=(RANGE,)
+  DEFINE_ACC = auto()      # src=(init CONST,), arg=id
+  ACC_UPDATE = auto()      # src=(DEFINE_ACC, value): acc = acc <op> value, arg=op
+
+  def __repr__(self) -> str: return f"Ops.{self.name}"
+
+class GroupOp:
+  Unary = frozenset({Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC})
+  Binary = frozenset({Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV, Ops.IDIV, Ops.MOD, Ops.MAX, Ops.CMPLT, Ops.CMPNE,
+                      Ops.AND, Ops.OR, Ops.XOR, Ops.SHL, Ops.SHR})
+  Ternary = frozenset({Ops.WHERE})
+  ALU = Unary | Binary | Ternary
+  Elementwise = ALU | {Ops.CAST, Ops.BITCAST}
+  Movement = frozenset({Ops.RESHAPE, Ops.PERMUTE, Ops.EXPAND, Ops.PAD, Ops.SHRINK, Ops.FLIP})
+  Comparison = frozenset({Ops.CMPLT, Ops.CMPNE})
+  Commutative = frozenset({Ops.ADD, Ops.MUL, Ops.MAX, Ops.CMPNE, Ops.AND, Ops.OR, Ops.XOR})
+  Reduce = frozenset({Ops.ADD, Ops.MAX, Ops.MUL})   # the ops a REDUCE/REDUCE_AXIS may carry
+  Memory = frozenset({Ops.BUFFER, Ops.DEFINE_GLOBAL, Ops.LOAD, Ops.STORE})
+  Transcendental = frozenset({Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT})
+  IntOnly = frozenset({Ops.IDIV, Ops.MOD, Ops.SHL, Ops.SHR})
+  FloatOnly = frozenset({Ops.FDIV, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC})
+  IntOrBool = frozenset({Ops.AND, Ops.OR, Ops.XOR})

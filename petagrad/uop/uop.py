@@ -1,0 +1,231 @@
+"""UOp: the one immutable, hash-consed node type of petagrad's IR.
+
+Structurally equal nodes are the same object, so `is`/`==` is structural equality and common
+subexpressions merge for free.
+
+>>> from petagrad.uop.uop import UOp
+>>> from petagrad.dtype import dtypes
+>>> UOp.const(dtypes.int32, 3) is UOp.const(dtypes.int32, 3)
+True
+"""
+from __future__ import annotations
+import math, struct, weakref, hashlib
+from typing import Any, Iterator
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.dtype import DType, dtypes, truncate
+from petagrad.helpers import prod
+
+def _arg_key(arg: Any) -> Any:
+  # 0.0 == -0.0 and 1 == 1.0 == True in Python; the cache must keep them apart
+  if isinstance(arg, float): return ('f', struct.pack('d', arg))
+  if isinstance(arg, tuple): return tuple(_arg_key(a) for a in arg)
+  return (type(arg).__name__, arg)
+
+class UOpMeta(type):
+  cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+  def __call__(cls, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
+    key = (op, dtype, src, _arg_key(arg))
+    if (ret := UOpMeta.cache.get(key)) is not None: return ret
+    ret = super().__call__(op, dtype, src, arg)
+    UOpMeta.cache[key] = ret
+    return ret
+
+class UOp(metaclass=UOpMeta):
+  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_bounds", "_key", "buffer", "__weakref__")
+  op: Ops; dtype: DType; src: tuple[UOp, ...]; arg: Any
+
+  def __init__(self, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
+    self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
+    self._shape: tuple[int, ...] = _shape_of(self)   # sources are built first, so this is O(1)
+    self._bounds: tuple | None = None
+    self._key: str | None = None
+    self.buffer = None   # BUFFER nodes: the device Buffer once allocated (side data, not identity)
+
+  def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
+  def __repr__(self) -> str: return pretty(self)
+  def replace(self, **kw) -> UOp:
+    return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
+
+  @property
+  def key(self) -> str:
+    """Content hash of the whole subgraph (keys the caches). Computed without recursion."""
+    if self._key is None:
+      for u in self._missing("_key"):
+        h = hashlib.sha256(f"{u.op.name}|{u.dtype.name}|{u.arg!r}|".encode())
+        for s in u.src: h.update(s._key.encode())   # type: ignore[union-attr]
+        u._key = h.hexdigest()[:32]
+    return self._key   # type: ignore[return-value]
+
+  def _missing(self, slot: str) -> list[UOp]:
+    """Nodes below self whose cached `slot` is still None, children first (stops at computed nodes)."""
+    out: dict[UOp, None] = {}
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      u, done = stack.pop()
+      if u in out: continue
+      if done: out[u] = None; continue
+      stack.append((u, True))
+      for s in reversed(u.src):
+        if s not in out and getattr(s, slot) is None: stack.append((s, False))
+    return list(out)
+
+  def toposort(self) -> dict[UOp, None]:
+    """All nodes of the graph below (and including) self, children before parents. Iterative."""
+    out: dict[UOp, None] = {}
+    stack: list[tuple[UOp, bool]] = [(self, False)]
+    while stack:
+      u, done = stack.pop()
+      if u in out: continue
+      if done: out[u] = None; continue
+      stack.append((u, True))
+      for s in reversed(u.src):
+        if s not in out: stack.append((s, False))
+    return out
+
+  # ------------------------------------------------------------ constructors
+  @staticmethod
+  def const(dtype: DType, value: Any, device: str | None = None) -> UOp:
+    v = truncate(value, dtype)
+    return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.bool, (), device),) if device is not None else (), v)
+  def alu(self, op: Ops, *src: UOp, dtype: DType | None = None) -> UOp:
+    if dtype is None: dtype = dtypes.bool if op in GroupOp.Comparison else self.dtype
+    return UOp(op, dtype, (self,) + src)
+  def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
+  def bitcast(self, dtype: DType) -> UOp: return UOp(Ops.BITCAST, dtype, (self,))
+  def _c(self, x: Any) -> UOp: return x if isinstance(x, UOp) else UOp.const(self.dtype, x, self.device_or_none)
+  def __add__(self, x): return self.alu(Ops.ADD, self._c(x))
+  def __radd__(self, x): return self._c(x).alu(Ops.ADD, self)
+  def __sub__(self, x): return self.alu(Ops.SUB, self._c(x))
+  def __mul__(self, x): return self.alu(Ops.MUL, self._c(x))
+  def __rmul__(self, x): return self._c(x).alu(Ops.MUL, self)
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, self._c(x))
+  def __mod__(self, x): return self.alu(Ops.MOD, self._c(x))
+  def __neg__(self): return self.alu(Ops.NEG)
+  def __lt__(self, x): return self.alu(Ops.CMPLT, self._c(x))
+  def ne(self, x) -> UOp: return self.alu(Ops.CMPNE, self._c(x))
+  def __and__(self, x): return self.alu(Ops.AND, self._c(x))
+  def __or__(self, x): return self.alu(Ops.OR, self._c(x))
+  def maximum(self, x) -> UOp: return self.alu(Ops.MAX, self._c(x))
+  def where(self, a: UOp, b: UOp) -> UOp: return UOp(Ops.WHERE, a.dtype, (self, a, b))
+  __hash__ = object.__hash__
+  def __eq__(self, other) -> bool: return self is other   # structural equality == identity (hash-consed)
+  def __bool__(self) -> bool: return True
+
+  # ------------------------------------------------------------ tensor-graph views
+  def reshape(self, shape: tuple[int, ...]) -> UOp: return self if self.shape == shape else UOp(Ops.RESHAPE, self.dtype, (self,), tuple(shape))
+  def permute(self, order: tuple[int, ...]) -> UOp: return self if tuple(order) == tuple(range(len(order))) else UOp(Ops.PERMUTE, self.dtype, (self,), tuple(order))
+  def expand(self, shape: tuple[int, ...]) -> UOp: return self if self.shape == shape else UOp(Ops.EXPAND, self.dtype, (self,), tuple(shape))
+  def pad(self, arg: tuple[tuple[int, int], ...]) -> UOp: return self if all(a == (0, 0) for a in arg) else UOp(Ops.PAD, self.dtype, (self,), tuple(arg))
+  def shrink(self, arg: tuple[tuple[int, int], ...]) -> UOp:
+    return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else UOp(Ops.SHRINK, self.dtype, (self,), tuple(arg))
+  def flip(self, axes: tuple[bool, ...]) -> UOp: return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
+  def reduce(self, op: Ops, axes: tuple[int, ...]) -> UOp:
+    axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape else ()
+    return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    """Shape of a tensor-graph node."""
+    return self._shape
+  @property
+  def size(self) -> int: return prod(self.shape)
+
+  @property
+  def device(self) -> str:
+    d = self.device_or_none
+    if d is None: raise RuntimeError(f"{self.op} has no device")
+    return d
+  @property
+  def device_or_none(self) -> str | None:
+    u = self
+    while True:   # follow the first source until a node that knows its device
+      if u.op is Ops.BUFFER: return u.arg[0]
+      if u.op is Ops.DEVICE: return u.arg
+      if u.op is Ops.COPY: return u.src[1].arg
+      if not u.src: return None
+      u = u.src[0] if u.op is not Ops.WHERE else u.src[1]
+
+  @property
+  def base(self) -> UOp:
+    """The node under any chain of movement ops."""
+    u = self
+    while u.op in GroupOp.Movement: u = u.src[0]
+    return u
+
+  # ------------------------------------------------------------ bounds (kernel index math)
+  @property
+  def vmin(self): return self.bounds[0]
+  @property
+  def vmax(self): return self.bounds[1]
+  @property
+  def bounds(self) -> tuple:
+    if self._bounds is None:
+      for u in self._missing("_bounds"): u._bounds = _bounds_of(u)
+    return self._bounds   # type: ignore[return-value]
+
+def _shape_of(u: UOp) -> tuple[int, ...]:
+  op, arg = u.op, u.arg
+  if op is Ops.BUFFER: return (arg[1],)
+  if op is Ops.IOTA: return (arg,)
+  if op in (Ops.CONST, Ops.DEVICE, Ops.SINK) or op not in GroupOp.Movement and not u.src: return ()
+  if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
+  s = u.src[0]._shape
+  if op is Ops.PERMUTE: return tuple(s[i] for i in arg)
+  if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, arg))
+  if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
+  if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else d for i, d in enumerate(s))
+  if op is Ops.WHERE: return u.src[1]._shape  # type: ignore[return-value]
+  return s
+
+def _bounds_of(u: UOp) -> tuple:
+  """Interval [vmin, vmax] a kernel expression can take (ints and bools; floats get the dtype range)."""
+  dt, op = u.dtype, u.op
+  full = (dt.min, dt.max)
+  if op is Ops.CONST: return (u.arg, u.arg)
+  if op is Ops.RANGE: return (0, u.arg[1] - 1)
+  if dt.is_float or not u.src: return full
+  b = [s._bounds for s in u.src]
+  if op is Ops.ADD: r = (b[0][0] + b[1][0], b[0][1] + b[1][1])
+  elif op is Ops.SUB: r = (b[0][0] - b[1][1], b[0][1] - b[1][0])
+  elif op is Ops.NEG: r = (-b[0][1], -b[0][0])
+  elif op is Ops.MUL:
+    prods = [x * y for x in b[0] for y in b[1]]
+    r = (min(prods), max(prods))
+  elif op is Ops.IDIV and b[1][0] == b[1][1] and b[1][0] > 0 and b[0][0] >= 0: r = (b[0][0] // b[1][0], b[0][1] // b[1][0])
+  elif op is Ops.MOD and b[1][0] == b[1][1] and b[1][0] > 0 and b[0][0] >= 0:
+    c = b[1][0]
+    r = (b[0][0] % c, b[0][1] % c) if b[0][0] // c == b[0][1] // c else (0, min(b[0][1], c - 1))
+  elif op is Ops.MAX: r = (max(b[0][0], b[1][0]), max(b[0][1], b[1][1]))
+  elif op is Ops.CMPLT:
+    if b[0][1] < b[1][0]: return (True, True)
+    if b[0][0] >= b[1][1]: return (False, False)
+    return (False, True)
+  elif op is Ops.CMPNE:
+    if b[0][1] < b[1][0] or b[0][0] > b[1][1]: return (True, True)
+    if b[0][0] == b[0][1] == b[1][0] == b[1][1]: return (False, False)
+    return (False, True)
+  elif op is Ops.AND and dt.is_bool: return (bool(b[0][0] and b[1][0]), bool(b[0][1] and b[1][1]))
+  elif op is Ops.OR and dt.is_bool: return (bool(b[0][0] or b[1][0]), bool(b[0][1] or b[1][1]))
+  elif op is Ops.WHERE: r = (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
+  elif op is Ops.CAST and u.src[0].dtype.is_int | u.src[0].dtype.is_bool and dt.is_int: r = (int(b[0][0]), int(b[0][1]))
+  else: return full
+  if dt.is_bool: return (bool(r[0]), bool(r[1]))
+  if r[0] < dt.min or r[1] > dt.max: return full   # may wrap
+  return r
+
+def pretty(u: UOp, limit: int = 400) -> str:
+  """A readable multi-line listing of the graph under u (each node once, numbered)."""
+  names: dict[UOp, str] = {}
+  lines = []
+  for i, n in enumerate(n for n in u.toposort()):
+    names[n] = f"%{i}"
+    srcs = ", ".join(names[s] for s in n.src)
+    lines.append(f"%{i} = {n.op.name} {n.dtype.name} ({srcs}) {n.arg!r}" if n.arg is not None else f"%{i} = {n.op.name} {n.dtype.name} ({srcs})")
+  if len(lines) > limit: lines = lines[:limit // 2] + [f"... {len(lines) - limit} more ..."] + lines[-limit // 2:]
+  return "\n".join(lines)
+
+def walk_unique(roots: list[UOp]) -> Iterator[UOp]:
+  seen: set[UOp] = set()
+  for r in roots:
+    for u in r.toposort():
+      if u not in seen: seen.add(u); yield u
