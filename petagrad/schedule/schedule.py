@@ -4,9 +4,9 @@ Fusion rules (docs/fusion.md):
   * every node is computed inside the kernel of the nearest realized node above it, so elementwise
     chains fuse with each other and into the reduce that consumes them, and elementwise work after a
     reduce fuses into it; movement ops are index math;
-  * a node is realized (gets its own buffer) when it is a target, a CONTIGUOUS, COPY or ASSIGN, when a
-    reduce below it is EXPANDed (fusing would recompute the reduce once per expanded element), or when
-    one reduce would be computed by two different kernels.
+  * a node is realized (gets its own buffer) when it is a target, a CONTIGUOUS, COPY or ASSIGN; a
+    reduce is realized when its result is EXPANDed (fusing would recompute it once per expanded
+    element) or when two different kernels would compute it.
 """
 from __future__ import annotations
 import itertools
@@ -72,10 +72,10 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     if u.op is Ops.COPY:
       realize.add(u)
       if u.src[0].op is not Ops.BUFFER and not (u.src[0].op is Ops.RESHAPE and u.src[0].src[0].op is Ops.BUFFER): realize.add(u.src[0])
-    if u.op is Ops.EXPAND and has_reduce[u.src[0]] and u.src[0].base.op not in (Ops.BUFFER, Ops.CONST):
-      realize.add(u.src[0].base)
-      has_reduce[u.src[0].base] = False
-      for m in _movement_chain(u.src[0]): has_reduce[m] = False
+    if u.op is Ops.EXPAND and has_reduce[u.src[0]]:
+      # the reduces under an expand get buffers; the cheap elementwise work after them is recomputed
+      realize.update(_top_reduces(u.src[0], realize))
+      has_reduce[u.src[0]] = False
     has_reduce[u] = u not in realize and (u.op is Ops.REDUCE_AXIS or any(has_reduce.get(s, False) for s in u.src))
   # a reduce shared by two kernels gets its own buffer instead of being computed twice
   while True:
@@ -104,7 +104,13 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     becomes[u] = out
   return items, becomes
 
-def _movement_chain(u: UOp) -> list[UOp]:
-  out = []
-  while u.op in GroupOp.Movement: out.append(u); u = u.src[0]
+def _top_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
+  """The outermost REDUCE_AXIS nodes under root that are not already realized."""
+  out, stack, seen = set(), [root], set()
+  while stack:
+    u = stack.pop()
+    if u in seen or u in realized or u.op is Ops.BUFFER: continue
+    seen.add(u)
+    if u.op is Ops.REDUCE_AXIS: out.add(u); continue
+    stack.extend(u.src)
   return out

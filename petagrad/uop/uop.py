@@ -31,12 +31,13 @@ class UOpMeta(type):
     return ret
 
 class UOp(metaclass=UOpMeta):
-  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_bounds", "_key", "buffer", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_device", "_bounds", "_key", "buffer", "__weakref__")
   op: Ops; dtype: DType; src: tuple[UOp, ...]; arg: Any
 
   def __init__(self, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
     self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
     self._shape: tuple[int, ...] = _shape_of(self)   # sources are built first, so this is O(1)
+    self._device: str | None = _device_of(self)
     self._bounds: tuple | None = None
     self._key: str | None = None
     self.buffer = None   # BUFFER nodes: the device Buffer once allocated (side data, not identity)
@@ -136,14 +137,7 @@ class UOp(metaclass=UOpMeta):
     if d is None: raise RuntimeError(f"{self.op} has no device")
     return d
   @property
-  def device_or_none(self) -> str | None:
-    u = self
-    while True:   # follow the first source until a node that knows its device
-      if u.op is Ops.BUFFER: return u.arg[0]
-      if u.op is Ops.DEVICE: return u.arg
-      if u.op is Ops.COPY: return u.src[1].arg
-      if not u.src: return None
-      u = u.src[0] if u.op is not Ops.WHERE else u.src[1]
+  def device_or_none(self) -> str | None: return self._device
 
   @property
   def base(self) -> UOp:
@@ -176,6 +170,12 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else d for i, d in enumerate(s))
   if op is Ops.WHERE: return u.src[1]._shape  # type: ignore[return-value]
   return s
+
+def _device_of(u: UOp) -> str | None:
+  if u.op is Ops.BUFFER: return u.arg[0]
+  if u.op is Ops.DEVICE: return u.arg
+  if u.op is Ops.COPY: return u.src[1].arg
+  return u.src[-1]._device if u.src else None
 
 def _bounds_of(u: UOp) -> tuple:
   """Interval [vmin, vmax] a kernel expression can take (ints and bools; floats get the dtype range)."""

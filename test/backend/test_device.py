@@ -1,0 +1,94 @@
+"""Devices, compilation and caches: the CPU device really compiles C, caches it on disk, and fails clearly."""
+from __future__ import annotations
+import os, subprocess, sys, textwrap
+import numpy as np
+import pytest
+from petagrad import Tensor, Device, GlobalCounters, Context
+from petagrad.device import CompileError
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+def run_py(code: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+  return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=300,
+                        env={**os.environ, "PYTHONPATH": REPO, **env})
+
+PROGRAM = """
+from petagrad import Tensor, GlobalCounters
+x = Tensor([[1.0, 2.0], [3.0, 4.0]], device="CPU")
+print(((x * 3.25 + 1).exp().sum(1)).tolist())
+print("compiled", GlobalCounters.compile_count)
+"""
+
+def test_second_process_hits_disk_cache(tmp_path):
+  env = {"CACHEDIR": str(tmp_path)}
+  first = run_py(PROGRAM, env)
+  assert first.returncode == 0, first.stderr
+  assert "compiled 0" not in first.stdout
+  second = run_py(PROGRAM, env)
+  assert second.returncode == 0, second.stderr
+  assert "compiled 0" in second.stdout
+  assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0]
+
+def test_broken_compiler_fails_clearly(tmp_path):
+  bad = tmp_path / "badcc"
+  bad.write_text("#!/bin/sh\necho 'this compiler is broken' >&2\nexit 3\n")
+  bad.chmod(0o755)
+  r = run_py(PROGRAM, {"CACHEDIR": str(tmp_path / "cache"), "CC": str(bad)})
+  assert r.returncode != 0
+  assert "CompileError" in r.stderr and "this compiler is broken" in r.stderr
+  assert "void " in r.stderr   # the kernel source is shown
+
+def test_missing_compiler_fails_clearly(tmp_path):
+  r = run_py(PROGRAM, {"CACHEDIR": str(tmp_path / "cache"), "CC": str(tmp_path / "no_such_cc")})
+  assert r.returncode != 0 and "CompileError" in r.stderr and "could not run" in r.stderr
+
+def test_compile_error_names_kernel():
+  from petagrad.runtime.ops_cpu import ClangCompiler
+  with Context(DISABLE_DISK_CACHE=1):
+    with pytest.raises(CompileError, match="kernel broken_k"):
+      ClangCompiler().compile_cached("void broken_k( { syntax error", "broken_k")
+
+def test_null_device_compiles_but_runs_nothing():
+  GlobalCounters.reset()
+  out = (Tensor.ones(4, device="NULL") * 3).sum()
+  assert out.tolist() == 0.0   # nothing ran: NULL buffers read as zeros
+  assert GlobalCounters.kernel_count >= 1
+
+def test_default_device_from_flag():
+  with Context(DEV="PYTHON"):
+    assert Device.DEFAULT == "PYTHON"
+    assert Tensor([1, 2]).device == "PYTHON"
+  assert Tensor([1, 2], device="cpu").device == "CPU"
+
+def test_unknown_device():
+  with pytest.raises(RuntimeError, match="unknown device"):
+    Tensor([1.0], device="TPU")
+
+def test_copy_between_devices():
+  a = Tensor([1.0, 2.0, 3.0], device="CPU")
+  b = (a * 2).to("PYTHON")
+  assert b.device == "PYTHON"
+  assert (b + 1).to("CPU").tolist() == [3.0, 5.0, 7.0]
+
+def test_deep_graph_10000_ops():
+  x = Tensor([1.0, 2.0], device="CPU")
+  y = x
+  for i in range(10000): y = y + 1 if i % 2 else y * 1.0
+  np.testing.assert_allclose(y.numpy(), [5001.0, 5002.0])
+
+def test_deep_graph_backward():
+  x = Tensor([1.0, 2.0], device="CPU", requires_grad=True)
+  y = x
+  for _ in range(2000): y = y * 1.001
+  y.sum().backward()
+  np.testing.assert_allclose(x.grad.numpy(), [1.001 ** 2000] * 2, rtol=1e-3)
+
+def test_debug_levels(capsys):
+  x = Tensor.rand(3, 3, device="CPU").realize()
+  with Context(DEBUG=4):
+    (x * 2 + 1).sum(0).realize()
+  out = capsys.readouterr().out
+  assert "realize:" in out                    # level 1 summary
+  assert "GFLOP/s" in out and "GB/s" in out   # level 2 per kernel line
+  assert "opts:" in out                       # level 3
+  assert "void r_" in out                     # level 4 source

@@ -1,0 +1,78 @@
+"""Fusion is pinned: these tests count the kernels each expression runs."""
+from __future__ import annotations
+import numpy as np
+import pytest
+from petagrad import Tensor, GlobalCounters
+
+def kernels(*ts: Tensor) -> int:
+  GlobalCounters.reset()
+  Tensor.realize_all(*ts)
+  return GlobalCounters.kernel_count
+
+@pytest.fixture
+def abc(device):
+  Tensor.manual_seed(0)
+  return [Tensor.rand(4, 5).realize() for _ in range(3)]
+
+def test_elementwise_chain_into_reduce(abc):
+  a, b, c = abc
+  out = (a * b + c).relu().sum()
+  assert kernels(out) == 1
+  np.testing.assert_allclose(out.item(), np.maximum(a.numpy() * b.numpy() + c.numpy(), 0).sum(), rtol=1e-5)
+
+def test_matmul_bias_relu_one_kernel(device):
+  x, w, c = Tensor.rand(3, 4).realize(), Tensor.rand(4, 5).realize(), Tensor.rand(5).realize()
+  out = (x @ w + c).relu()
+  assert kernels(out) == 1
+  np.testing.assert_allclose(out.numpy(), np.maximum(x.numpy() @ w.numpy() + c.numpy(), 0), rtol=1e-5)
+
+def test_movement_chain_no_copies(device):
+  x = Tensor.rand(4, 6).realize()
+  out = x.reshape(6, 4).permute(1, 0).pad(((1, 2), (0, 1))).shrink(((1, 6), (0, 7))).flip(0) + 1
+  assert kernels(out) == 1
+  ref = np.pad(x.numpy().reshape(6, 4).T, ((1, 2), (0, 1)))[1:6, 0:7][::-1] + 1
+  np.testing.assert_allclose(out.numpy(), ref)
+
+def test_softmax_at_most_three(device):
+  x = Tensor.rand(4, 8).realize()
+  out = x.softmax(-1)
+  assert kernels(out) <= 3
+  e = np.exp(x.numpy() - x.numpy().max(-1, keepdims=True))
+  np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5)
+
+def test_rand_one_kernel():
+  assert kernels(Tensor.rand(1000, 1000, device="CPU")) == 1
+
+def test_forward_backward_at_most_three(device):
+  x = Tensor.rand(4, 3).realize()
+  w = Tensor.rand(3, 5, requires_grad=True).realize()
+  loss = (x @ w).relu().sum()
+  loss.backward()
+  assert kernels(loss, w.grad) <= 3
+  xn, wn = x.numpy(), w.numpy()
+  np.testing.assert_allclose(w.grad.numpy(), xn.T @ ((xn @ wn) > 0).astype(np.float32), rtol=1e-5)
+
+def test_reduce_after_reduce_fuses(device):
+  x = Tensor.rand(3, 4, 5).realize()
+  assert kernels(x.sum(2).max(1)) == 1
+
+def test_shared_reduce_computed_once(device):
+  x = Tensor.rand(6, 5).realize()
+  s = x.sum(1)
+  assert kernels(s + 1, s * 2) == 3   # s, then one kernel each for the two outputs
+
+def test_cat_is_one_kernel(device):
+  a, b = Tensor.rand(2, 3).realize(), Tensor.rand(4, 3).realize()
+  out = a.cat(b, dim=0)
+  assert kernels(out) == 1
+  np.testing.assert_allclose(out.numpy(), np.concatenate([a.numpy(), b.numpy()]))
+
+def test_realized_tensor_is_not_recomputed(device):
+  x = Tensor.rand(5).realize()
+  y = (x * 2).realize()
+  assert kernels(y + 1) == 1
+  assert kernels(y) == 0
+
+def test_views_of_buffers_need_no_kernel(device):
+  x = Tensor.rand(4, 4).realize()
+  assert kernels(x.T.reshape(16)) == 0

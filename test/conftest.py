@@ -1,0 +1,15 @@
+"""Shared test setup: every backend test runs once per available device (CPU and PYTHON)."""
+from __future__ import annotations
+import os, sys
+import pytest
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from petagrad.device import Device
+from petagrad.helpers import Context
+
+DEVICES = [d for d in os.environ.get("TEST_DEVICES", "CPU,PYTHON").split(",") if d]
+
+@pytest.fixture(params=DEVICES)
+def device(request):
+  """Run the test with Device.DEFAULT set to each test device in turn."""
+  with Context(DEV=request.param):
+    yield request.param
