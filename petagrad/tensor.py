@@ -64,7 +64,7 @@ class Tensor:
   >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
   [4, 6]
   """
-  __slots__ = ("uop", "_requires_grad", "grad", "_ctx", "__weakref__")
+  __slots__ = ("uop", "_requires_grad", "_leaf", "grad", "_ctx", "__weakref__")
   training: bool = False
   _seed: int = 0
   _rng_counter: int = 0
@@ -74,8 +74,9 @@ class Tensor:
     dt = to_dtype(dtype) if dtype is not None else None
     self.grad: Tensor | None = None
     self._requires_grad: bool | None = None
+    self._leaf = False
     if requires_grad is not None: self.requires_grad = requires_grad
-    self._ctx: UOp | None = None   # the graph that made this tensor, kept for backward after a realize
+    self._ctx: UOp | None = None   # a grad leaf's node before it was realized (graphs built earlier use it)
     if isinstance(data, UOp):
       if device is not None and data.device_or_none != dev: data = UOp(Ops.COPY, data.dtype, (data, UOp(Ops.DEVICE, dtypes.bool, (), dev)))
       self.uop = data if dt is None else data.cast(dt)
@@ -140,7 +141,7 @@ class Tensor:
   @requires_grad.setter
   def requires_grad(self, v: bool | None) -> None:
     self._requires_grad = v
-    if v: _grad_leaves.add(self)
+    if v: self._leaf, _grad_leaves[id(self)] = True, self
   def requires_grad_(self, v: bool = True) -> Tensor:
     self.requires_grad = v
     return self
@@ -163,10 +164,9 @@ class Tensor:
 
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    todo = [t for t in tensors if t.uop.base.op is not Ops.BUFFER]
+    todo = [t for t in tensors if t.uop.base.op is not Ops.BUFFER and t.uop not in _realized]
     if not todo: return
     done: dict[UOp, UOp] = {}
-    def lookup(u: UOp) -> UOp | None: return _realized.get(u)
     targets = [_substitute_realized(t.uop, done) for t in todo]
     becomes = realize_uops(targets)
     inverse: dict[UOp, list[UOp]] = {}
@@ -175,13 +175,20 @@ class Tensor:
       _realized[node] = view
       for orig in inverse.get(node, []): _realized[orig] = view
     for t, tgt in zip(todo, targets):
-      if t.requires_grad and t._ctx is None: t._ctx = t.uop
+      # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph);
+      # _realized makes every later kernel read its buffer instead of recomputing it
+      if t._requires_grad and not t._leaf: continue
+      if t._requires_grad: t._ctx = t.uop
       t.uop = becomes.get(tgt, tgt)
+
+  def _buffer_view(self) -> UOp:
+    """The realized view (movement ops over a BUFFER) holding this tensor's values."""
+    self.realize()
+    return self.uop if self.uop.base.op is Ops.BUFFER else _realized[self.uop]
 
   def _contiguous_buffer(self) -> UOp:
     """A BUFFER holding exactly this tensor's elements in row-major order."""
-    t = self
-    u = t.realize().uop
+    u = self._buffer_view()
     if not (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
       t = Tensor(UOp(Ops.CONTIGUOUS, u.dtype, (u,))).realize()
       u = t.uop
@@ -380,7 +387,7 @@ class Tensor:
     >>> (x * x).sum().gradient(x)[0].tolist()
     [4.0, 6.0]
     """
-    root = self._ctx if self._ctx is not None else self.uop
+    root = self.uop
     if gradient is None:
       if self.numel() != 1: raise _fail(RuntimeError, "backward", f"grad can be implicitly created only for scalar outputs, got shape {self.shape}", self)
       gradient = Tensor(self._c(1.0))
@@ -396,8 +403,8 @@ class Tensor:
 
   def backward(self, gradient: Tensor | None = None) -> Tensor:
     """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True in the graph."""
-    nodes = (self._ctx if self._ctx is not None else self.uop).toposort()
-    leaves = [t for t in list(_grad_leaves) if t.requires_grad and (t.uop in nodes or t._ctx in nodes)]
+    nodes = self.uop.toposort()
+    leaves = [t for t in list(_grad_leaves.values()) if t.requires_grad and (t.uop in nodes or t._ctx in nodes)]
     if not leaves: raise _fail(RuntimeError, "backward", "no tensor in the graph requires grad", self)
     for t, g in zip(leaves, self.gradient(*leaves, gradient=gradient)):
       if g.shape != t.shape: g = g.reshape(t.shape)
@@ -1041,4 +1048,4 @@ def _empty_nested(shape: tuple[int, ...]) -> Any:
   return [_empty_nested(shape[1:]) if len(shape) > 1 else [] for _ in range(shape[0])]
 
 # tensors on which the user set requires_grad=True (weakly): the leaves backward() fills
-_grad_leaves: weakref.WeakSet[Tensor] = weakref.WeakSet()
+_grad_leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
