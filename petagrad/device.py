@@ -7,7 +7,7 @@ A device is an allocator, a compiler, a program launcher and a renderer (runtime
 True
 """
 from __future__ import annotations
-import importlib, ctypes, functools
+import importlib, ctypes, functools, os, uuid
 from dataclasses import dataclass
 from typing import Any
 from petagrad.dtype import DType
@@ -43,7 +43,7 @@ class Compiler:
       lib = self.compile(src, name)
       if not DISABLE_DISK_CACHE:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{id(lib)}")
+        tmp = path.with_suffix(f".tmp{os.getpid()}_{uuid.uuid4().hex[:8]}")
         tmp.write_bytes(lib); tmp.replace(path)    # atomic: a crash never leaves half a file
     _mem_cache[key] = lib
     return lib

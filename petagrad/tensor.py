@@ -248,6 +248,8 @@ class Tensor:
       return self
     if any(u.op in (Ops.EXPAND, Ops.PAD) for u in _movement_nodes(self.uop)):
       raise _fail(RuntimeError, "assign", "cannot assign to an expanded or padded view", self)
+    if _reads_other_view(x.uop, self.uop):   # the kernel would overwrite values it still has to read
+      x = Tensor(UOp(Ops.CONTIGUOUS, x.dtype, (x.uop,))).realize()
     out = Tensor(UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))).realize()
     self.uop = out.uop if self.uop.base is out.uop.base else self.uop
     return self
@@ -1021,6 +1023,15 @@ def _broadcast_shape(op: str, *ts: Tensor) -> tuple[int, ...]:
 def _as_tensor(x: Any, like: Tensor, dtype: DType | None = None) -> Tensor:
   if isinstance(x, Tensor): return x
   return Tensor(UOp.const(dtype or dtypes.from_py(x), x, like.device))
+
+def _reads_other_view(value: UOp, target: UOp) -> bool:
+  """Does `value` read target's buffer through any view other than `target` itself?"""
+  buf = target.base
+  for n in value.toposort():
+    if n.op in GroupOp.Movement: continue
+    for s in n.src:
+      if s.base is buf and s is not target: return True
+  return value.base is buf and value is not target and value.op in GroupOp.Movement
 
 def _movement_nodes(u: UOp) -> list[UOp]:
   out = []
