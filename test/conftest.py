@@ -3,6 +3,7 @@ from __future__ import annotations
 import os, sys
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))   # test/helpers.py: `from helpers import helper_test_op`
 from petagrad.device import Device
 from petagrad.helpers import Context
 
