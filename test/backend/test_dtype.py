@@ -1,0 +1,290 @@
+"""dtypes vs PyTorch: cast, bitcast, promotion (tensor-tensor and tensor-scalar) and arithmetic in every dtype."""
+import itertools
+import numpy as np
+import pytest
+import torch
+from petagrad import Tensor
+from petagrad.dtype import dtypes, DType
+from helpers import helper_test_op, compare, make_pair, TORCH_DTYPES
+
+ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32", "float64"]
+# the dtypes torch can promote and compute with on CPU (uint16/32/64 are storage-only in torch)
+TORCH_FULL = ["bool", "int8", "int16", "int32", "int64", "uint8", "float16", "bfloat16", "float32", "float64"]
+FLOATS = ["float16", "bfloat16", "float32", "float64"]
+INTS = ["int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64"]
+
+def dt(name: str) -> DType: return getattr(dtypes, name)
+
+# ------------------------------------------------------------------ cast
+
+# values every dtype can hold exactly-ish; floats going to unsigned stay >= 0 (C leaves negative -> unsigned undefined)
+CAST_SRC = {
+  "bool": [True, False, True, True],
+  "int8": [-128, -1, 0, 1, 5, 127], "int16": [-300, -1, 0, 1, 255, 32767], "int32": [-70000, -1, 0, 1, 256, 2**31 - 1],
+  "int64": [-2**40, -1, 0, 1, 257, 2**40], "uint8": [0, 1, 127, 128, 200, 255], "uint16": [0, 1, 255, 256, 40000, 65535],
+  "uint32": [0, 1, 255, 65536, 2**31, 2**32 - 1], "uint64": [0, 1, 255, 65536, 2**32, 2**40],
+  "float16": [-2.5, -1.0, 0.0, 0.5, 1.75, 100.0], "bfloat16": [-2.5, -1.0, 0.0, 0.5, 1.75, 96.0],
+  "float32": [-2.75, -1.0, -0.0, 0.3, 1.5, 100.9], "float64": [-2.75, -1.0, 0.0, 0.1, 1.5, 100.9],
+}
+
+def _cast_ok(src: str, dst: str, v) -> bool:
+  """Only conversions C and torch both define: float -> int needs the truncated value to fit."""
+  if src in FLOATS and dst in INTS + ["bool"]:
+    if dst == "bool": return True
+    info = np.iinfo(dst)
+    return info.min <= int(v) <= info.max
+  return True
+
+def _np(values, name):
+  if name == "bfloat16": return np.asarray(values, dtype=np.float32)
+  return np.asarray(values, dtype=name)
+
+@pytest.mark.parametrize("src", ALL)
+def test_cast(device, src):
+  for dst in ALL:
+    vals = [v for v in CAST_SRC[src] if _cast_ok(src, dst, v)]
+    tt, pt = make_pair(_np(vals, src), src, requires_grad=False)
+    ref = tt.to(TORCH_DTYPES[dst])
+    compare(f"cast {src}->{dst}", pt.cast(dst), ref, 0, 0)
+    compare(f"cast {src}->{dst} (DType)", pt.cast(dt(dst)), ref, 0, 0)
+
+def test_cast_methods(device):
+  helper_test_op([(3, 4)], lambda x: x.float(), dtype="float16")
+  helper_test_op([(3, 4)], lambda x: x.half())
+  helper_test_op([(3, 4)], lambda x: x.double())
+  helper_test_op([(3, 4)], lambda x: x.bfloat16())
+  helper_test_op([(3, 4)], lambda x: x.int(), low=-5, high=5)
+  helper_test_op([(3, 4)], lambda x: x.long(), low=-5, high=5)
+  helper_test_op([(3, 4)], lambda x: x.bool())
+  helper_test_op([(3, 4)], lambda x: x.to(torch.float64), lambda x: x.cast("float64"))
+
+def test_cast_grad(device):
+  # gradients flow through float casts and come back in the input dtype
+  helper_test_op([(3, 4)], lambda x: x.half().float() * 2)
+  helper_test_op([(3, 4)], lambda x: x.double().exp().float())
+  helper_test_op([(3, 4)], lambda x: x.float() * 3, dtype="float16")
+  helper_test_op([(3, 4)], lambda x: x.float() * 3, dtype="bfloat16")
+
+def test_cast_float_to_int_truncates(device):
+  helper_test_op(None, lambda x: x.int(), vals=[[-2.9, -2.5, -0.5, 0.5, 2.5, 2.9]])
+  helper_test_op(None, lambda x: x.to(torch.uint8), lambda x: x.cast("uint8"), vals=[[0.5, 2.9, 254.9, 100.0]])
+
+def test_cast_rounding_to_half(device):
+  # round to nearest even in the narrowing float casts
+  v = [[1.0 + 2**-11, 1.0 + 3 * 2**-11, 65504.0, 65520.0, 1e-8, 1.0 + 2**-8 + 2**-20, 3.0 + 2**-8]]
+  helper_test_op(None, lambda x: x.half(), vals=v, forward_only=True)
+  helper_test_op(None, lambda x: x.bfloat16(), vals=v, forward_only=True)
+
+def test_cast_special_floats(device):
+  v = [[float("inf"), float("-inf"), float("nan"), -0.0]]
+  for f in FLOATS:
+    helper_test_op(None, lambda x: x.to(TORCH_DTYPES[f]), lambda x: x.cast(f), vals=v, forward_only=True)
+  helper_test_op(None, lambda x: x.bool(), vals=v, forward_only=True)
+
+# ------------------------------------------------------------------ bitcast
+
+BITCAST_GROUPS = [["float32", "int32", "uint32"], ["float16", "bfloat16", "int16", "uint16"], ["float64", "int64", "uint64"], ["int8", "uint8"]]
+
+@pytest.mark.parametrize("group", BITCAST_GROUPS, ids=lambda g: g[0])
+def test_bitcast(device, group):
+  for src, dst in itertools.permutations(group, 2):
+    vals = CAST_SRC[src]
+    tt, pt = make_pair(_np(vals, src), src, requires_grad=False)
+    ref = tt.view(TORCH_DTYPES[dst])
+    if dst in ("uint16", "uint32", "uint64"):   # torch can't compare these; compare through numpy
+      got = pt.bitcast(dst)
+      assert got.dtype.name == dst and got.shape == tuple(ref.shape)
+      np.testing.assert_array_equal(got.numpy(), ref.numpy())
+    else:
+      compare(f"bitcast {src}->{dst}", pt.bitcast(dst), ref, 0, 0)
+
+def test_bitcast_known_bits(device):
+  assert Tensor([1.0], dtype="float32").bitcast("int32").item() == 0x3f800000
+  assert Tensor([-2.0], dtype="float16").bitcast("uint16").item() == 0xc000
+  assert Tensor([1.0], dtype="bfloat16").bitcast("int16").item() == 0x3f80
+  assert Tensor([0x3f800000], dtype="int32").bitcast("float32").item() == 1.0
+  assert Tensor([-1], dtype="int8").bitcast("uint8").item() == 255
+
+def test_bitcast_after_op(device):
+  helper_test_op(None, lambda x: (x * 2).view(torch.int32), lambda x: (x * 2).bitcast("int32"), vals=[[1.0, -3.5, 0.1]], forward_only=True)
+  helper_test_op(None, lambda x: (x + 1).view(torch.float32) * 1, lambda x: (x + 1).bitcast("float32") * 1,
+                 vals=[[0x3f800000, 0x40000000]], dtype="int32")
+
+def test_bitcast_size_mismatch(device):
+  with pytest.raises(TypeError):
+    Tensor([1.0]).bitcast("int16")
+
+# ------------------------------------------------------------------ promotion
+
+def _expected_promotion(a: str, b: str) -> str | None:
+  """torch.promote_types, and numpy's answer where torch refuses (uint16/32/64); None: no common int type."""
+  try: return str(torch.promote_types(TORCH_DTYPES[a], TORCH_DTYPES[b])).replace("torch.", "")
+  except RuntimeError: pass
+  if "bfloat16" in (a, b):
+    other = b if a == "bfloat16" else a
+    return "bfloat16" if other in INTS + ["bool", "bfloat16"] else "float32" if other == "float16" else other
+  r = np.promote_types(a, b).name
+  return None if r == "float64" and a not in FLOATS and b not in FLOATS else r
+
+@pytest.mark.parametrize("a", ALL)
+def test_promote_tensor_tensor(device, a):
+  for b in ALL:
+    exp = _expected_promotion(a, b)
+    x, y = Tensor.zeros(2, dtype=a), Tensor.zeros(2, dtype=b)
+    if exp is None:   # uint64 with a signed int: no integer dtype holds both
+      with pytest.raises(TypeError): x * y
+      continue
+    for op in ("mul", "maximum", "where"):
+      r = x.mul(y) if op == "mul" else x.maximum(y) if op == "maximum" else Tensor([True, False]).where(x, y)
+      assert r.dtype.name == exp, f"{op}({a}, {b}) -> {r.dtype.name}, expected {exp}"
+    if not (a == "bool" and b == "bool"):
+      assert (x + y).dtype.name == exp, f"{a} + {b}"
+    assert (x < y).dtype == dtypes.bool
+    assert (x / y).dtype.name == (exp if exp in FLOATS else "float32"), f"{a} / {b}"
+
+def test_promote_tensor_tensor_values(device):
+  # mixed-dtype arithmetic computes in the promoted dtype
+  for a, b in [("int8", "uint8"), ("int8", "int32"), ("uint8", "float16"), ("int32", "float32"), ("float16", "bfloat16"),
+               ("float16", "float64"), ("bool", "int8"), ("bool", "float32"), ("int64", "float16"), ("uint8", "int16")]:
+    helper_test_op([(6,), (6,)], lambda x, y: x * y + x, dtype=[a, b], low=-4, high=4, forward_only=True)
+    if "bool" not in (a, b): helper_test_op([(6,), (6,)], lambda x, y: x - y, dtype=[a, b], low=-4, high=4, forward_only=True)
+
+@pytest.mark.parametrize("a", TORCH_FULL)
+def test_promote_tensor_scalar(device, a):
+  x, tx = Tensor.ones(2, dtype=a), torch.ones(2, dtype=TORCH_DTYPES[a])
+  for s in (2, 2.5, True, -3, 0.0):
+    for name, f in [("mul", lambda p, q: p * q), ("rmul", lambda p, q: q * p), ("add", lambda p, q: p + q), ("radd", lambda p, q: q + p),
+                    ("div", lambda p, q: p / q), ("max", lambda p, q: p.maximum(q) if isinstance(p, Tensor) else torch.maximum(p, torch.tensor(q)))]:
+      if name == "max": continue   # torch.maximum takes no scalar
+      exp = f(tx, s).dtype
+      got = f(x, s).dtype
+      assert got.name == str(exp).replace("torch.", ""), f"{a} {name} {s!r}: {got.name} != {exp}"
+    exp = (tx < s).dtype
+    assert (x < s).dtype.name == "bool" == str(exp).replace("torch.", "")
+
+def test_promotion_examples(device):
+  assert (Tensor.ones(2, dtype="float16") * 2.0).dtype == dtypes.float16
+  assert (Tensor.ones(2, dtype="bfloat16") + 1).dtype == dtypes.bfloat16
+  assert (Tensor.ones(2, dtype="int32") * 2.5).dtype == dtypes.float32
+  assert (Tensor.ones(2, dtype="int8") + 1000).dtype == dtypes.int8
+  assert (Tensor.ones(2, dtype="uint8") * 2).dtype == dtypes.uint8
+  assert (Tensor([True]) + Tensor([True])).dtype == dtypes.bool
+  assert (Tensor([True]) * 3).dtype == dtypes.int64
+  assert (Tensor([True]) * 3.0).dtype == dtypes.float32
+  assert (Tensor([1, 2]) / 2).dtype == dtypes.float32
+  assert (Tensor([1, 2], dtype="int16") / Tensor([1, 2], dtype="int16")).dtype == dtypes.float32
+  assert (Tensor([1.0], dtype="float64") * 2.5).dtype == dtypes.float64
+  assert (Tensor([1], dtype="uint8") + Tensor([1], dtype="int8")).dtype == dtypes.int16
+  assert (Tensor([1], dtype="uint32") + Tensor([1], dtype="int32")).dtype == dtypes.int64   # numpy rule (torch refuses)
+
+def test_promotion_scalar_values(device):
+  helper_test_op(None, lambda x: x * 2.5, vals=[[1, 2, -3]], dtype="int32")
+  helper_test_op(None, lambda x: x + 1000, vals=[[1, 2, -3]], dtype="int8")
+  helper_test_op(None, lambda x: x * 2.0, vals=[[1.5, 2.25, -3.0]], dtype="float16")
+  helper_test_op(None, lambda x: 3 - x, vals=[[1.5, 2.25, -3.0]], dtype="bfloat16")
+  helper_test_op(None, lambda x: x + x, vals=[[True, False, True]], dtype="bool")
+  helper_test_op(None, lambda x: x * 3, vals=[[True, False, True]], dtype="bool")
+  helper_test_op(None, lambda x: x + 0.5, vals=[[True, False, True]], dtype="bool")
+  helper_test_op(None, lambda x: x * x, vals=[[True, False, True]], dtype="bool")
+  helper_test_op(None, lambda x: x + True, vals=[[1, 2]], dtype="int8")
+
+# ------------------------------------------------------------------ arithmetic in each dtype
+
+def _int_range(d: str) -> tuple[int, int]:
+  return (0, 12) if d.startswith("u") else (-12, 12)
+
+@pytest.mark.parametrize("d", ["int8", "uint8", "int16", "int32", "int64"])
+def test_int_arith(device, d):
+  lo, hi = _int_range(d)
+  for f in [lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x.maximum(y),
+            lambda x, y: x.minimum(y), lambda x, y: x < y, lambda x, y: x == y, lambda x, y: torch.where(x > y, x, y) if isinstance(x, torch.Tensor) else (x > y).where(x, y)]:
+    helper_test_op([(12,), (12,)], f, dtype=d, low=lo, high=hi, seed=3)
+  helper_test_op(None, lambda x, y: x // y, vals=[[7, 9, 0, 12, 3], [2, 4, 5, 5, 7]], dtype=d)
+  helper_test_op([(3, 4)], lambda x: x.sum(1), dtype=d, low=lo, high=hi)
+  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(0), dtype=d, low=lo, high=hi)
+  helper_test_op([(12,)], lambda x: x * 3 + 1, dtype=d, low=lo, high=hi)
+
+@pytest.mark.parametrize("d", ["uint16", "uint32", "uint64"])
+def test_uint_wide_arith(device, d):
+  # torch can't compute in these dtypes: numpy is the reference
+  a = np.array([0, 1, 7, 200, np.iinfo(d).max - 1, np.iinfo(d).max], dtype=d)
+  b = np.array([3, 1, 2, 100, 1, 2], dtype=d)
+  x, y = Tensor(a), Tensor(b)
+  with np.errstate(over="ignore"):
+    for name, pf, nf in [("add", lambda p, q: p + q, lambda p, q: p + q), ("sub", lambda p, q: p - q, lambda p, q: p - q),
+                         ("mul", lambda p, q: p * q, lambda p, q: p * q), ("floordiv", lambda p, q: p // q, lambda p, q: p // q),
+                         ("mod", lambda p, q: p % q, lambda p, q: p % q), ("and", lambda p, q: p & q, lambda p, q: p & q),
+                         ("xor", lambda p, q: p ^ q, lambda p, q: p ^ q), ("max", lambda p, q: p.maximum(q), np.maximum),
+                         ("min", lambda p, q: p.minimum(q), np.minimum), ("lt", lambda p, q: p < q, lambda p, q: p < q),
+                         ("shr", lambda p, q: p >> q, lambda p, q: p >> q)]:
+      got, exp = pf(x, y), nf(a, b)
+      assert got.dtype.name == exp.dtype.name, f"{d} {name}: {got.dtype.name} != {exp.dtype.name}"
+      np.testing.assert_array_equal(got.numpy(), exp, err_msg=f"{d} {name}")
+    assert (~x).numpy().tolist() == (~a).tolist()
+    assert x.max().item() == int(a.max()) and x.min().item() == int(a.min())
+    assert (x / y).dtype == dtypes.float32
+
+@pytest.mark.parametrize("d", FLOATS)
+def test_float_arith(device, d):
+  for f in [lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x.maximum(y),
+            lambda x, y: x.minimum(y), lambda x, y: x < y]:
+    helper_test_op([(12,), (12,)], f, dtype=d, low=0.5, high=3)
+  helper_test_op([(3, 4)], lambda x: x.sum(1), dtype=d)
+  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(0), dtype=d)
+  helper_test_op([(12,)], lambda x: x * 3 + 1, dtype=d)
+  helper_test_op([(12,)], lambda x: -x, dtype=d)
+
+@pytest.mark.parametrize("d", FLOATS)
+def test_float_unary(device, d):
+  tol = {"float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2), "float32": (1e-6, 1e-5), "float64": (1e-12, 1e-10)}[d]
+  for f, lo, hi in [(lambda x: x.exp(), -2, 2), (lambda x: x.log(), 0.5, 3), (lambda x: x.sqrt(), 0.5, 3), (lambda x: x.sin(), -3, 3),
+                    (lambda x: x.cos(), -3, 3), (lambda x: x.sigmoid(), -3, 3), (lambda x: x.exp2(), -2, 2), (lambda x: x.log2(), 0.5, 3),
+                    (lambda x: x.reciprocal(), 0.5, 3), (lambda x: x.relu(), -2, 2)]:
+    helper_test_op([(12,)], f, dtype=d, low=lo, high=hi, atol=tol[0], rtol=tol[1], grad_atol=tol[0], grad_rtol=tol[1])
+
+def test_float64_precision(device):
+  # float64 must really compute in double (1 + 1e-12 is not representable in float32)
+  helper_test_op(None, lambda x: (x + 1e-12) - x, vals=[[1.0, 2.0]], dtype="float64", atol=1e-20, rtol=1e-6)
+  helper_test_op(None, lambda x: x.exp(), vals=[[1.0, 10.0, -5.0]], dtype="float64", atol=0, rtol=1e-14)
+  helper_test_op(None, lambda x: x.sum(), vals=[[1.0, 1e-9, 1e-9, 1e-9]], dtype="float64", atol=0, rtol=1e-15)
+
+def test_float16_overflow(device):
+  helper_test_op(None, lambda x: x * 1000, vals=[[100.0, -100.0, 60.0]], dtype="float16", forward_only=True)
+  helper_test_op(None, lambda x: x + x, vals=[[60000.0, 1.0]], dtype="float16", forward_only=True)
+
+def test_bfloat16_range(device):
+  # bfloat16 has float32's range
+  helper_test_op(None, lambda x: x * 1e30, vals=[[1.0, -2.0]], dtype="bfloat16", forward_only=True, rtol=1e-2)
+
+def test_int8_uint8_overflow_wraps(device):
+  helper_test_op(None, lambda x: x * 3, vals=[[100, -100, 50]], dtype="int8")
+  helper_test_op(None, lambda x: x + 100, vals=[[200, 100, 0]], dtype="uint8")
+  helper_test_op(None, lambda x: x - 1, vals=[[0, 1]], dtype="uint8")
+  helper_test_op(None, lambda x: -x, vals=[[-128, 127]], dtype="int8")
+
+def test_int64_large(device):
+  helper_test_op(None, lambda x: x * 3 + 1, vals=[[2**40, -2**41, 2**62 // 3]], dtype="int64")
+  helper_test_op(None, lambda x, y: x // y, vals=[[2**50 + 7, -2**50], [3, 7]], dtype="int64")
+  helper_test_op(None, lambda x: x.sum(), vals=[[2**40, 2**40, 1]], dtype="int64")
+
+def test_int32_sum_is_int64(device):
+  helper_test_op(None, lambda x: x.sum(), vals=[[2**30, 2**30, 2**30]], dtype="int32")
+
+def test_bool_ops(device):
+  v = [[True, False, True, False], [True, True, False, False]]
+  helper_test_op(None, lambda x, y: x + y, vals=v, dtype="bool")
+  helper_test_op(None, lambda x, y: x * y, vals=v, dtype="bool")
+  helper_test_op(None, lambda x, y: x == y, vals=v, dtype="bool")
+  helper_test_op(None, lambda x, y: x < y, vals=v, dtype="bool")
+  helper_test_op(None, lambda x, y: x.maximum(y), vals=v, dtype="bool")
+  helper_test_op(None, lambda x, y: x.minimum(y), vals=v, dtype="bool")
+  helper_test_op(None, lambda x: x.sum(), vals=v[:1], dtype="bool")
+  helper_test_op(None, lambda x: x.float() * 2, vals=v[:1], dtype="bool")
+
+def test_default_float(device):
+  from petagrad.helpers import Context
+  with Context(DEFAULT_FLOAT="float16"):
+    assert Tensor([1.5]).dtype == dtypes.float16
+    assert Tensor.ones(2).dtype == dtypes.float16
+    assert (Tensor([1, 2]) / 2).dtype == dtypes.float16
+  assert Tensor([1.5]).dtype == dtypes.float32
