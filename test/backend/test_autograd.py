@@ -1,0 +1,227 @@
+"""Autograd API vs PyTorch: backward() + .grad, gradient(), detach, accumulation, realize in the middle."""
+import numpy as np
+import pytest
+import torch
+from petagrad import Tensor
+from petagrad.dtype import dtypes
+from helpers import compare
+
+def pair(data, dtype="float32"):
+  return torch.tensor(data, dtype=getattr(torch, dtype), requires_grad=True), Tensor(data, dtype=dtype, requires_grad=True)
+
+def check_grad(pt: Tensor, tt: torch.Tensor, atol=1e-6, rtol=1e-5):
+  assert pt.grad is not None, "petagrad .grad is None"
+  compare("grad", pt.grad, tt.grad, atol, rtol)
+
+X = [[1.0, -2.0, 3.0], [0.5, 4.0, -1.5]]
+W = [[0.5, -1.0], [2.0, 0.25], [-0.5, 1.5]]
+
+def test_backward_fills_grad(device):
+  tx, px = pair(X)
+  tw, pw = pair(W)
+  ((tx @ tw).relu() * 3).sum().backward()
+  ((px @ pw).relu() * 3).sum().backward()
+  check_grad(px, tx); check_grad(pw, tw)
+
+def test_backward_returns_self_and_grad_is_lazy_tensor(device):
+  _, px = pair(X)
+  loss = (px * px).sum()
+  assert loss.backward() is loss
+  assert isinstance(px.grad, Tensor) and px.grad.shape == px.shape and px.grad.dtype == dtypes.float32
+  assert px.grad.device == px.device
+
+def test_backward_with_gradient_argument(device):
+  tx, px = pair(X)
+  g = [[1.0, 2.0, 3.0], [-1.0, 0.5, 0.0]]
+  (tx * tx).backward(torch.tensor(g))
+  (px * px).backward(Tensor(g))
+  check_grad(px, tx)
+
+def test_backward_nonscalar_without_gradient_raises(device):
+  _, px = pair(X)
+  with pytest.raises(RuntimeError):
+    (px * 2).backward()
+
+def test_backward_without_requires_grad_raises(device):
+  with pytest.raises(RuntimeError):
+    (Tensor([1.0, 2.0]) * 2).sum().backward()
+
+def test_grad_only_for_requires_grad(device):
+  tx, px = pair(X)
+  py = Tensor(W)                      # no requires_grad
+  ty = torch.tensor(W)
+  (tx @ ty).sum().backward()
+  (px @ py).sum().backward()
+  check_grad(px, tx)
+  assert py.grad is None and ty.grad is None
+
+def test_nonleaf_grad_is_none(device):
+  _, px = pair(X)
+  mid = px * 2
+  (mid * mid).sum().backward()
+  assert mid.grad is None and px.grad is not None
+  assert mid.requires_grad    # derived from a tensor that requires grad
+
+def test_unused_leaf_grad_stays_none(device):
+  _, px = pair(X)
+  _, pw = pair(W)
+  (px * 2).sum().backward()
+  assert pw.grad is None
+
+def test_grad_accumulates(device):
+  tx, px = pair(X)
+  for _ in range(2):
+    (tx * tx).sum().backward()
+    (px * px).sum().backward()
+  check_grad(px, tx)
+  (tx.exp()).sum().backward()
+  (px.exp()).sum().backward()
+  check_grad(px, tx, atol=1e-5)
+
+def test_grad_reset(device):
+  tx, px = pair(X)
+  (px * 5).sum().backward()
+  px.grad = None
+  (px * px).sum().backward()
+  (tx * tx).sum().backward()
+  check_grad(px, tx)
+
+def test_detach_stops_grad(device):
+  tx, px = pair(X)
+  (tx * tx.detach()).sum().backward()
+  (px * px.detach()).sum().backward()
+  check_grad(px, tx)
+  d = px.detach()
+  assert not d.requires_grad and d.tolist() == px.tolist()
+
+def test_detach_whole_branch(device):
+  tx, px = pair(X)
+  ((tx * 3).detach() * tx + tx.exp().detach()).sum().backward()
+  ((px * 3).detach() * px + px.exp().detach()).sum().backward()
+  check_grad(px, tx)
+
+def test_same_leaf_many_paths(device):
+  tx, px = pair(X)
+  def f(x): return (x * x).sum() + (x.exp() * x).mean() + x.sum(0).amax() if isinstance(x, torch.Tensor) else (x * x).sum() + (x.exp() * x).mean() + x.sum(0).max()
+  f(tx).backward(); f(px).backward()
+  check_grad(px, tx, atol=1e-5)
+
+def test_backward_after_item(device):
+  tx, px = pair(X)
+  tl, pl = (tx * tx).sum(), (px * px).sum()
+  assert pl.item() == pytest.approx(tl.item())
+  tl.backward(); pl.backward()
+  check_grad(px, tx)
+
+def test_backward_after_realize_and_numpy(device):
+  tx, px = pair(X)
+  tl, pl = (tx.exp() * 2).sum(), (px.exp() * 2).sum()
+  pl.realize()
+  pl.numpy()
+  tl.backward(); pl.backward()
+  check_grad(px, tx, atol=1e-5)
+
+def test_backward_through_realized_intermediate(device):
+  tx, px = pair(X)
+  ty, py = tx * 3, px * 3
+  assert py.tolist() == ty.tolist()       # realizes py
+  (ty * ty).sum().backward()
+  (py * py).sum().backward()
+  check_grad(px, tx)
+
+def test_leaf_realized_before_use(device):
+  tx, px = pair(X)
+  px.realize()
+  px.numpy()
+  (tx * 2).sum().backward(); (px * 2).sum().backward()
+  check_grad(px, tx)
+
+def test_backward_twice_from_same_graph_accumulates(device):
+  tx, px = pair(X)
+  tl, pl = (tx * tx).sum(), (px * px).sum()
+  tl.backward(retain_graph=True); tl.backward()
+  pl.backward(); pl.backward()
+  check_grad(px, tx)
+
+def test_gradient_api(device):
+  tx, px = pair(X)
+  tw, pw = pair(W)
+  tl, pl = ((tx @ tw).tanh()).sum(), ((px @ pw).tanh()).sum()
+  tg = torch.autograd.grad(tl, [tx, tw])
+  pg = pl.gradient(px, pw)
+  assert isinstance(pg, list) and len(pg) == 2
+  for p, t in zip(pg, tg): compare("gradient", p, t, 1e-6, 1e-5)
+  assert px.grad is None and pw.grad is None     # gradient() does not touch .grad
+
+def test_gradient_wrt_intermediate(device):
+  tx, px = pair(X)
+  tm, pm = tx * 2, px * 2
+  tl, pl = (tm * tm).sum(), (pm * pm).sum()
+  compare("gradient", pl.gradient(pm)[0], torch.autograd.grad(tl, [tm])[0], 1e-6, 1e-6)
+
+def test_gradient_with_upstream(device):
+  tx, px = pair(X)
+  g = [[1.0, 0.0, -1.0], [2.0, 0.5, 3.0]]
+  tg = torch.autograd.grad(tx.sin(), [tx], grad_outputs=torch.tensor(g))[0]
+  pg = px.sin().gradient(px, gradient=Tensor(g))[0]
+  compare("gradient", pg, tg, 1e-6, 1e-5)
+
+def test_gradient_unconnected_target_is_zero(device):
+  _, px = pair(X)
+  _, pw = pair(W)
+  gx, gw = (px * 2).sum().gradient(px, pw)
+  assert gw.shape == pw.shape and np.all(gw.numpy() == 0)
+  assert np.all(gx.numpy() == 2)
+
+def test_gradient_without_requires_grad(device):
+  # like tinygrad: gradient() works on any tensor in the graph
+  x = Tensor([1.0, 2.0, 3.0])
+  (g,) = (x * x).sum().gradient(x)
+  assert g.tolist() == [2.0, 4.0, 6.0]
+
+def test_second_order(device):
+  tx, px = pair([1.0, 2.0, -0.5])
+  tg = torch.autograd.grad((tx ** 3).sum(), [tx], create_graph=True)[0]
+  tgg = torch.autograd.grad(tg.sum(), [tx])[0]
+  pg = (px ** 3).sum().gradient(px)[0]
+  pgg = pg.sum().gradient(px)[0]
+  compare("second order", pgg, tgg, 1e-6, 1e-6)
+
+def test_grad_dtype_follows_leaf(device):
+  for d in ("float16", "bfloat16", "float64"):
+    tx, px = pair([1.0, 2.0, 3.0], d)
+    (tx * tx).sum().backward()
+    (px * px).sum().backward()
+    assert px.grad.dtype.name == d
+    check_grad(px, tx, atol=1e-2, rtol=1e-2)
+
+def test_grad_through_cast_to_int_is_zero_or_absent(device):
+  # torch: casting to int cuts the graph (the int result has no grad_fn)
+  _, px = pair([1.5, 2.5])
+  y = (px.int().float() * px).sum()
+  y.backward()
+  assert px.grad.tolist() == [1.0, 2.0]
+
+def test_requires_grad_flag(device):
+  x = Tensor([1.0], requires_grad=True)
+  assert x.requires_grad is True
+  y = Tensor([1.0])
+  assert not y.requires_grad
+  assert (x * y).requires_grad
+  assert not (y * 2).requires_grad
+  assert y.requires_grad_() is y and y.requires_grad
+
+def test_inplace_on_tensor_that_requires_grad(device):
+  tx, px = pair(X)
+  ty, py = tx * 1, px * 1
+  ty += tx; ty *= 2
+  py += px; py *= 2
+  ty.sum().backward(); py.sum().backward()
+  check_grad(px, tx)
+
+def test_zero_size_grad(device):
+  tx = torch.zeros(0, 3, requires_grad=True)
+  px = Tensor.zeros(0, 3, requires_grad=True)
+  ((tx * 2).sum() + 1).backward()
+  ((px * 2).sum() + 1).backward()
+  check_grad(px, tx)
