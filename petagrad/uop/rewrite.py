@@ -59,13 +59,14 @@ class PatternMatcher:
   arguments (and `ctx` if it asks for it) and returns a replacement UOp or None."""
   def __init__(self, rules: list[tuple[UPat, Callable]]):
     self.rules = rules
-    self.by_op: dict[Ops | None, list[tuple[UPat, Callable, bool]]] = {}
+    # per op, the rules that can match it, in table order (rules without an op are kept in their place)
+    self.by_op: dict[Ops, list[tuple[UPat, Callable, bool]]] = {op: [] for op in Ops}
     for pat, fn in rules:
       wants_ctx = "ctx" in inspect.signature(fn).parameters
-      for op in (pat.ops if pat.ops is not None else [None]): self.by_op.setdefault(op, []).append((pat, fn, wants_ctx))
+      for op in (pat.ops if pat.ops is not None else Ops): self.by_op[op].append((pat, fn, wants_ctx))
   def __add__(self, other: PatternMatcher) -> PatternMatcher: return PatternMatcher(self.rules + other.rules)
   def rewrite(self, u: UOp, ctx: Any = None) -> UOp | None:
-    for pat, fn, wants_ctx in self.by_op.get(u.op, []) + self.by_op.get(None, []):
+    for pat, fn, wants_ctx in self.by_op[u.op]:
       for store in pat.match(u, {}):
         ret = fn(ctx=ctx, **store) if wants_ctx else fn(**store)
         if ret is not None and ret is not u: return ret
