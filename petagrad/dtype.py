@@ -17,7 +17,12 @@ class DType:
   itemsize: int
   kind: str
   fmt: str          # struct format character of the storage (bfloat16 is stored as 'H')
-  def __repr__(self) -> str: return f"dtypes.{self.name}"
+  count: int = 1    # > 1: a vector of `count` scalars (only inside generated kernels)
+  def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
+  def vec(self, n: int) -> DType:
+    assert self.count == 1, "vectors of vectors are not a thing"
+    return self if n == 1 else DType(self.name, self.itemsize, self.kind, self.fmt, n)
+  def scalar(self) -> DType: return self if self.count == 1 else DType(self.name, self.itemsize, self.kind, self.fmt)
   @property
   def bits(self) -> int: return self.itemsize * 8
   @property

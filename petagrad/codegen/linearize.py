@@ -38,18 +38,26 @@ def linearize(sink: UOp) -> LinearProgram:
     else:
       d = frozenset().union(*(deps[s] for s in u.src))
       deps[u] = d - frozenset(u.src[1:]) if u.op is Ops.REDUCE else d
-  # scopes: outer reduces first, so a reduce's parent scope is known before its body is placed
+  # scopes: outer reduces first, so a reduce's parent scope is known before its body is placed.
+  # Reduces over the same ranges in the same scope (copies made by UPCAST) share one loop nest,
+  # each with its own accumulator: that is register tiling.
   root = _Scope(None, 0)
   scope_of_range: dict[UOp, _Scope] = {}
-  reduce_scope: dict[UOp, _Scope] = {}
+  group_of: dict[UOp, tuple] = {}
+  groups: dict[tuple, list[UOp]] = {}
+  group_scope: dict[tuple, _Scope] = {}
   def scope_for(d: frozenset[UOp]) -> _Scope:
     cands = [scope_of_range[r] for r in d if r in scope_of_range]
     return max(cands, key=lambda s: s.depth) if cands else root
   for u in reversed(order):
     if u.op is Ops.REDUCE:
       parent = scope_for(deps[u])
-      sc = reduce_scope[u] = _Scope(u, parent.depth + 1)
-      for r in u.src[1:]: scope_of_range[r] = sc
+      key = (id(parent), u.src[1:])
+      group_of[u] = key
+      groups.setdefault(key, []).append(u)
+      if key not in group_scope:
+        group_scope[key] = _Scope(u, parent.depth + 1)
+        for r in u.src[1:]: scope_of_range[r] = group_scope[key]
   for u in order:
     if u.op is Ops.RANGE or u.op is Ops.SINK: continue
     scope_for(deps[u]).nodes.append(u)
@@ -57,31 +65,58 @@ def linearize(sink: UOp) -> LinearProgram:
   index_math: set[UOp] = set()
   for u in order:
     if u.op in (Ops.RANGE, Ops.CONST) or (u.op in GroupOp.ALU and all(s in index_math for s in u.src)): index_math.add(u)
-  global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] == "global"), key=lambda r: r.arg[0])
+  # output loops: the threaded one outermost, then by id
+  global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] in ("global", "thread")), key=lambda r: (r.arg[2] != "thread", r.arg[0]))
 
   out: list[UOp] = []
   new: dict[UOp, UOp] = {}
   flops = 0
-  def emit_scope(sc: _Scope, trip: int) -> None:
+  def emit_group(key: tuple, trip: int) -> None:
     nonlocal flops
+    members = groups[key]
+    ranges = members[0].src[1:]
+    accs = []
+    for u in members:
+      init = UOp.const(u.dtype, reduce_identity(u.arg, u.dtype))
+      acc = UOp(Ops.DEFINE_ACC, u.dtype, (init,), len(out))
+      out.extend([init, acc])
+      accs.append(acc)
+    out.extend(ranges)
+    inner_trip = trip * prod(r.arg[1] for r in ranges)
+    emit_scope(group_scope[key], inner_trip)
+    for u, acc in zip(members, accs):
+      out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, new[u.src[0]]), u.arg))
+      flops += inner_trip * u.dtype.count
+      new[u] = acc
+    for r in reversed(ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
+  def emit_node(u: UOp, trip: int) -> None:
+    nonlocal flops
+    nu = u if not u.src else UOp(u.op, u.dtype, tuple(new.get(s, s) for s in u.src), u.arg)
+    new[u] = nu
+    out.append(nu)
+    if u.op in GroupOp.ALU and u not in index_math: flops += trip * u.dtype.count
+  def emit_scope(sc: _Scope, trip: int) -> None:
+    # a group is emitted when its last member comes up; nodes that need a member before then wait
+    seen: dict[tuple, int] = {}
+    waiting: set[UOp] = set()
+    deferred: list[UOp] = []
     for u in sc.nodes:
       if u.op is Ops.REDUCE:
-        rop, val_ranges = u.arg, u.src[1:]
-        init = UOp.const(u.dtype, reduce_identity(rop, u.dtype))
-        acc = UOp(Ops.DEFINE_ACC, u.dtype, (init,), len(out))
-        out.extend([init, acc])
-        for r in val_ranges: out.append(r)
-        inner = reduce_scope[u]
-        emit_scope(inner, trip * prod(r.arg[1] for r in val_ranges))
-        out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, new[u.src[0]]), rop))
-        flops += trip * prod(r.arg[1] for r in val_ranges)
-        for r in reversed(val_ranges): out.append(UOp(Ops.ENDRANGE, u.dtype, (r,)))
-        new[u] = acc
+        key = group_of[u]
+        seen[key] = seen.get(key, 0) + 1
+        if seen[key] < len(groups[key]): waiting.add(u); continue
+        waiting.difference_update(groups[key])
+        emit_group(key, trip)
+        still = []
+        for d in deferred:   # in order, so a deferred node sees the deferred nodes it needs
+          if any(s in waiting for s in d.src): still.append(d)
+          else: emit_node(d, trip); waiting.discard(d)
+        deferred = still
         continue
-      nu = u if not u.src else UOp(u.op, u.dtype, tuple(new.get(s, s) for s in u.src), u.arg)
-      new[u] = nu
-      out.append(nu)
-      if u.op in GroupOp.ALU and u not in index_math: flops += trip
+      if any(s in waiting for s in u.src):
+        waiting.add(u); deferred.append(u); continue
+      emit_node(u, trip)
+    assert not deferred, "a node waits for a reduce that never came"
   for r in global_ranges: out.append(r)
   emit_scope(root, prod(r.arg[1] for r in global_ranges))
   for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))

@@ -129,5 +129,8 @@ def _combine(node: UOp, idx: Idx, valid: UOp, vals: list[UOp], extra, ctx: Lower
     mask = simplify(cvalid)
     return UOp(Ops.WHERE, node.dtype, (mask, vals[0], UOp.const(node.dtype, 0)))
   if op in GroupOp.Movement or op in (Ops.DETACH, Ops.CONTIGUOUS): return vals[0]
-  if op is Ops.REDUCE_AXIS: return UOp(Ops.REDUCE, node.dtype, (vals[0], *extra), node.arg[0])
+  if op is Ops.REDUCE_AXIS:
+    if any(r.arg[1] == 0 for r in extra):   # an empty reduction is its identity
+      return UOp.const(node.dtype, {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: node.dtype.min}[node.arg[0]])
+    return UOp(Ops.REDUCE, node.dtype, (vals[0], *extra), node.arg[0])
   return UOp(op, node.dtype, tuple(vals), node.arg)

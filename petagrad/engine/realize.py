@@ -6,21 +6,25 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, CompileError
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, GlobalCounters, prod
+from petagrad.helpers import DEBUG, NOOPT, GlobalCounters, prod
 from petagrad.schedule.schedule import ScheduleItem, create_schedule
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize
+from petagrad.codegen.opt import Kernel
+from petagrad.codegen.heuristic import hand_coded_optimizations
+from petagrad.codegen.expand import expand_unrolled, vectorize
 
 @dataclass
 class CompiledKernel:
   name: str
   device: str
+  opts: list
   program: Program
   src: str
   flops: int
   params: list[DType]
 
-_kernel_cache: dict[tuple[str, UOp], CompiledKernel] = {}
+_kernel_cache: dict[tuple, CompiledKernel] = {}
 
 def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
   reduces = [r for r in ast.toposort() if r.op is Ops.REDUCE]
@@ -30,18 +34,19 @@ def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
   return f"r_{shape}_{rsize}"
 
 def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
-  key = (device, ast)
+  key = (device, ast, int(NOOPT))   # the optimization flags change the kernel
   if (k := _kernel_cache.get(key)) is not None: return k
   dev = Device[device]
-  prog = linearize(ast)
+  k = hand_coded_optimizations(Kernel(ast), dev.renderer.supports_vector, dev.renderer.supports_threads)
+  prog = linearize(vectorize(expand_unrolled(k.ast)))
   name = kernel_name(ast, out_shape)
   src = dev.renderer.render(name, prog, params)
   if DEBUG >= 5: print(f"--- kernel AST {name}\n{pretty(ast)}")
   if DEBUG >= 6: print(f"--- linear program {name}\n{pretty(UOp(Ops.SINK, params[0], tuple(prog.uops)))}")
   if DEBUG >= 4: print(f"--- source {name}\n{src}")
   lib = dev.compiler.compile_cached(src, name)
-  k = _kernel_cache[key] = CompiledKernel(name, device, dev.program(name, lib), src, prog.flops, params)
-  return k
+  ck = _kernel_cache[key] = CompiledKernel(name, device, k.applied, dev.program(name, lib), src, prog.flops, params)
+  return ck
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   for si in items:
@@ -52,6 +57,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
       GlobalCounters.global_mem += out_buf.nbytes
       if DEBUG >= 2: print(f"*** {out_buf.device:7s} copy {out_buf.nbytes:>10d} bytes from {src_buf.device}")
       continue
+    if si.out.size == 0: continue   # nothing to compute
     ast, bufs = lower(si.out, si.value)
     device = out_buf.device
     for b in bufs:
@@ -70,7 +76,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
     if DEBUG >= 2:
       print(f"*** {device:7s} {GlobalCounters.kernel_count:4d} {k.name:30s} bufs {len(bufs):2d}  tm {et*1e6:9.2f}us  "
             f"{k.flops/max(et,1e-9)/1e9:8.2f} GFLOP/s {mem/max(et,1e-9)/1e9:8.2f} GB/s")
-    if DEBUG >= 3: print("    opts: none")
+    if DEBUG >= 3: print(f"    opts: {k.opts or 'none'}")
 
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views."""

@@ -7,7 +7,8 @@ from petagrad.renderer.cstyle import CRenderer
 
 class ClangCompiler(Compiler):
   """Compiles with `CC` (default gcc, else clang) to a shared object; the bytes of the .so are the artifact."""
-  BASE_FLAGS = ["-O2", "-march=native", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-ffp-contract=off", "-lm"]
+  BASE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno",
+                "-ffp-contract=fast", "-fopenmp", "-lm"]
   def __init__(self):
     self.cc = str(CC) or shutil.which("gcc") or shutil.which("clang") or "cc"
     self.flags = self.BASE_FLAGS + str(CFLAGS).split()

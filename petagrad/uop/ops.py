@@ -31,6 +31,9 @@ class Ops(Enum):
   LOAD = auto()            # src=(DEFINE_GLOBAL, index) or (DEFINE_GLOBAL, index, valid): 0 where not valid
   STORE = auto()           # src=(DEFINE_GLOBAL, index, value)
   REDUCE = auto()          # src=(value, *ranges), arg=Ops.ADD|MAX|MUL
+  # vectors (SIMD lanes), after the vectorize pass
+  VECTORIZE = auto()       # src=scalars: a vector of them
+  GEP = auto()             # src=(vector,), arg=lane: one lane of a vector
   # linear program only
   ENDRANGE = auto()        # src=(RANGE,)
   DEFINE_ACC = auto()      # src=(init CONST,), arg=id

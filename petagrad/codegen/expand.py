@@ -1,0 +1,89 @@
+"""Expansion of optimized ranges: unrolled ranges become copies, the vector range becomes SIMD lanes.
+
+* upcast (output) range of size n: every STORE depending on it is copied n times with the range
+  replaced by 0..n-1; reduces inside each copy stay separate, so each copy has its own accumulator.
+* unroll (reduce) range of size n: the reduce's value becomes the combination of n copies.
+* vector range of size n: every node depending on it becomes an n-lane vector node. Loads whose index
+  grows by exactly 1 per lane become one vector load; other loads are gathered lane by lane.
+"""
+from __future__ import annotations
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.uop.symbolic import simplify
+from petagrad.schedule.schedule import substitute
+from petagrad.dtype import dtypes
+
+def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)
+
+def _ranges(ast: UOp, kind: str) -> list[UOp]:
+  return sorted((u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[2] == kind), key=lambda r: r.arg[0])
+
+def _combine(op: Ops, vals: list[UOp]) -> UOp:
+  out = vals[0]
+  for v in vals[1:]: out = UOp(op, out.dtype, (out, v)) if not (out.dtype.is_bool and op is Ops.ADD) else UOp(Ops.OR, out.dtype, (out, v))
+  return out
+
+def expand_unrolled(ast: UOp) -> UOp:
+  """Replace unroll (reduce) and upcast (output) ranges by copies of the code."""
+  for r in _ranges(ast, "unroll"):
+    reds = [u for u in ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
+    subst = {}
+    for red in reds:
+      copies = [substitute(red.src[0], {r: _c(i)}) for i in range(r.arg[1])]
+      val = _combine(red.arg, copies)
+      rest = tuple(x for x in red.src[1:] if x is not r)
+      subst[red] = UOp(Ops.REDUCE, red.dtype, (val, *rest), red.arg) if rest else val
+    ast = substitute(ast, subst)
+  for r in _ranges(ast, "upcast"):
+    stores = []
+    for s in ast.src:
+      stores.extend([substitute(s, {r: _c(i)}) for i in range(r.arg[1])] if r in s.toposort() else [s])
+    ast = UOp(Ops.SINK, ast.dtype, tuple(stores))
+  return simplify(ast)
+
+def vectorize(ast: UOp) -> UOp:
+  """Turn the (single) vector range into SIMD lanes."""
+  vr = _ranges(ast, "vector")
+  if not vr: return ast
+  v = vr[0]
+  n = v.arg[1]
+  def lanes(u: UOp) -> list[UOp]: return [simplify(substitute(u, {v: _c(i)})) for i in range(n)]
+  def contiguous_base(idx: UOp) -> UOp | None:
+    base = simplify(substitute(idx, {v: _c(0)}))
+    return base if simplify(idx - base) is v else None
+  depends: set[UOp] = set()   # nodes of the original AST that depend on v
+  new: dict[UOp, UOp] = {}
+  for u in ast.toposort():
+    if u is v or any(s in depends for s in u.src): depends.add(u)
+    src = tuple(new[s] for s in u.src)
+    if u is v: new[u] = UOp(Ops.VECTORIZE, dtypes.index.vec(n), tuple(_c(i) for i in range(n)))
+    elif u not in depends and u.op is not Ops.REDUCE and not any(x.dtype.count > 1 for x in src): new[u] = u if src == u.src else u.replace(src=src)
+    elif u.op is Ops.LOAD:
+      # index and validity are index math: work on the original scalar expressions
+      valid = u.src[2] if len(u.src) > 2 else None
+      base = contiguous_base(u.src[1])
+      if base is not None and (valid is None or valid not in depends):
+        new[u] = UOp(Ops.LOAD, u.dtype.vec(n), (u.src[0], base) + ((valid,) if valid is not None else ()))
+      else: new[u] = UOp(Ops.VECTORIZE, u.dtype.vec(n), tuple(lanes(u)))
+    elif u.op is Ops.STORE:
+      val = src[2]
+      base = contiguous_base(u.src[1]) if u.src[1] in depends else None
+      if base is not None and val.dtype.count == n: new[u] = UOp(Ops.STORE, u.dtype, (u.src[0], base, val))
+      else:   # scatter lane by lane
+        idxs = lanes(u.src[1]) if u.src[1] in depends else [u.src[1]] * n
+        new[u] = UOp(Ops.SINK, u.dtype, tuple(UOp(Ops.STORE, u.dtype, (u.src[0], idxs[i], UOp(Ops.GEP, val.dtype.scalar(), (val,), i) if val.dtype.count > 1 else val))
+                                              for i in range(n)))
+    elif u.op is Ops.REDUCE:
+      val = src[0]
+      rest = tuple(x for x in u.src[1:] if x is not v)
+      acc = UOp(Ops.REDUCE, val.dtype, (val, *rest), u.arg) if rest else val
+      # a reduce over the lanes combines them at the end (horizontal reduce)
+      new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(n)]) if v in u.src[1:] and val.dtype.count > 1 else acc
+    elif u.op in GroupOp.Elementwise:
+      new[u] = UOp(u.op, u.dtype.vec(n) if any(x.dtype.count > 1 for x in src) else u.dtype, src, u.arg)
+    elif u.op is Ops.SINK:
+      stores: list[UOp] = []
+      for x in src: stores.extend(x.src if x.op is Ops.SINK else [x])
+      new[u] = UOp(Ops.SINK, u.dtype, tuple(stores))
+    else: raise AssertionError(f"cannot vectorize {u.op}")
+  return new[ast]

@@ -1,0 +1,53 @@
+"""Hand-coded optimizations: good kernels by default, without search.
+
+* merge adjacent output (and reduce) ranges when the index math stays as simple;
+* reduce kernels: compute the output range that is contiguous in memory as SIMD lanes and unroll
+  another output range (register tiling, as in a matmul micro-kernel), or, when the reduction itself runs
+  over contiguous memory, take the lanes from the reduce range (partial sums combined at the end);
+* spread the outermost output loop over the CPU threads when the kernel is big enough.
+"""
+from __future__ import annotations
+from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride
+from petagrad.helpers import prod, NOOPT
+
+MIN_THREAD_WORK = 1 << 15   # loop iterations below which threads cost more than they give
+
+def lanes_for(itemsize: int) -> int: return max(1, min(16, 64 // itemsize))   # one 512-bit register
+
+def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool) -> Kernel:
+  k.merge_ranges()
+  if NOOPT: return k
+  rs = k.ranges
+  out = [r for r in rs if r.arg[2] == "global"]
+  red = [r for r in rs if r.arg[2] == "reduce"]
+  store_dtype = k.ast.src[0].src[2].dtype
+  n = lanes_for(store_dtype.itemsize)
+  if supports_vector and red:
+    _tile_reduce(k, out, red, n)
+  rs = k.ranges
+  work = prod(r.arg[1] for r in rs)
+  g = [r for r in rs if r.arg[2] == "global"]
+  if supports_threads and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
+    k.apply(Opt(OptOps.THREAD, 0))
+  return k
+
+def _axis(k: Kernel, r) -> int: return k.ranges.index(r)
+
+def _try(k: Kernel, opt: Opt) -> bool:
+  try: k.apply(opt); return True
+  except OptError: return False
+
+def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
+  # the output range along which the store is contiguous, and some load is too
+  for r in reversed(out):
+    st = loads_stride(k.ast, r)
+    if st[-1] == 1 and 1 in st[:-1] and r.arg[1] % n == 0:
+      # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
+      others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)]
+      _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))
+      if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 4))
+      return
+  # reduction over contiguous memory: lanes from the reduce range
+  r = red[-1]
+  if r.arg[1] % n == 0 and 1 in loads_stride(k.ast, r) and len(red) == 1:
+    _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))

@@ -1,0 +1,149 @@
+"""Kernel optimizations: transformations of a kernel's ranges, each checking its own legality.
+
+A range is a loop variable `RANGE(arg=(id, size, kind))`. Kinds:
+  global   an output loop (the outermost one may be spread over CPU threads: kind `thread`)
+  reduce   a reduction loop
+  upcast   an output range unrolled into copies (register tiling: each copy keeps its own accumulator)
+  unroll   a reduce range unrolled into copies (several partial sums)
+  vector   one range computed as a vector of lanes (SIMD); at most one per kernel
+
+Optimizations split a range into (outer, inner) and give the inner part a new kind, or merge two
+adjacent ranges. The AST is rewritten by substituting each old range by an expression of the new ones.
+
+>>> from petagrad.codegen.opt import Opt, OptOps
+>>> Opt(OptOps.UPCAST, 0, 4)
+Opt(op=OptOps.UPCAST, axis=0, amount=4)
+"""
+from __future__ import annotations
+from dataclasses import dataclass, field
+from enum import Enum, auto
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.uop.symbolic import simplify
+from petagrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
+from petagrad.schedule.schedule import substitute
+from petagrad.dtype import dtypes
+from petagrad.helpers import prod
+
+class OptOps(Enum):
+  UPCAST = auto()    # split an output range, unroll the inner part
+  UNROLL = auto()    # split a reduce range, unroll the inner part
+  VECTOR = auto()    # split a range, compute the inner part as SIMD lanes
+  THREAD = auto()    # spread the outermost output range over CPU threads
+  def __repr__(self) -> str: return f"OptOps.{self.name}"
+
+@dataclass(frozen=True)
+class Opt:
+  op: OptOps
+  axis: int          # index into Kernel.ranges (for THREAD: ignored)
+  amount: int = 0
+
+class OptError(ValueError):
+  """An optimization that does not apply to this kernel."""
+
+def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)
+
+@dataclass
+class Kernel:
+  """A kernel AST plus the optimizations applied to it so far."""
+  ast: UOp
+  applied: list[Opt] = field(default_factory=list)
+  next_id: int = 0
+  def __post_init__(self): self.next_id = max((r.arg[0] for r in self.ranges), default=-1) + 1
+
+  @property
+  def ranges(self) -> list[UOp]:
+    """Every RANGE of the kernel, output ranges first (in order), then the reduce ranges."""
+    rs = [u for u in self.ast.toposort() if u.op is Ops.RANGE]
+    order = {"thread": 0, "global": 0, "upcast": 2, "vector": 3, "reduce": 1, "unroll": 2}
+    return sorted(rs, key=lambda r: (order[r.arg[2]], r.arg[0]))
+
+  def new_range(self, size: int, kind: str) -> UOp:
+    self.next_id += 1
+    return UOp(Ops.RANGE, dtypes.index, (), (self.next_id - 1, size, kind))
+
+  def replace_ranges(self, mapping: dict[UOp, UOp], new_ranges: tuple[UOp, ...]) -> UOp:
+    """The AST with each old range replaced by an expression of `new_ranges`; a REDUCE over an old
+    range now runs over the new ones."""
+    ast = substitute(self.ast, mapping)
+    exprs = set(mapping.values())
+    def fix(red: UOp) -> UOp | None:
+      if not any(x in exprs for x in red.src[1:]): return None
+      rs = [x for x in red.src[1:] if x not in exprs]
+      rs += [n for n in new_ranges if n.op is Ops.RANGE and n not in rs]
+      return UOp(Ops.REDUCE, red.dtype, (red.src[0], *rs), red.arg)
+    return simplify(graph_rewrite(ast, PatternMatcher([(UPat(Ops.REDUCE, name="red"), fix)])))
+
+  def replace_range(self, r: UOp, expr: UOp, new_ranges: tuple[UOp, ...] = ()) -> None:
+    self.ast = self.replace_ranges({r: expr}, new_ranges or (expr,))
+
+  def split(self, r: UOp, amount: int, kind: str) -> tuple[UOp, UOp]:
+    size = r.arg[1]
+    if amount <= 1 or size < amount or size % amount: raise OptError(f"range of size {size} does not split by {amount}")
+    outer = self.new_range(size // amount, r.arg[2])
+    inner = self.new_range(amount, kind)
+    self.replace_range(r, outer * _c(amount) + inner if size // amount > 1 else inner, (outer, inner) if size // amount > 1 else (inner,))
+    return outer, inner
+
+  def merge_ranges(self) -> None:
+    """Merge adjacent output (and reduce) ranges whose merged index math is no more complex: fewer
+    and longer loops vectorize and thread better."""
+    changed = True
+    while changed:
+      changed = False
+      for kind in ("global", "reduce"):
+        rs = [r for r in self.ranges if r.arg[2] == kind]
+        for a, b in zip(rs, rs[1:]):
+          if kind == "reduce" and not _same_reduce(self.ast, a, b): continue
+          m = self.new_range(a.arg[1] * b.arg[1], kind)
+          cand = self.replace_ranges({a: m // _c(b.arg[1]), b: m % _c(b.arg[1])}, (m,))
+          if _divmod_count(cand) <= _divmod_count(self.ast):
+            self.ast, changed = cand, True
+            break
+          self.next_id -= 1
+        if changed: break
+
+  def apply(self, opt: Opt) -> None:
+    rs = self.ranges
+    if opt.op is OptOps.THREAD:
+      g = [r for r in rs if r.arg[2] == "global"]
+      if not g or any(r.arg[2] == "thread" for r in rs): raise OptError("no output range to thread")
+      r = g[0]
+      self.replace_range(r, UOp(Ops.RANGE, dtypes.index, (), (r.arg[0], r.arg[1], "thread")))
+      self.applied.append(opt)
+      return
+    if not 0 <= opt.axis < len(rs): raise OptError(f"axis {opt.axis} out of range ({len(rs)} ranges)")
+    r = rs[opt.axis]
+    kind = r.arg[2]
+    if opt.op is OptOps.UPCAST and kind not in ("global", "thread", "upcast"): raise OptError("UPCAST needs an output range")
+    if opt.op is OptOps.UNROLL and kind != "reduce": raise OptError("UNROLL needs a reduce range")
+    if opt.op is OptOps.VECTOR:
+      if any(x.arg[2] == "vector" for x in rs): raise OptError("only one vector range per kernel")
+      if kind not in ("global", "reduce"): raise OptError("VECTOR needs an output or reduce range")
+    new_kind = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll", OptOps.VECTOR: "vector"}[opt.op]
+    amount = opt.amount or r.arg[1]
+    if amount == r.arg[1]:
+      self.replace_range(r, UOp(Ops.RANGE, dtypes.index, (), (r.arg[0], r.arg[1], new_kind)))
+    else: self.split(r, amount, new_kind)
+    self.applied.append(opt)
+
+  def unrolled_size(self) -> int:
+    return prod(r.arg[1] for r in self.ranges if r.arg[2] in ("upcast", "unroll"))
+
+def _divmod_count(ast: UOp) -> int: return sum(1 for u in ast.toposort() if u.op in (Ops.IDIV, Ops.MOD))
+
+def _same_reduce(ast: UOp, a: UOp, b: UOp) -> bool:
+  return any(u.op is Ops.REDUCE and a in u.src[1:] and b in u.src[1:] for u in ast.toposort())
+
+def loads_stride(ast: UOp, r: UOp) -> list[int | None]:
+  """For each LOAD/STORE, the step of its index when r grows by one (None: not affine in r)."""
+  out: list[int | None] = []
+  for u in ast.toposort():
+    if u.op not in (Ops.LOAD, Ops.STORE): continue
+    idx = u.src[1]
+    if r not in idx.toposort(): out.append(0); continue
+    d = simplify(substitute(idx, {r: r + _c(1)}) - idx)
+    out.append(d.arg if d.op is Ops.CONST else None)
+  return out
+
+__all__ = ["Opt", "OptOps", "OptError", "Kernel", "loads_stride", "GroupOp"]
