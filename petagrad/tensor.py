@@ -93,7 +93,7 @@ class Tensor:
       return
     if type(data).__module__ == "numpy" and hasattr(data, "dtype"):
       import numpy as np
-      arr = np.ascontiguousarray(data)
+      arr = np.ascontiguousarray(data).reshape(np.shape(data))   # ascontiguousarray makes 0-d arrays 1-d
       try: ndt = to_dtype(arr.dtype.name)
       except TypeError: raise _fail(TypeError, "Tensor", f"numpy dtype {arr.dtype} is not supported")
       self.uop = self._from_bytes(arr.tobytes(), tuple(arr.shape), ndt, dev)
@@ -542,8 +542,8 @@ class Tensor:
   # comparisons
   def __lt__(self, x): return self._binop(Ops.CMPLT, x, name="lt")
   def __gt__(self, x): return self._binop(Ops.CMPLT, x, reverse=True, name="gt")
-  def __le__(self, x): return (self > x).logical_not()
-  def __ge__(self, x): return (self < x).logical_not()
+  def __le__(self, x): return (self < x) | (self == x)   # not `not (a > b)`: both are False for NaN
+  def __ge__(self, x): return (self > x) | (self == x)
   def __eq__(self, x): return self.ne(x).logical_not()   # type: ignore[override]
   def __ne__(self, x): return self.ne(x)   # type: ignore[override]
   def ne(self, x) -> Tensor: return self._binop(Ops.CMPNE, x, name="ne")
@@ -651,7 +651,14 @@ class Tensor:
     if not self.dtype.is_float: return self
     t = self.trunc()
     return (self > t).where(t + 1, t)
-  def sigmoid(self) -> Tensor: return (1 + (-self._float("sigmoid")).exp()).reciprocal()
+  def sigmoid(self) -> Tensor:
+    # each branch only sees the half of x it is used for, so exp never overflows and no gradient
+    # becomes inf * 0 = nan
+    x = self._float("sigmoid")
+    pos = x >= 0
+    xp, xn = pos.where(x, 0.0), pos.where(0.0, x)
+    en = xn.exp()
+    return pos.where(1 / (1 + (-xp).exp()), en / (1 + en))
   def tanh(self) -> Tensor: return 2 * (2 * self._float("tanh")).sigmoid() - 1
   def relu(self) -> Tensor: return (self > 0).where(self, 0)
   def silu(self) -> Tensor: return self * self.sigmoid()
@@ -683,9 +690,11 @@ class Tensor:
         if n & 1: acc = base if acc is None else acc * base
         n >>= 1
         if n: base = base * base
-      if acc is None: return self.ones_like() if not self.dtype.is_bool else self.ones_like(dtypes.int64)
+      if acc is None:   # x ** 0 == 1, with a zero gradient (the graph keeps x, like PyTorch)
+        one = self.ones_like() if not self.dtype.is_bool else self.ones_like(dtypes.int64)
+        return Tensor.full(self.shape, True, dtypes.bool, self.device).where(one, self.cast(one.dtype))
       return acc.reciprocal() if x < 0 else acc
-    if not reverse and x == 0.5: return self.sqrt()
+    if not reverse and isinstance(x, float) and x == 0.5: return self.sqrt()
     a, b = self._operands("pow", x, reverse)
     if not a.dtype.is_float:   # integer power through float, rounded back
       return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round_half_even().cast(a.dtype)
@@ -869,8 +878,8 @@ class Tensor:
         i %= size
         shrink.append((i, i + 1)); strides.append(1); flips.append(False)
       else:
+        if i.step == 0: raise _fail(ValueError, "getitem", "slice step cannot be zero", self)
         start, stop, step = i.indices(size)
-        if step == 0: raise _fail(ValueError, "getitem", "slice step cannot be zero", self)
         if step > 0:
           n = max(0, math.ceil((stop - start) / step))
           shrink.append((start, start + (n - 1) * step + 1) if n else (0, 0)); flips.append(False)
@@ -967,6 +976,9 @@ class Tensor:
     except TypeError as e: raise _fail(TypeError, "matmul", str(e), x, w) from None
     xv = x.reshape(1, kx) if x.ndim == 1 else x
     wv = w.reshape(kw, 1) if w.ndim == 1 else w
+    bx, bw = xv.shape[:-2], wv.shape[:-2]
+    for a, b in zip(reversed(bx), reversed(bw)):
+      if a != b and a != 1 and b != 1: raise _fail(ValueError, "matmul", f"batch dimensions {bx} and {bw} are not broadcastable", x, w)
     # (..., n, 1, k) * (..., 1, m, k) -> sum over k
     xr = xv.reshape(xv.shape[:-1] + (1, kx))
     wr = wv.transpose(-1, -2).reshape(wv.shape[:-2] + (1, wv.shape[-1], kw))
