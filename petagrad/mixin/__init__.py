@@ -1,0 +1,1 @@
+"""Families of Tensor ops, composed from the core Tensor API (each a mixin of Tensor)."""

@@ -1,0 +1,10 @@
+"""More elementwise math: rounding, nan checks, hyperbolic and inverse trig, hypot, fmod, ... ."""
+from __future__ import annotations
+import math
+from typing import TYPE_CHECKING, Any, Sequence
+from petagrad.dtype import dtypes
+from petagrad.helpers import prod, argfix, flatten as flatten_list
+if TYPE_CHECKING: from petagrad.tensor import Tensor
+
+class MathMixin:
+  __slots__ = ()
