@@ -39,20 +39,34 @@ def decompose(u: UOp) -> tuple[dict[UOp, int], int]:
     else: terms[x] = terms.get(x, 0) + k
   return {t: k for t, k in terms.items() if k != 0}, const
 
+def _cdiv(x: UOp, c: int) -> UOp:
+  """x // c as the simplifier writes it: (y // c0) // c is y // (c0*c)."""
+  if x.op is Ops.IDIV and x.src[1].op is Ops.CONST and x.src[1].arg > 0 and x.src[1].arg * c <= x.dtype.max:
+    return UOp(Ops.IDIV, x.dtype, (x.src[0], _const(x, x.src[1].arg * c)))
+  return UOp(Ops.IDIV, x.dtype, (x, _const(x, c)))
+
 def _fold_divmod_pairs(terms: dict[UOp, int]) -> dict[UOp, int]:
-  # (x // c) * c * k + (x % c) * k  ->  x * k
+  """Recombine what splitting an index into digits produced (C truncation: these hold for any sign of x):
+  (x // c) * c * k + (x % c) * k  ->  x * k
+  ((x // c0) % c) * c0 * k + (x % c0) * k  ->  (x % (c0*c)) * k"""
+  def add(t: UOp, k: int):
+    terms[t] = terms.get(t, 0) + k
+    if terms[t] == 0: del terms[t]
   changed = True
   while changed:
     changed = False
-    for t, k in list(terms.items()):
-      if t.op is Ops.MOD and t.src[1].op is Ops.CONST and t in terms:
-        x, c = t.src[0], t.src[1].arg
-        d = UOp(Ops.IDIV, t.dtype, (x, t.src[1]))
-        if terms.get(d) == k * c:
-          del terms[t], terms[d]
-          terms[x] = terms.get(x, 0) + k
-          if terms[x] == 0: del terms[x]
-          changed = True
+    for t in list(terms):
+      if t not in terms or t.op is not Ops.MOD or t.src[1].op is not Ops.CONST or t.src[1].arg <= 0: continue
+      k, x, c = terms[t], t.src[0], t.src[1].arg
+      if terms.get(d := _cdiv(x, c)) == k * c:
+        del terms[t], terms[d]
+        add(x, k)
+        changed = True
+      elif x.op is Ops.IDIV and x.src[1].op is Ops.CONST and (c0 := x.src[1].arg) > 0 and c0 * c <= x.dtype.max and k % c0 == 0 and \
+           terms.get(m := UOp(Ops.MOD, x.dtype, (x.src[0], x.src[1]))) == k // c0:
+        del terms[t], terms[m]
+        add(UOp(Ops.MOD, x.dtype, (x.src[0], _const(x, c0 * c))), k // c0)
+        changed = True
   return terms
 
 def rebuild(terms: dict[UOp, int], const: int, like: UOp) -> UOp:
@@ -79,6 +93,10 @@ def _norm_add(x: UOp) -> UOp | None:
   ret = rebuild(terms, const, x)
   return None if ret is x else ret
 
+def _fits(lo: int, hi: int, dt) -> bool:
+  """The exact (mathematical) interval [lo, hi] is non-negative and holds in dt: no wrap-around anywhere."""
+  return 0 <= lo and hi <= dt.max
+
 def _div_mod(x: UOp, c: UOp, is_mod: bool) -> UOp | None:
   """x // c and x % c for a constant c > 0 and x >= 0 (where C truncation equals floor)."""
   d = c.arg
@@ -87,6 +105,9 @@ def _div_mod(x: UOp, c: UOp, is_mod: bool) -> UOp | None:
   if not is_mod and x.vmax < d: return _const(x, 0)
   if is_mod and x.vmax < d: return x
   terms, const = decompose(x)
+  # the rules below reason about the exact value of sum(coef * term) + const: it must not wrap (unsigned
+  # dtypes have vmin >= 0 even when the sum wraps around)
+  if not _fits(*_bounds_of_terms(terms, const), x.dtype): return None
   # x == d*Q + R: Q from the terms whose coefficient d divides, R the rest with the constant
   quot = {t: k // d for t, k in terms.items() if k % d == 0}
   rest = {t: k for t, k in terms.items() if k % d != 0}
@@ -97,7 +118,7 @@ def _div_mod(x: UOp, c: UOp, is_mod: bool) -> UOp | None:
     red, rc = {t: k % d for t, k in rest.items() if k % d}, const % d   # congruent mod d, still >= 0
     lo, hi = _bounds_of_terms(red, rc)
     if lo >= 0 and hi < d: return rebuild(red, rc, x)
-    if red != rest or rc != const or quot: return UOp(Ops.MOD, x.dtype, (rebuild(red, rc, x), c))
+    if (red != rest or rc != const or quot) and _fits(lo, hi, x.dtype): return UOp(Ops.MOD, x.dtype, (rebuild(red, rc, x), c))
   # (g*a + b) with 0 <= b < g and g | d:  (g*a+b)//d == a//(d/g),  (g*a+b)%d == (a%(d/g))*g + b
   for g in sorted({math.gcd(k, d) for k in terms.values()}, reverse=True):
     if g <= 1 or g == d: continue
@@ -109,23 +130,55 @@ def _div_mod(x: UOp, c: UOp, is_mod: bool) -> UOp | None:
       if not is_mod: return UOp(Ops.IDIV, x.dtype, (a, _const(x, d // g)))
       return UOp(Ops.ADD, x.dtype, (UOp(Ops.MUL, x.dtype, (UOp(Ops.MOD, x.dtype, (a, _const(x, d // g))), _const(x, g))),
                                     rebuild(small, const % g, x)))
-  if quot and rlo >= 0:
+  if quot and _fits(rlo, rhi, x.dtype):
     if is_mod: return UOp(Ops.MOD, x.dtype, (rebuild(rest, const, x), c))
     return UOp(Ops.ADD, x.dtype, (rebuild(quot, 0, x), UOp(Ops.IDIV, x.dtype, (rebuild(rest, const, x), c))))
   return None
 
 def _nested_div(x: UOp, c1: UOp, c2: UOp) -> UOp | None:
-  if x.vmin < 0 or c1.arg <= 0 or c2.arg <= 0: return None
+  # (x // c1) // c2 -> x // (c1*c2): holds for floor and for C truncation alike, for any sign of x
+  if not x.dtype.is_int or c1.arg <= 0 or c2.arg <= 0 or c1.arg * c2.arg > x.dtype.max: return None
   return UOp(Ops.IDIV, x.dtype, (x, _const(x, c1.arg * c2.arg)))
 
 def _mod_then_div(x: UOp, m: UOp, c: UOp) -> UOp | None:
-  # (x % (c*k)) // c -> (x // c) % k
-  if x.vmin < 0 or c.arg <= 0 or m.arg % c.arg != 0: return None
+  # (x % (c*k)) // c -> (x // c) % k   (C truncation: x % m keeps the sign of x, so this holds for any x)
+  if not x.dtype.is_int or c.arg <= 0 or m.arg % c.arg != 0: return None
   return UOp(Ops.MOD, x.dtype, (UOp(Ops.IDIV, x.dtype, (x, c)), _const(x, m.arg // c.arg)))
 
 def _mod_mod(x: UOp, m: UOp, c: UOp) -> UOp | None:
-  if x.vmin < 0 or c.arg <= 0 or m.arg % c.arg != 0: return None
+  # (x % (c*k)) % c -> x % c   (m == 0 is excluded: x % 0 is 0)
+  if not x.dtype.is_int or c.arg <= 0 or m.arg == 0 or m.arg % c.arg != 0: return None
   return UOp(Ops.MOD, x.dtype, (x, c))
+
+def _lt_split(x: UOp, c: int, const_left: bool) -> UOp | None:
+  """x < c (or c < x) for an integer linear x == g*A + S: when S's range cannot change the outcome, compare A
+  alone:  g*A + S < c  <=>  A <= (c-1-S)//g,   c < g*A + S  <=>  (c-S)//g < A."""
+  if not x.dtype.is_int: return None
+  terms, const = decompose(x)
+  dt = x.dtype
+  lo, hi = _bounds_of_terms(terms, const)
+  if lo < dt.min or hi > dt.max: return None   # x may wrap: its value is not the exact sum
+  for g in sorted({abs(k) for k in terms.values()} | {math.gcd(*terms.values())} if terms else (), reverse=True):
+    if g <= 1: continue
+    big = {t: k // g for t, k in terms.items() if k % g == 0}
+    small = {t: k for t, k in terms.items() if k % g != 0}
+    slo, shi = _bounds_of_terms(small, const)
+    if const_left: qlo, qhi = (c - shi) // g, (c - slo) // g
+    else: qlo, qhi = (c - 1 - shi) // g, (c - 1 - slo) // g
+    if qlo != qhi: continue
+    a = rebuild(big, 0, x)
+    alo, ahi = _bounds_of_terms(big, 0)
+    q = qlo if const_left else qlo + 1
+    if alo < dt.min or ahi > dt.max or not dt.min <= q <= dt.max: continue
+    return UOp(Ops.CMPLT, dtypes.bool, (_const(x, q), a) if const_left else (a, _const(x, q)))
+  return None
+
+def _max_bounds(a: UOp) -> UOp | None:
+  # max(x, y) is x when x >= y everywhere
+  x, y = a.src
+  if x.vmin >= y.vmax: return x
+  if y.vmin >= x.vmax: return y
+  return None
 
 def _fold_const(a: UOp) -> UOp | None:
   if not all(s.op is Ops.CONST for s in a.src): return None
@@ -145,6 +198,8 @@ def _const_right(a: UOp) -> UOp | None:
     return UOp(a.op, a.dtype, (a.src[1], a.src[0]))
   return None
 
+_INTS = tuple(d for d in dtypes.all() if d.is_int or d.is_bool)
+
 symbolic = PatternMatcher([
   (UPat(GroupOp.ALU | {Ops.CAST}, name="a"), _fold_const),
   (UPat(GroupOp.ALU, name="a"), _fold_bounds),
@@ -163,8 +218,13 @@ symbolic = PatternMatcher([
   (UPat(Ops.WHERE, src=(UPat.var(), UPat.var("a"), UPat.var("a"))), lambda a: a),
   (UPat(Ops.CAST, name="c"), lambda c: c.src[0] if c.src[0].dtype == c.dtype else None),
   # integer index math
-  (UPat({Ops.ADD, Ops.SUB}, name="x"), _norm_add),
-  (UPat(Ops.MUL, src=(UPat(Ops.ADD, name="x"), UPat.cvar("c"))), lambda x, c: _norm_add(UOp(Ops.MUL, x.dtype, (x, c))) if x.dtype.is_int else None),
+  (UPat({Ops.ADD, Ops.SUB, Ops.NEG}, name="x"), _norm_add),
+  (UPat({Ops.IDIV, Ops.MOD}, src=(UPat.var("x"), UPat.cvar("c", 0))), lambda x, c: c),   # defined as 0 (exec_alu)
+  (UPat(Ops.MUL, src=(UPat({Ops.ADD, Ops.SUB, Ops.NEG, Ops.MUL}, name="x"), UPat.cvar("c"))),
+   lambda x, c: _norm_add(UOp(Ops.MUL, x.dtype, (x, c))) if x.dtype.is_int else None),
+  (UPat(Ops.MAX, dtype=_INTS, name="a"), _max_bounds),
+  (UPat(Ops.CMPLT, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: _lt_split(x, c.arg, False)),
+  (UPat(Ops.CMPLT, src=(UPat.cvar("c"), UPat.var("x"))), lambda x, c: _lt_split(x, c.arg, True)),
   (UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: _div_mod(x, c, False)),
   (UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("c"))), lambda x, c: _div_mod(x, c, True)),
   (UPat(Ops.IDIV, src=(UPat(Ops.IDIV, src=(UPat.var("x"), UPat.cvar("c1"))), UPat.cvar("c2"))), _nested_div),

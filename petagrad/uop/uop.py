@@ -187,14 +187,20 @@ def _bounds_of(u: UOp) -> tuple:
   b = [s._bounds for s in u.src]
   if op is Ops.ADD: r = (b[0][0] + b[1][0], b[0][1] + b[1][1])
   elif op is Ops.SUB: r = (b[0][0] - b[1][1], b[0][1] - b[1][0])
-  elif op is Ops.NEG: r = (-b[0][1], -b[0][0])
+  elif op is Ops.NEG: r = (not b[0][1], not b[0][0]) if dt.is_bool else (-b[0][1], -b[0][0])   # bool NEG is logical not
   elif op is Ops.MUL:
     prods = [x * y for x in b[0] for y in b[1]]
     r = (min(prods), max(prods))
-  elif op is Ops.IDIV and b[1][0] == b[1][1] and b[1][0] > 0 and b[0][0] >= 0: r = (b[0][0] // b[1][0], b[0][1] // b[1][0])
-  elif op is Ops.MOD and b[1][0] == b[1][1] and b[1][0] > 0 and b[0][0] >= 0:
-    c = b[1][0]
-    r = (b[0][0] % c, b[0][1] % c) if b[0][0] // c == b[0][1] // c else (0, min(b[0][1], c - 1))
+  elif op is Ops.IDIV and b[1][0] > 0:
+    # C division truncates toward zero: monotonic in the dividend; a larger divisor moves the quotient toward 0
+    (lo, hi), (dlo, dhi) = b
+    r = (_tdiv(lo, dlo if lo < 0 else dhi), _tdiv(hi, dhi if hi < 0 else dlo))
+  elif op is Ops.MOD and b[1][0] > 0:
+    # C remainder has the sign of the dividend and |x % c| < c, |x % c| <= |x|
+    (lo, hi), (clo, chi) = b
+    if clo == chi and lo >= 0 and lo // clo == hi // clo: r = (lo % clo, hi % clo)
+    elif clo == chi and hi <= 0 and (-hi) // clo == (-lo) // clo: r = (-((-lo) % clo), -((-hi) % clo))
+    else: r = (max(lo, -(chi - 1)) if lo < 0 else 0, min(hi, chi - 1) if hi > 0 else 0)
   elif op is Ops.MAX: r = (max(b[0][0], b[1][0]), max(b[0][1], b[1][1]))
   elif op is Ops.CMPLT:
     if b[0][1] < b[1][0]: return (True, True)
@@ -206,12 +212,18 @@ def _bounds_of(u: UOp) -> tuple:
     return (False, True)
   elif op is Ops.AND and dt.is_bool: return (bool(b[0][0] and b[1][0]), bool(b[0][1] and b[1][1]))
   elif op is Ops.OR and dt.is_bool: return (bool(b[0][0] or b[1][0]), bool(b[0][1] or b[1][1]))
-  elif op is Ops.WHERE: r = (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
+  elif op is Ops.WHERE:
+    if b[0][0] == b[0][1]: r = b[1] if b[0][0] else b[2]   # the condition is known
+    else: r = (min(b[1][0], b[2][0]), max(b[1][1], b[2][1]))
   elif op is Ops.CAST and u.src[0].dtype.is_int | u.src[0].dtype.is_bool and dt.is_int: r = (int(b[0][0]), int(b[0][1]))
   else: return full
   if dt.is_bool: return (bool(r[0]), bool(r[1]))
   if r[0] < dt.min or r[1] > dt.max: return full   # may wrap
   return r
+
+def _tdiv(a: int, b: int) -> int:
+  """C (truncating) integer division, b > 0."""
+  return a // b if a >= 0 else -((-a) // b)
 
 def pretty(u: UOp, limit: int = 400) -> str:
   """A readable multi-line listing of the graph under u (each node once, numbered)."""
