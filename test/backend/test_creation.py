@@ -54,7 +54,6 @@ def test_from_numpy_noncontiguous(device):
   np.testing.assert_array_equal(Tensor(a.T).numpy(), a.T)
   np.testing.assert_array_equal(Tensor(a[::2, ::-1]).numpy(), a[::2, ::-1])
 
-@pytest.mark.xfail(reason="bug: Tensor(0-d numpy array) gets shape (1,)", strict=False)
 def test_from_numpy_0d(device):
   t = Tensor(np.array(2.5, dtype=np.float32))
   assert t.shape == () and t.item() == 2.5

@@ -66,7 +66,6 @@ def test_exp_log_special(device):
   helper_test_op(None, lambda x: x.log(), vals=[[0.0, 1.0, -1.0, float("inf")]], forward_only=True)
   helper_test_op(None, lambda x: x.sqrt(), vals=[[0.0, 4.0, -1.0, float("inf")]], forward_only=True)
 
-@pytest.mark.xfail(reason="bug: sigmoid/tanh gradient is NaN for large |x|", strict=False)
 def test_sigmoid_tanh_extreme(device):
   v = [[-100.0, -20.0, 0.0, 20.0, 100.0]]
   helper_test_op(None, lambda x: x.sigmoid(), vals=v)
@@ -203,7 +202,7 @@ def _inplace(op):
     return z
   return f
 
-@pytest.mark.parametrize("op", ["+", "-", "*", "/", pytest.param("**", marks=pytest.mark.xfail(reason="bug: pow with a Tensor exponent crashes", strict=False))])
+@pytest.mark.parametrize("op", ["+", "-", "*", "/", "**"])
 def test_inplace_float(device, op):
   helper_test_op([(3, 4), (3, 4)], _inplace(op), low=0.5, high=2)
   helper_test_op([(3, 4), (4,)], _inplace(op), low=0.5, high=2)
@@ -266,7 +265,6 @@ def test_pow_scalar_exponents(device):
   for e in [1, 2, 3, -1, -2, 0.5, 2.5, -0.5, 7, 17, 1.0, 0.0]:
     helper_test_op([(3, 4)], lambda x: x ** e, low=0.5, high=1.5, forward_only=e == 0)
 
-@pytest.mark.xfail(reason="bug: x ** 0 is cut off from the graph, backward raises", strict=False)
 def test_pow_zero_exponent_grad(device):
   helper_test_op([(3, 4)], lambda x: x ** 0)
 
@@ -288,23 +286,19 @@ def test_pow_scalar_base_negative(device):
   # (-2) ** integer-valued tensor
   helper_test_op(None, lambda x: (-2.0) ** x, vals=[[0.0, 1.0, 2.0, 3.0, -1.0, -2.0]], forward_only=True)
 
-@pytest.mark.xfail(reason="bug: pow with a Tensor exponent crashes (x == 0.5 on a Tensor)", strict=False)
 def test_pow_tensor_tensor(device):
   helper_test_op([(3, 4), (3, 4)], lambda x, y: x ** y, vals=None, low=0.5, high=2)
   helper_test_op([(3, 4), (4,)], lambda x, y: x.pow(y), low=0.5, high=2)
 
-@pytest.mark.xfail(reason="bug: pow with a Tensor exponent crashes (x == 0.5 on a Tensor)", strict=False)
 def test_pow_tensor_tensor_negative_base(device):
   helper_test_op(None, lambda x, y: x ** y, vals=[[-2.0, -3.0, -1.5, 2.0, -2.0, 0.0], [2.0, 3.0, -2.0, 0.5, 0.0, 2.0]], forward_only=True)
   # gradient wrt the base only (torch's exponent gradient is nan for negative bases)
   helper_test_op(None, lambda x: x ** torch.tensor([2.0, 3.0, -2.0]), lambda x: x ** Tensor([2.0, 3.0, -2.0]), vals=[[-2.0, -3.0, -1.5]])
 
-@pytest.mark.xfail(reason="bug: pow with a Tensor exponent crashes (x == 0.5 on a Tensor)", strict=False)
 def test_pow_zero_base(device):
   helper_test_op(None, lambda x, y: x ** y, vals=[[0.0, 0.0, 0.0], [0.0, 1.0, 2.0]], forward_only=True)
   helper_test_op(None, lambda x: x ** 0, vals=[[0.0, -1.0, 2.0]], forward_only=True)
 
-@pytest.mark.xfail(reason="bug: pow with a Tensor exponent crashes (x == 0.5 on a Tensor)", strict=False)
 def test_pow_int(device):
   helper_test_op(None, lambda x: x ** 2, vals=[[-3, -1, 0, 2, 5]], dtype="int32")
   helper_test_op(None, lambda x, y: x ** y, vals=[[-3, -1, 0, 2, 5], [3, 2, 4, 10, 3]], dtype="int64")
@@ -321,9 +315,7 @@ CMP = {
 CMP_A = [[1.0, 2.0, 3.0, -1.0, 0.0, float("nan")]]
 CMP_B = [[1.0, 3.0, 2.0, -1.0, -0.0, float("nan")]]
 
-NAN_CMP_BUG = pytest.mark.xfail(reason="bug: <= and >= are True for NaN", strict=False)
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=NAN_CMP_BUG) if n[:2] in ("le", "ge") else n for n in CMP])
+@pytest.mark.parametrize("name", list(CMP))
 def test_compare(device, name):
   helper_test_op(None, CMP[name], vals=[CMP_A[0], CMP_B[0]])
   helper_test_op(None, CMP[name], vals=[[1, 2, 3, -1], [1, 3, 2, 5]], dtype="int32")
@@ -841,3 +833,127 @@ def test_layernorm_like(device):
 
 def test_same_input_twice(device):
   helper_test_op([(3, 4)], lambda x: x * x + x.exp() * x)
+
+# ------------------------------------------------------------------ edge cases found while probing
+
+@pytest.mark.xfail(reason="bug: erf gradient is 0 at x == 0", strict=False)
+def test_erf_grad_at_zero(device):
+  helper_test_op(None, lambda x: x.erf(), vals=[[0.0, 1.0, -5.0, 5.0]], atol=1e-6)
+
+@pytest.mark.xfail(reason="bug: pow gradient is NaN at base 0", strict=False)
+def test_pow_grad_at_zero_base(device):
+  helper_test_op(None, lambda x: x ** 3.5, vals=[[0.0, 1.0]])
+  helper_test_op(None, lambda x: x ** torch.tensor([2.0, 2.0]), lambda x: x ** Tensor([2.0, 2.0]), vals=[[0.0, 1.0]])
+
+def test_pow_grad_at_zero_base_int_exponent(device):
+  helper_test_op(None, lambda x: x ** 2, vals=[[0.0, 1.0]])
+  helper_test_op(None, lambda x: x ** 2.0, vals=[[0.0, 1.0]])
+
+@pytest.mark.xfail(reason="bug: relu(NaN) is 0", strict=False)
+def test_relu_nan(device):
+  helper_test_op(None, lambda x: x.relu(), vals=[[float("nan"), -1.0, 2.0]], forward_only=True)
+
+def test_clip_nan(device):
+  helper_test_op(None, lambda x: x.clip(-1, 1), vals=[[float("nan"), -2.0, 2.0]], forward_only=True)
+
+@pytest.mark.xfail(reason="bug: bool ** 2 and bool.square() stay bool (torch: int64)", strict=False)
+def test_pow_bool(device):
+  helper_test_op(None, lambda x: x ** 2, vals=[[True, False]], dtype="bool")
+  helper_test_op(None, lambda x: x.square(), vals=[[True, False]], dtype="bool")
+
+def test_nan_propagation(device):
+  nan = float("nan")
+  helper_test_op(None, lambda x: x.argmax(1), vals=[[[1.0, nan, 3.0], [nan, nan, 1.0]]])
+  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(1), vals=[[[1.0, nan, 3.0], [3.0, 1.0, nan]]], forward_only=True)
+  helper_test_op(None, lambda x: x.amin(1), lambda x: x.min(1), vals=[[[1.0, nan, 3.0], [3.0, 1.0, nan]]], forward_only=True)
+  helper_test_op(None, lambda x, y: x.maximum(y), vals=[[1.0, nan, nan], [nan, 1.0, nan]], forward_only=True)
+  helper_test_op(None, lambda x, y: x.minimum(y), vals=[[1.0, nan, nan], [nan, 1.0, nan]], forward_only=True)
+  helper_test_op(None, lambda x: x.bool(), vals=[[1.0, nan, 0.0, -0.0]])
+  helper_test_op(None, lambda x: x.sign(), vals=[[nan, -0.0, 0.0]], forward_only=True)
+  helper_test_op(None, lambda x: x.any(), vals=[[0.0, nan]])
+
+def test_non_differentiable_points(device):
+  # torch's conventions at kinks: abs'(0) = 0, sqrt'(0) = inf, log'(0) = inf, floor/ceil/round/trunc' = 0
+  helper_test_op(None, lambda x: x.abs(), vals=[[0.0, 1.0, -1.0]])
+  helper_test_op(None, lambda x: x.sqrt(), vals=[[0.0, 1.0]])
+  helper_test_op(None, lambda x: x.log(), vals=[[0.0, 1.0]])
+  helper_test_op(None, lambda x: x.floor() + x.ceil() + x.trunc() + x.round(), vals=[[0.5, 1.2, -1.7]])
+  helper_test_op(None, lambda x: x.sign() * x, vals=[[0.0, 1.0, -1.0]])
+  helper_test_op(None, lambda x: torch.where(x > 0, x, x * 2), lambda x: (x > 0).where(x, x * 2), vals=[[0.5, -1.2, 0.0]])
+
+def test_mixed_dtype_edge_ops(device):
+  helper_test_op(None, lambda x: x == 300, vals=[[44, 1]], dtype="int8")
+  helper_test_op(None, lambda x: x > -1, vals=[[0, 255]], dtype="uint8")
+  helper_test_op(None, lambda x: x + -1, vals=[[0, 255]], dtype="uint8")
+  helper_test_op(None, lambda x: x < 2**40, vals=[[1, 2]], dtype="int32")
+  helper_test_op(None, lambda x: x + 1e5, vals=[[1, 2]], dtype="float16")
+  helper_test_op(None, lambda x: x.clip(0.5, 2.5), vals=[[0, 1, 3]], dtype="int32")
+  helper_test_op(None, lambda x, y: x ^ y, vals=[[True, False], [3, 4]], dtype=["bool", "int32"])
+  helper_test_op(None, lambda x, y: x & y, vals=[[-1, 5], [200, 4]], dtype=["int8", "uint8"])
+  helper_test_op(None, lambda x, y: x + y, vals=[[True, False], [3, 4]], dtype=["bool", "int32"])
+  helper_test_op(None, lambda x, y: x * y, vals=[[True, False], [3.5, 4.5]], dtype=["bool", "float32"])
+  helper_test_op(None, lambda x: x.sign(), vals=[[1, 200, 0]], dtype="uint8")
+  helper_test_op(None, lambda x: -x, vals=[[1, 200, 0]], dtype="uint8")
+  helper_test_op(None, lambda x: x ** 2.5, vals=[[1, 2, 4]], dtype="int32")
+  helper_test_op(None, lambda x: 2.5 ** x, vals=[[0, 3, -1]], dtype="int32")
+  helper_test_op(None, lambda x: x.reciprocal(), vals=[[1, 2, 4]], dtype="int32")
+
+def test_exact_float_math(device):
+  # IEEE results must match bit for bit (no fast-math reassociation or reduced precision)
+  kw = dict(atol=0, rtol=0, forward_only=True)
+  helper_test_op(None, lambda x: x / 3.0, vals=[[1.0, 4.0, 2.0, 1e-40]], **kw)
+  helper_test_op(None, lambda x: x * 0.1, vals=[[1.0, 3.0]], dtype="float64", **kw)
+  helper_test_op(None, lambda x: x + 0.1, vals=[[1.0, 3.0]], **kw)
+  helper_test_op(None, lambda x: x.sqrt(), vals=[[1.0, 4.0, 2.0, 1e-40]], **kw)
+  helper_test_op(None, lambda x: x.log2(), vals=[[1.0, 2.0, 1024.0, 0.125]], **kw)
+  helper_test_op(None, lambda x: x.exp2(), vals=[[1.0, 2.0, 10.0, -3.0]], **kw)
+  helper_test_op(None, lambda x, y: x + y, vals=[[1.0, 3.0, 100.0], [0.00390625, 0.01, 0.3]], dtype="bfloat16", **kw)
+  helper_test_op(None, lambda x, y: x * y, vals=[[1.1, 3.3, 100.7], [1.3, 0.01, 0.3]], dtype="float16", **kw)
+  helper_test_op(None, lambda x, y: x / y, vals=[[1.1, 3.3, 100.7], [1.3, 0.01, 0.3]], dtype="bfloat16", **kw)
+
+# ------------------------------------------------------------------ bigger, odd shapes (CPU: the kernel optimizer's territory)
+
+LARGE = {
+  "matmul_37x53x29": ([(37, 53), (53, 29)], lambda x, y: x @ y, None, {"atol": 1e-4}),
+  "matmul_64": ([(64, 64), (64, 64)], lambda x, y: x @ y, None, {"atol": 1e-4}),
+  "bmm": ([(3, 17, 33), (3, 33, 9)], lambda x, y: x @ y, None, {"atol": 1e-4}),
+  "matvec_1000": ([(13, 1000), (1000,)], lambda x, y: x @ y, None, {"atol": 1e-3}),
+  "transpose_matmul": ([(23, 31), (23, 17)], lambda x, y: x.T @ y, None, {"atol": 1e-4}),
+  "sum_10007": ([(10007,)], lambda x: x.sum(), None, {"atol": 1e-3}),
+  "sum_axis0_odd": ([(129, 67)], lambda x: x.sum(0), None, {"atol": 1e-4}),
+  "sum_axis1_odd": ([(129, 67)], lambda x: x.sum(1), None, {"atol": 1e-4}),
+  "max_axis0_odd": ([(129, 67)], lambda x: x.amax(0), lambda x: x.max(0), {}),
+  "argmax": ([(33, 257)], lambda x: x.argmax(1), None, {}),
+  "softmax": ([(31, 127)], lambda x: x.softmax(-1), None, {}),
+  "log_softmax_3d": ([(5, 31, 17)], lambda x: x.log_softmax(1), None, {}),
+  "elementwise_3d": ([(7, 13, 19), (13, 1)], lambda x, y: (x * y).exp() + x.sin(), None, {}),
+  "permute_sum": ([(7, 13, 19)], lambda x: x.permute(2, 0, 1).contiguous().sum(1), None, {"atol": 1e-5}),
+  "mean_3_axes": ([(5, 9, 11, 13)], lambda x: x.mean((0, 2, 3)), None, {"atol": 1e-5}),
+  "var": ([(61, 47)], lambda x: x.var(0), None, {"atol": 1e-5}),
+  "getitem_strided": ([(61, 47)], lambda x: x[3::5, 1::3] * 2, None, {}),
+  "pad": ([(61, 47)], lambda x: F.pad(x, (3, 5, 7, 1), value=1.5), lambda x: x.pad((3, 5, 7, 1), value=1.5), {}),
+  "cat": ([(61, 47), (61, 13)], lambda x, y: torch.cat([x, y], 1), lambda x, y: x.cat(y, dim=1), {}),
+  "flip": ([(61, 47)], lambda x: x.flip((0, 1))[::2], None, {}),
+  "expand_sum": ([(1, 67)], lambda x: x.expand(129, 67).sum(), None, {"atol": 1e-3}),
+  "repeat_sum": ([(7, 9)], lambda x: x.repeat(3, 5).sum(0), None, {}),
+  "where": ([(61, 47), (61, 47)], lambda x, y: torch.where(x > y, x * y, y - x), lambda x, y: (x > y).where(x * y, y - x), {}),
+  "cmp_sum": ([(61, 47), (47,)], lambda x, y: (x > y).sum(0), None, {}),
+  "mlp": ([(16, 32), (32, 64), (64,), (64, 10)], lambda x, w1, b1, w2: ((x @ w1 + b1).relu() @ w2).log_softmax(-1).mean(), None, {"atol": 1e-5}),
+  "int32_sum": ([(1001,)], lambda x: x.sum(), None, {"dtype": "int32", "low": -100, "high": 100}),
+  "int8_sum": ([(1001,)], lambda x: x.sum(), None, {"dtype": "int8", "low": -100, "high": 100}),
+  "int16_max": ([(77, 33)], lambda x: x.amax(0), lambda x: x.max(0), {"dtype": "int16", "low": -1000, "high": 1000}),
+  "uint8_min": ([(77, 33)], lambda x: x.amin(1), lambda x: x.min(1), {"dtype": "uint8", "low": 0, "high": 255}),
+  "bitwise": ([(61, 47), (61, 47)], lambda x, y: (x ^ y) & 0xff | (x << 3), None, {"dtype": "int32", "low": 0, "high": 10000}),
+  "floordiv_mod": ([(61, 47), (61, 47)], lambda x, y: x // (y.abs() + 1) + x % (y.abs() + 1), None, {"dtype": "int32", "low": -10000, "high": 10000}),
+  "int64_mul": ([(61, 47), (61, 47)], lambda x, y: x * y * 1000003, None, {"dtype": "int64", "low": -10**6, "high": 10**6}),
+  "fp16_sum": ([(513,)], lambda x: x.sum(), None, {"dtype": "float16", "atol": 0.05, "rtol": 1e-2}),
+  "fp16_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None, {"dtype": "float16", "atol": 0.02, "rtol": 0.01, "grad_atol": 0.02, "grad_rtol": 0.01}),
+  "bf16_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None, {"dtype": "bfloat16", "atol": 0.1, "rtol": 0.05, "grad_atol": 0.1, "grad_rtol": 0.05}),
+  "f64_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None, {"dtype": "float64"}),
+}
+
+@pytest.mark.parametrize("name", list(LARGE))
+def test_large_cpu(device, name):
+  if device != "CPU": pytest.skip("too big for the PYTHON interpreter")
+  shapes, tf, pf, kw = LARGE[name]
+  helper_test_op(shapes, tf, pf, **kw)
