@@ -1,13 +1,20 @@
-"""Realize: schedule -> lower -> linearize -> render -> compile (cached) -> run, with stats and DEBUG output."""
+"""Realize: schedule -> lower -> optimize -> linearize -> render -> compile (cached) -> run, with stats
+and DEBUG output.
+
+Caches: lowering is keyed by the kernel's structure with its buffers abstracted away (a repeated graph
+with new buffers skips lowering); compiled kernels are keyed by the AST (memory) and by the source
+(disk, in the device's compiler).
+"""
 from __future__ import annotations
 import time
 from dataclasses import dataclass
+from typing import Callable
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
-from petagrad.device import Device, Program, CompileError
+from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, GlobalCounters, prod
-from petagrad.schedule.schedule import ScheduleItem, create_schedule
+from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters
+from petagrad.schedule.schedule import ScheduleItem, create_schedule, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize
 from petagrad.codegen.opt import Kernel
@@ -33,50 +40,97 @@ def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
   rsize = "_".join(str(rr.arg[1]) for r in reduces[-1:] for rr in r.src[1:])
   return f"r_{shape}_{rsize}"
 
-def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
-  key = (device, ast, int(NOOPT))   # the optimization flags change the kernel
-  if (k := _kernel_cache.get(key)) is not None: return k
+def compile_kernel(device: str, k: Kernel, name: str, params: list[DType]) -> CompiledKernel:
+  """Expand, linearize, render and compile an (optimized) kernel."""
   dev = Device[device]
-  k = hand_coded_optimizations(Kernel(ast), dev.renderer.supports_vector, dev.renderer.supports_threads)
   prog = linearize(vectorize(expand_unrolled(k.ast)))
-  name = kernel_name(ast, out_shape)
   src = dev.renderer.render(name, prog, params)
-  if DEBUG >= 5: print(f"--- kernel AST {name}\n{pretty(ast)}")
+  if DEBUG >= 5: print(f"--- kernel AST {name}\n{pretty(k.ast)}")
   if DEBUG >= 6: print(f"--- linear program {name}\n{pretty(UOp(Ops.SINK, params[0], tuple(prog.uops)))}")
   if DEBUG >= 4: print(f"--- source {name}\n{src}")
   lib = dev.compiler.compile_cached(src, name)
-  ck = _kernel_cache[key] = CompiledKernel(name, device, k.applied, dev.program(name, lib), src, prog.flops, params)
+  return CompiledKernel(name, device, list(k.applied), dev.program(name, lib), src, prog.flops, params)
+
+def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
+  key = (device, ast, int(NOOPT), int(BEAM))   # the optimization flags change the kernel
+  if (ck := _kernel_cache.get(key)) is not None: return ck
+  dev = Device[device]
+  name = kernel_name(ast, out_shape)
+  if BEAM >= 1 and not NOOPT:
+    from petagrad.codegen.search import beam_search
+    k = beam_search(device, Kernel(ast), params, int(BEAM))
+  else: k = hand_coded_optimizations(Kernel(ast), dev.renderer.supports_vector, dev.renderer.supports_threads)
+  ck = _kernel_cache[key] = compile_kernel(device, k, name, params)
   return ck
 
-def run_schedule(items: list[ScheduleItem]) -> None:
-  for si in items:
-    out_buf = si.out.base.buffer
-    if si.kind == "copy":
-      src_buf = si.value.base.buffer
-      out_buf.ensure_allocated().copyin(memoryview(src_buf.as_bytes()))
-      GlobalCounters.global_mem += out_buf.nbytes
-      if DEBUG >= 2: print(f"*** {out_buf.device:7s} copy {out_buf.nbytes:>10d} bytes from {src_buf.device}")
-      continue
-    if si.out.size == 0: continue   # nothing to compute
-    ast, bufs = lower(si.out, si.value)
-    device = out_buf.device
-    for b in bufs:
-      if b.arg[0] != device:
-        raise RuntimeError(f"a kernel on {device} reads a buffer on {b.arg[0]}; move tensors with .to({device!r}) first")
-    k = get_kernel(device, ast, [b.dtype for b in bufs], si.out.shape)
-    raw = [b.buffer.ensure_allocated().raw for b in bufs]
+# ---------------------------------------------------------------- lowering cache
+
+_lower_cache: dict[UOp, tuple[UOp, list[int]]] = {}
+
+def lower_cached(out: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
+  """lower(), keyed by the kernel's structure: buffers become numbered placeholders."""
+  bufs: list[UOp] = []
+  seen: dict[UOp, UOp] = {}
+  for u in UOp(Ops.SINK, out.dtype, (out, value)).toposort():
+    if u.op is Ops.BUFFER and u not in seen:
+      seen[u] = UOp(Ops.BUFFER, u.dtype, (), (u.arg[0], u.arg[1], -1 - len(bufs)))
+      bufs.append(u)
+  key = substitute(UOp(Ops.SINK, out.dtype, (out, value)), seen)
+  if (hit := _lower_cache.get(key)) is None:
+    ast, params = lower(key.src[0], key.src[1])
+    hit = _lower_cache[key] = (ast, [-1 - p.arg[2] for p in params])
+  ast, order = hit
+  return ast, [bufs[i] for i in order]
+
+# ---------------------------------------------------------------- running
+
+@dataclass
+class ExecItem:
+  """One launch: a compiled kernel (or a copy when kernel is None) and its buffers, output first."""
+  kernel: CompiledKernel | None
+  bufs: list[Buffer]
+  def run(self) -> float:
+    if self.kernel is None:
+      out, src = self.bufs
+      out.ensure_allocated().copyin(memoryview(src.as_bytes()))
+      GlobalCounters.global_mem += out.nbytes
+      if DEBUG >= 2: print(f"*** {out.device:7s} copy {out.nbytes:>10d} bytes from {src.device}")
+      return 0.0
+    k = self.kernel
+    raw = [b.ensure_allocated().raw for b in self.bufs]
     st = time.perf_counter()
     k.program(*raw)
     et = time.perf_counter() - st
-    mem = sum(b.buffer.nbytes for b in bufs)
+    mem = sum(b.nbytes for b in self.bufs)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.flops
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
     if DEBUG >= 2:
-      print(f"*** {device:7s} {GlobalCounters.kernel_count:4d} {k.name:30s} bufs {len(bufs):2d}  tm {et*1e6:9.2f}us  "
+      print(f"*** {k.device:7s} {GlobalCounters.kernel_count:4d} {k.name:30s} bufs {len(self.bufs):2d}  tm {et*1e6:9.2f}us  "
             f"{k.flops/max(et,1e-9)/1e9:8.2f} GFLOP/s {mem/max(et,1e-9)/1e9:8.2f} GB/s")
     if DEBUG >= 3: print(f"    opts: {k.opts or 'none'}")
+    return et
+
+# a JIT capturing a function's launches registers a callback here
+capture_hooks: list[Callable[[ExecItem], None]] = []
+
+def to_exec_item(si: ScheduleItem) -> ExecItem | None:
+  out_buf = si.out.base.buffer
+  if si.kind == "copy": return ExecItem(None, [out_buf, si.value.base.buffer])
+  if si.out.size == 0: return None   # nothing to compute
+  ast, bufs = lower_cached(si.out, si.value)
+  device = out_buf.device
+  for b in bufs:
+    if b.arg[0] != device:
+      raise RuntimeError(f"a kernel on {device} reads a buffer on {b.arg[0]}; move tensors with .to({device!r}) first")
+  return ExecItem(get_kernel(device, ast, [b.dtype for b in bufs], si.out.shape), [b.buffer for b in bufs])
+
+def run_schedule(items: list[ScheduleItem]) -> None:
+  for si in items:
+    if (ei := to_exec_item(si)) is None: continue
+    for hook in capture_hooks: hook(ei)
+    ei.run()
 
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views."""
@@ -88,4 +142,3 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
           f"{GlobalCounters.compile_count - c0} compiled, {(time.perf_counter() - st)*1e3:.2f} ms")
   return becomes
 
-__all__ = ["realize_uops", "run_schedule", "get_kernel", "CompileError", "prod"]

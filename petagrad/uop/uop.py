@@ -16,10 +16,12 @@ from petagrad.dtype import DType, dtypes, truncate
 from petagrad.helpers import prod
 
 def _arg_key(arg: Any) -> Any:
-  # 0.0 == -0.0 and 1 == 1.0 == True in Python; the cache must keep them apart
-  if isinstance(arg, float): return ('f', struct.pack('d', arg))
-  if isinstance(arg, tuple): return tuple(_arg_key(a) for a in arg)
-  return (type(arg).__name__, arg)
+  # 1 == 1.0 == True and 0.0 == -0.0 in Python; the cache keeps them apart (floats by their bits)
+  t = type(arg)
+  if t is float: return (float, struct.pack('d', arg))
+  if t is bool: return (bool, arg)
+  if t is tuple and any(type(a) in (float, tuple, bool) for a in arg): return tuple(_arg_key(a) for a in arg)
+  return arg
 
 class UOpMeta(type):
   cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
@@ -232,7 +234,8 @@ def pretty(u: UOp, limit: int = 400) -> str:
   for i, n in enumerate(n for n in u.toposort()):
     names[n] = f"%{i}"
     srcs = ", ".join(names[s] for s in n.src)
-    lines.append(f"%{i} = {n.op.name} {n.dtype.name} ({srcs}) {n.arg!r}" if n.arg is not None else f"%{i} = {n.op.name} {n.dtype.name} ({srcs})")
+    dt = n.dtype.name + (f"x{n.dtype.count}" if n.dtype.count > 1 else "")
+    lines.append(f"%{i} = {n.op.name} {dt} ({srcs}) {n.arg!r}" if n.arg is not None else f"%{i} = {n.op.name} {dt} ({srcs})")
   if len(lines) > limit: lines = lines[:limit // 2] + [f"... {len(lines) - limit} more ..."] + lines[-limit // 2:]
   return "\n".join(lines)
 
