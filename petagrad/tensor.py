@@ -200,6 +200,10 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
 
   def data(self) -> memoryview:
     """The raw bytes of the (realized, contiguous) tensor."""
+    from petagrad.engine.jit import jit_active, JitError
+    if jit_active:
+      raise _fail(JitError, "TinyJit", f"reading a tensor's value into Python inside the jitted function {jit_active[-1]!r} "
+                  "cannot be replayed; return the tensor instead", self)
     buf = self._contiguous_buffer()
     return memoryview(buf.buffer.as_bytes())
 
@@ -333,14 +337,14 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     Tensor._seed, Tensor._rng_counter = int(seed), 0
   @staticmethod
   def _random_bits(shape: tuple[int, ...], device: str) -> Tensor:
-    """uint32 random bits: a hash of (seed, call counter, element index), computed in the kernel."""
+    """uint32 random bits: a hash of (seed, call counter, element index), computed in the kernel.
+    The counter and keys live in a small buffer (not in the kernel source), so a JIT replay can
+    advance them without recompiling."""
     n = prod(shape)
-    base = Tensor._rng_counter
-    Tensor._rng_counter += max(n, 1)
-    k0 = _hash32(Tensor._seed & 0xffffffff ^ 0x9e3779b9)
-    k1 = _hash32((Tensor._seed >> 32) ^ _hash32(base >> 32) ^ 0x85ebca6b)
+    state = Tensor(_rng_state_buffer(n, device))
+    ctr, k0, k1 = (state[i] for i in range(3))
     idx = Tensor(UOp(Ops.IOTA, dtypes.int64, (UOp(Ops.DEVICE, dtypes.bool, (), device),), n)).cast(dtypes.uint32)
-    x = idx + (base & 0xffffffff)
+    x = idx + ctr
     x = _hash32_t(x ^ k0) ^ k1
     x = _hash32_t(x)
     return x.reshape(shape)
@@ -970,6 +974,23 @@ def _hash32(x: int) -> int:
   x ^= x >> 16; x = (x * 0x7feb352d) & 0xffffffff
   x ^= x >> 15; x = (x * 0x846ca68b) & 0xffffffff
   return x ^ (x >> 16)
+
+# random-state buffers -> how many numbers they count for (a JIT replay refills them)
+rng_state_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def rng_state_bytes(n: int) -> bytes:
+  """Take n numbers from the global stream: the (counter, key0, key1) words a random kernel reads."""
+  base = Tensor._rng_counter
+  Tensor._rng_counter += max(n, 1)
+  k0 = _hash32(Tensor._seed & 0xffffffff ^ 0x9e3779b9)
+  k1 = _hash32((Tensor._seed >> 32) ^ _hash32(base >> 32) ^ 0x85ebca6b)
+  return struct.pack("<3I", base & 0xffffffff, k0, k1)
+
+def _rng_state_buffer(n: int, device: str) -> UOp:
+  buf = new_buffer(device, 3, dtypes.uint32)
+  buf.buffer.ensure_allocated().copyin(memoryview(rng_state_bytes(n)))
+  rng_state_buffers[buf.buffer] = n
+  return buf
 
 def _hash32_t(x: Tensor) -> Tensor:
   # the same mixing function as _hash32, as uint32 tensor ops (runs inside the kernel)

@@ -69,6 +69,7 @@ def linearize(sink: UOp) -> LinearProgram:
   global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] in ("global", "thread")), key=lambda r: (r.arg[2] != "thread", r.arg[0]))
 
   out: list[UOp] = []
+  emitted: set[UOp] = set()
   new: dict[UOp, UOp] = {}
   flops = 0
   def emit_group(key: tuple, trip: int) -> None:
@@ -79,7 +80,8 @@ def linearize(sink: UOp) -> LinearProgram:
     for u in members:
       init = UOp.const(u.dtype, reduce_identity(u.arg, u.dtype))
       acc = UOp(Ops.DEFINE_ACC, u.dtype, (init,), len(out))
-      out.extend([init, acc])
+      if init not in emitted: out.append(init); emitted.add(init)
+      out.append(acc)
       accs.append(acc)
     out.extend(ranges)
     inner_trip = trip * prod(r.arg[1] for r in ranges)
@@ -93,6 +95,8 @@ def linearize(sink: UOp) -> LinearProgram:
     nonlocal flops
     nu = u if not u.src else UOp(u.op, u.dtype, tuple(new.get(s, s) for s in u.src), u.arg)
     new[u] = nu
+    if nu in emitted: return   # e.g. a constant that already is an accumulator's initial value
+    emitted.add(nu)
     out.append(nu)
     if u.op in GroupOp.ALU and u not in index_math: flops += trip * u.dtype.count
   def emit_scope(sc: _Scope, trip: int) -> None:

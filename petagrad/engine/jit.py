@@ -1,0 +1,115 @@
+"""TinyJit: capture the kernels one call of a function runs, then replay them with new inputs.
+
+The first call runs normally (and compiles); the second call runs while recording every launch; later
+calls only swap in the new input buffers and launch the recorded kernels: no graph work in Python.
+
+It refuses, with a clear error, what it cannot replay: inputs whose shape, dtype or device changed,
+Python (non-tensor) arguments that changed, and reading a value to Python (`.item()`, `.numpy()`,
+`.tolist()`) inside the function. Random numbers drawn inside are advanced on every replay.
+
+>>> from petagrad import Tensor
+>>> from petagrad.engine.jit import TinyJit
+>>> f = TinyJit(lambda x: (x * 2 + 1).realize())
+>>> [f(Tensor([float(i), 1.0])).tolist() for i in range(3)][-1]
+[5.0, 3.0]
+"""
+from __future__ import annotations
+import functools
+from typing import Any, Callable, Generic, TypeVar
+from petagrad.engine.realize import ExecItem, capture_hooks
+from petagrad.device import Buffer
+from petagrad.helpers import DEBUG
+
+R = TypeVar("R")
+
+class JitError(RuntimeError):
+  """The jitted function did something a replay cannot reproduce."""
+
+# set while a jitted function runs (warm-up or capture): reading values to Python is not allowed then
+jit_active: list[str] = []
+
+def _leaves(x: Any) -> list:
+  if isinstance(x, (list, tuple)): return [y for v in x for y in _leaves(v)]
+  if isinstance(x, dict): return [y for k in sorted(x) for y in _leaves(x[k])]
+  return [x]
+
+class TinyJit(Generic[R]):
+  """Decorator: `@TinyJit def step(x, y): ...` (tinygrad's name and semantics)."""
+  def __init__(self, fxn: Callable[..., R]):
+    self.fxn = fxn
+    functools.update_wrapper(self, fxn)   # type: ignore[arg-type]
+    self.reset()
+
+  def reset(self) -> None:
+    self.cnt = 0
+    self.captured: list[ExecItem] = []
+    self.input_slots: list[tuple[int, int, int]] = []   # (exec item, buffer position, input index)
+    self.rng_slots: list[tuple[Buffer, int]] = []
+    self.signature: tuple | None = None
+    self.ret_views: Any = None
+
+  def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list]:
+    from petagrad.tensor import Tensor
+    leaves = _leaves(list(args)) + _leaves(kwargs)
+    tensors = [t for t in leaves if isinstance(t, Tensor)]
+    consts = [v for v in leaves if not isinstance(v, Tensor)]
+    return tensors, consts
+
+  def __call__(self, *args, **kwargs) -> R:
+    from petagrad.tensor import Tensor, rng_state_buffers, rng_state_bytes
+    tensors, consts = self._inputs(args, kwargs)
+    # inputs become contiguous buffers (the kernels read buffers)
+    for t in tensors:
+      if t.uop.base.op.name != "BUFFER" or t.uop.op.name not in ("BUFFER", "RESHAPE"): t.uop = t.contiguous().uop
+    Tensor.realize_all(*tensors)
+    bufs = [t._contiguous_buffer().buffer for t in tensors]
+    sig = tuple((t.shape, t.dtype, t.device) for t in tensors)
+    if self.cnt >= 2:
+      if sig != self.signature[0]:   # type: ignore[index]
+        raise JitError(f"TinyJit({self.fxn.__name__}): input shapes/dtypes/devices changed from {self.signature[0]} to {sig}; "   # type: ignore[index]
+                       "make a new TinyJit (or call .reset()) for other shapes")
+      if len(consts) != len(self.signature[1]) or any(a is not b and a != b for a, b in zip(consts, self.signature[1])):   # type: ignore[index]
+        raise JitError(f"TinyJit({self.fxn.__name__}): non-tensor arguments changed from {self.signature[1]} to {consts}; "   # type: ignore[index]
+                       "their values are baked into the captured kernels")
+      for ei, j, i in self.input_slots: self.captured[ei].bufs[j] = bufs[i]
+      for buf, n in self.rng_slots: buf.copyin(memoryview(rng_state_bytes(n)))
+      for ei in self.captured: ei.run()
+      self.cnt += 1
+      if DEBUG >= 1: print(f"jit replay {self.fxn.__name__}: {len(self.captured)} kernels")
+      return _rebuild(self.ret_views)
+
+    jit_active.append(self.fxn.__name__)
+    recorded: list[ExecItem] = []
+    if self.cnt == 1: capture_hooks.append(recorded.append)
+    try:
+      ret = self.fxn(*args, **kwargs)
+      out = [t for t in _leaves(ret) if isinstance(t, Tensor)]
+      Tensor.realize_all(*out)
+    finally:
+      jit_active.pop()
+      if self.cnt == 1: capture_hooks.remove(recorded.append)
+    if self.cnt == 1:
+      self.captured = [ExecItem(ei.kernel, list(ei.bufs)) for ei in recorded]
+      index = {id(b): i for i, b in enumerate(bufs)}
+      self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
+      self.rng_slots = [(b, rng_state_buffers[b]) for ei in self.captured for b in ei.bufs if b in rng_state_buffers]
+      self.signature = (sig, consts)
+      self.ret_views = _views(ret)
+      if DEBUG >= 1: print(f"jit captured {self.fxn.__name__}: {len(self.captured)} kernels, {len(self.input_slots)} input slots")
+    self.cnt += 1
+    return ret
+
+def _views(x: Any) -> Any:
+  from petagrad.tensor import Tensor
+  if isinstance(x, Tensor): return ("T", x._buffer_view())
+  if isinstance(x, (list, tuple)): return (type(x), [_views(v) for v in x])
+  if isinstance(x, dict): return (dict, {k: _views(v) for k, v in x.items()})
+  return ("V", x)
+
+def _rebuild(v: Any) -> Any:
+  from petagrad.tensor import Tensor
+  kind, val = v
+  if kind == "T": return Tensor(val)
+  if kind == "V": return val
+  if kind is dict: return {k: _rebuild(x) for k, x in val.items()}
+  return kind(_rebuild(x) for x in val)
