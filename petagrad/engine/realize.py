@@ -20,6 +20,7 @@ from petagrad.codegen.linearize import linearize
 from petagrad.codegen.opt import Kernel
 from petagrad.codegen.heuristic import hand_coded_optimizations
 from petagrad.codegen.expand import expand_unrolled, vectorize
+from petagrad.codegen.decompositions import decompose
 
 @dataclass
 class CompiledKernel:
@@ -43,7 +44,7 @@ def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
 def compile_kernel(device: str, k: Kernel, name: str, params: list[DType]) -> CompiledKernel:
   """Expand, linearize, render and compile an (optimized) kernel."""
   dev = Device[device]
-  prog = linearize(vectorize(expand_unrolled(k.ast)))
+  prog = linearize(vectorize(expand_unrolled(decompose(k.ast, dev.renderer.decompose_ops))))
   src = dev.renderer.render(name, prog, params)
   if DEBUG >= 5: print(f"--- kernel AST {name}\n{pretty(k.ast)}")
   if DEBUG >= 6: print(f"--- linear program {name}\n{pretty(UOp(Ops.SINK, params[0], tuple(prog.uops)))}")

@@ -19,6 +19,7 @@ class Renderer:
   device: str = ""
   supports_vector: bool = False     # may the optimizer create vector (SIMD) ranges?
   supports_threads: bool = False    # may the optimizer spread the outer loop over CPU threads?
+  decompose_ops: frozenset = frozenset()   # (op, dtype) pairs to rewrite into primitives (codegen/decompositions.py)
   def render(self, name: str, prog: LinearProgram, params: list[DType]) -> str: raise NotImplementedError
 
 NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
@@ -212,6 +213,8 @@ static inline unsigned short __f2bf(float f) { unsigned int u; memcpy(&u, &f, 4)
 class CRenderer(CStyleRenderer):
   device = "CPU"
   supports_vector = True
+  # libm calls stop loops from vectorizing; these become polynomials
+  decompose_ops = frozenset({(Ops.EXP2, dtypes.float32), (Ops.LOG2, dtypes.float32)})
   supports_threads = True
   preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS
   thread_pragma = "#pragma omp parallel for"
