@@ -958,8 +958,7 @@ def test_large_cpu(device, name):
   shapes, tf, pf, kw = LARGE[name]
   helper_test_op(shapes, tf, pf, **kw)
 
-def test_int_sum_of_padded(device, request):
-  if device == "PYTHON": request.applymarker(pytest.mark.xfail(reason="bug: PYTHON device: reduce over a padded view gives None values", strict=False))
+def test_int_sum_of_padded(device):
   helper_test_op(None, lambda x: F.pad(x, (0, 0, 1, 0)).sum(1), lambda x: x.pad(((1, 0), (0, 0))).sum(1), vals=[[[1, 2], [3, 4]]], dtype="int32")
   helper_test_op(None, lambda x: F.pad(x, (0, 0, 1, 0)).sum(1), lambda x: x.pad(((1, 0), (0, 0))).sum(1), vals=[[[1, 2], [3, 4]]], dtype="int64")
   helper_test_op(None, lambda x: F.pad(x, (1, 0)).reshape(3, 1).expand(3, 2).sum(1), lambda x: x.pad((1, 0)).reshape(3, 1).expand(3, 2).sum(1),
@@ -978,7 +977,7 @@ def test_identities_not_folded_wrongly(device):
             lambda x: (x + 1) - 1, lambda x: x * 2 / 2, lambda x: x ** 1, lambda x: x ** 2, lambda x: x ** -1, lambda x: (x * x) * 0,
             lambda x: x - x.detach(), lambda x: x.log().exp(), lambda x: (x * x).sqrt()]:
     helper_test_op(None, f, vals=v, forward_only=True)
-    for c in v[0]:   # the same on constants, which the simplifier can fold
+    for c in (-0.0, inf, nan):   # the same on constants, which the simplifier can fold
       compare("const", f(Tensor.full((2,), c)), f(torch.full((2,), c)), 1e-6, 1e-5)
 
 def test_int_identities_not_folded_wrongly(device):
@@ -987,5 +986,5 @@ def test_int_identities_not_folded_wrongly(device):
             lambda x: x + 1 < x, lambda x: x * 2 < 0, lambda x: x // 2 * 2, lambda x: x % -2, lambda x: x // -2, lambda x: x // 3,
             lambda x: ~~x, lambda x: x ^ x, lambda x: x & -1, lambda x: x | 0, lambda x: x >> 31, lambda x: (x << 1) >> 1, lambda x: x < x + 1]:
     helper_test_op(None, f, vals=v, dtype="int32")
-    for c in v[0]:
+    for c in (-7, 2**31 - 1, -2**31):
       compare("const", f(Tensor.full((2,), c, dtype="int32")), f(torch.full((2,), c, dtype=torch.int32)), 0, 0)
