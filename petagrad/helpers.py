@@ -46,6 +46,7 @@ BEAM = Flag("BEAM", 0, "n >= 1: search kernel optimizations with a beam of width
 CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
 DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk compile cache.")
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
+THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
 PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
 
 class Context(contextlib.ContextDecorator):
@@ -60,6 +61,12 @@ class Context(contextlib.ContextDecorator):
     return self
   def __exit__(self, *exc):
     for k, v in self.old.items(): FLAGS[k].value = v
+
+def cpu_threads() -> int:
+  """Threads for a CPU kernel: the THREADS flag, or one per core this process may use."""
+  if int(THREADS) > 0: return int(THREADS)
+  try: return max(1, len(os.sched_getaffinity(0)))
+  except AttributeError: return max(1, os.cpu_count() or 1)
 
 def cache_dir() -> pathlib.Path:
   base = str(CACHEDIR) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "petagrad")

@@ -7,6 +7,12 @@ sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))   # test/helpers.
 from petagrad.device import Device
 from petagrad.helpers import Context
 
+# pytest-xdist runs several workers on few cores: one thread per kernel avoids oversubscription
+# (test_opt.py runs threaded kernels explicitly)
+if "PYTEST_XDIST_WORKER" in os.environ and "THREADS" not in os.environ:
+  from petagrad.helpers import THREADS
+  THREADS.value = 1
+
 DEVICES = [d for d in os.environ.get("TEST_DEVICES", "CPU,PYTHON").split(",") if d]
 
 @pytest.fixture(params=DEVICES)

@@ -8,7 +8,7 @@
 """
 from __future__ import annotations
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride
-from petagrad.helpers import prod, NOOPT
+from petagrad.helpers import prod, NOOPT, cpu_threads
 
 MIN_THREAD_WORK = 1 << 15   # loop iterations below which threads cost more than they give
 
@@ -27,7 +27,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   rs = k.ranges
   work = prod(r.arg[1] for r in rs)
   g = [r for r in rs if r.arg[2] == "global"]
-  if supports_threads and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
+  if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
   return k
 
@@ -44,10 +44,19 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
     if st[-1] == 1 and 1 in st[:-1] and r.arg[1] % n == 0:
       # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
       others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)]
-      _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))
+      if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
+      vector_outer = k.next_id - 2 if r.arg[1] > n else None   # the split left an outer range
       if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 4))
+      # and two vectors per row: 4x2 accumulators, 4 broadcasts and 2 vector loads per step
+      vo = [x for x in k.ranges if x.arg[0] == vector_outer and x.arg[1] % 2 == 0]
+      if vo: _try(k, Opt(OptOps.UPCAST, _axis(k, vo[0]), 2))
       return
   # reduction over contiguous memory: lanes from the reduce range
   r = red[-1]
   if r.arg[1] % n == 0 and 1 in loads_stride(k.ast, r) and len(red) == 1:
     _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))
+    # output ranges some load does not move along (A @ B.T: each row of A meets every row of B):
+    # unroll them so each vector load feeds several accumulators
+    for o in [o for o in out if o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)[:-1]][-2:]:
+      cur = [x for x in k.ranges if x.arg[0] == o.arg[0]]
+      if cur: _try(k, Opt(OptOps.UPCAST, _axis(k, cur[0]), 4))

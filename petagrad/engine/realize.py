@@ -13,7 +13,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters
+from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters, cpu_threads
 from petagrad.schedule.schedule import ScheduleItem, create_schedule, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize
@@ -53,7 +53,7 @@ def compile_kernel(device: str, k: Kernel, name: str, params: list[DType]) -> Co
   return CompiledKernel(name, device, list(k.applied), dev.program(name, lib), src, prog.flops, params)
 
 def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
-  key = (device, ast, int(NOOPT), int(BEAM))   # the optimization flags change the kernel
+  key = (device, ast, int(NOOPT), int(BEAM), cpu_threads())   # these flags change the kernel
   if (ck := _kernel_cache.get(key)) is not None: return ck
   dev = Device[device]
   name = kernel_name(ast, out_shape)

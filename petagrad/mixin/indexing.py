@@ -1,4 +1,19 @@
-"""Indexing: __getitem__ (basic and advanced), __setitem__, gather, scatter, masked ops."""
+"""Indexing: __getitem__ (basic and advanced), __setitem__, gather, scatter, masked ops.
+
+How tensor indices work: an index tensor `i` into a dim of size n becomes a one-hot comparison
+`i[..., None] == arange(n)`, and the selected values are `where(onehot, x, 0).sum(that dim)`. This is
+one reduce kernel, it can never read out of bounds, and its gradient comes from the same composition.
+The price is O(len(i) * n) work per selected row instead of O(len(i)).
+
+Rules that differ from PyTorch (which checks indices on the device and raises):
+  * an out-of-range *tensor* index (>= n or < -n) selects nothing: the result is 0 (False for bool)
+    and no gradient flows. Negative indices count from the end, as in PyTorch. Python ints and
+    lists are checked at the call and raise IndexError.
+  * gather / scatter / scatter_reduce / take_along_dim follow the same rule (torch raises); scatter
+    with an out-of-range index writes nothing.
+  * boolean masks (`x[mask]`, `masked_select`, `nonzero`) have a data-dependent shape: the mask is
+    realized (computed and read back) at the call to learn how many elements are selected.
+"""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
@@ -10,54 +25,403 @@ def _fail(*a, **k):
   from petagrad.tensor import _fail as f
   return f(*a, **k)
 
+def _resolve(op: str, dim: int, ndim: int, t: Any = None) -> int:
+  from petagrad.tensor import _resolve_axis
+  return _resolve_axis(op, dim, ndim, t)
+
+def _is_tensor(x: Any) -> bool:
+  from petagrad.tensor import Tensor
+  return isinstance(x, Tensor)
+
+def _zero_of(dt) -> Any: return False if dt.is_bool else 0
+
+def _pick(x: Tensor, mask: Tensor, axis, keepdim: bool = False) -> Tensor:
+  """Sum of x over `axis` where mask is True, in x's dtype (exact when at most one element is selected)."""
+  if x.dtype.is_bool: return (mask & x).any(axis, keepdim)
+  return mask.where(x, 0).sum(axis, keepdim, dtype=x.dtype if x.dtype.is_int else None)
+
+def _onehot(idx: Tensor, n: int) -> Tensor:
+  """idx.shape + (n,) booleans: idx[..., None] == arange(n). Negative indices count from the end."""
+  i = idx.cast(dtypes.int64)
+  if not idx.dtype.is_unsigned: i = (i < 0).where(i + n, i)
+  return i.unsqueeze(-1) == type(idx).arange(n, device=idx.device)
+
+def _mask_positions(mask: Tensor) -> list[int]:
+  """Realize a mask and return the flat positions of its True elements (row-major)."""
+  raw = bytes((mask if mask.dtype.is_bool else mask.ne(0)).cast(dtypes.uint8).contiguous().data())
+  return [i for i, b in enumerate(raw) if b]
+
+def _list_to_index(op: str, x: Any, self: Tensor) -> Tensor:
+  """A (nested) Python list or numpy array used as an index -> int64 or bool Tensor."""
+  from petagrad.tensor import Tensor
+  if type(x).__module__ == "numpy": x = x.tolist()
+  flat = x
+  while isinstance(flat, (list, tuple)) and flat and isinstance(flat[0], (list, tuple)): flat = [a for b in flat for a in b]
+  if isinstance(flat, (list, tuple)) and not flat:
+    shape = []
+    y = x
+    while isinstance(y, (list, tuple)):
+      shape.append(len(y))
+      if not y: break
+      y = y[0]
+    return Tensor.zeros(*shape, dtype=dtypes.int64, device=self.device), None
+  for v in flat:
+    if _is_tensor(v): raise _fail(TypeError, op, "a list of Tensors is not a valid index; use Tensor.stack", self)
+    if not isinstance(v, (int, bool)) and not (type(v).__module__ == "numpy" and hasattr(v, "dtype") and v.dtype.kind in "iub"):
+      raise _fail(IndexError, op, f"list indices must be ints or bools, got {type(v).__name__}", self)
+  if all(isinstance(v, bool) or (type(v).__module__ == "numpy" and v.dtype.kind == "b") for v in flat):
+    return Tensor(x, dtype=dtypes.bool, device=self.device), None
+  vals = [int(v) for v in flat] if isinstance(flat, (list, tuple)) else [int(flat)]
+  return Tensor(x, dtype=dtypes.int64, device=self.device), (min(vals), max(vals))
+
+def _basic_plan(op: str, self: Tensor, items: list) -> list:
+  """items: ints, slices and None covering every dim of self. Returns one entry per item:
+  None (new axis), ('int', i) or ('slice', lo, n, step, flipped) with lo the smallest selected position."""
+  plan, dim = [], 0
+  for i in items:
+    if i is None: plan.append(None); continue
+    size = self.shape[dim]
+    if isinstance(i, int):
+      if not -size <= i < size: raise _fail(IndexError, op, f"index {i} is out of bounds for dim {dim} with size {size}", self)
+      plan.append(("int", i % size))
+    else:
+      if i.step == 0: raise _fail(ValueError, op, "slice step cannot be zero", self)
+      start, stop, step = i.indices(size)
+      if step > 0:
+        n = max(0, math.ceil((stop - start) / step))
+        plan.append(("slice", start if n else 0, n, step, False))
+      else:
+        n = max(0, math.ceil((start - stop) / -step))
+        plan.append(("slice", start - (n - 1) * -step if n else 0, n, -step, True))
+    dim += 1
+  return plan
+
+def _apply_plan(x: Tensor, plan: list) -> Tensor:
+  """Basic indexing: shrink, flip, stride (pad + reshape + shrink) and reshape. Views only."""
+  dims = [p for p in plan if p is not None]
+  shrink = [(p[1], p[1] + 1) if p[0] == "int" else (p[1], p[1] + (p[2] - 1) * p[3] + 1) if p[2] else (0, 0) for p in dims]
+  x = x.shrink(shrink)
+  flips = [d for d, p in enumerate(dims) if p[0] == "slice" and p[4]]
+  if flips: x = x.flip(flips)
+  strides = [p[3] if p[0] == "slice" else 1 for p in dims]
+  if any(s != 1 for s in strides):
+    # stride s: pad each dim to a multiple of s, split it into (n, s), keep index 0 of the s part
+    x = x.pad([(0, (-sz) % s) for sz, s in zip(x.shape, strides)])
+    x = x.reshape(flatten_list([(sz // s, s) for sz, s in zip(x.shape, strides)]))
+    x = x.shrink(flatten_list([((0, sz), (0, 1)) for sz in x.shape[0::2]]))
+  return x.reshape(tuple(1 if p is None else p[2] for p in plan if p is None or p[0] == "slice"))
+
+def _unapply_plan(v: Tensor, plan: list, shape: tuple[int, ...]) -> Tensor:
+  """The inverse of _apply_plan: put v (shaped like the indexing result) into a zero tensor of `shape`."""
+  dims = [p for p in plan if p is not None]
+  v = v.reshape(tuple(1 if p[0] == "int" else p[2] for p in dims))
+  flips = [d for d, p in enumerate(dims) if p[0] == "slice" and p[4]]
+  if flips: v = v.flip(flips)
+  strides = [p[3] if p[0] == "slice" else 1 for p in dims]
+  if any(s != 1 for s in strides):
+    v = v.reshape(flatten_list([(sz, 1) for sz in v.shape]))
+    v = v.pad(flatten_list([((0, 0), (0, s - 1)) for s in strides]))
+    v = v.reshape(tuple(a * b for a, b in zip(v.shape[0::2], v.shape[1::2])))
+    v = v.shrink([(0, (sz // s - 1) * s + 1) for sz, s in zip(v.shape, strides)])
+  return v.pad([(p[1], size - p[1] - vs) for p, vs, size in zip(dims, v.shape, shape)])
+
 class IndexingMixin:
   __slots__ = ()
+
+  def _parse_index(self, idx, op: str = "getitem"):
+    """Normalize an index into (basic plan items, [(dim in the basic result, index tensor)]).
+
+    Masks become one index tensor per mask dim (realizing the mask); Python bools become a new axis
+    indexed by [0] (True) or [] (False), like PyTorch."""
+    from petagrad.tensor import Tensor
+    if not isinstance(idx, tuple): idx = (idx,)
+    items: list = []   # None, Ellipsis, int, slice, ("adv", T, newaxis), ("mask", T)
+    for i in idx:
+      if type(i).__module__ == "numpy" and hasattr(i, "dtype") and getattr(i, "ndim", 1) == 0: i = i.item()
+      static = None
+      if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "dtype")):
+        i, static = _list_to_index(op, i, self)
+      if isinstance(i, bool):
+        items.append(("adv", Tensor([0] if i else [], dtype=dtypes.int64, device=self.device).reshape(1 if i else 0), True))
+      elif i is None or i is Ellipsis or isinstance(i, (int, slice)): items.append(i)
+      elif isinstance(i, Tensor):
+        if i.device != self.device: raise _fail(RuntimeError, op, f"index is on {i.device}, tensor on {self.device}", self, i)
+        if i.dtype.is_bool: items.append(("mask", i) if i.ndim else ("mask0", i))
+        elif i.dtype.is_int: items.append(("adv", i, False, static))
+        else: raise _fail(IndexError, op, f"tensors used as indices must be integer or bool tensors, got {i.dtype}", self, i)
+      else: raise _fail(TypeError, op, f"unsupported index {i!r}", self)
+    def consumed(i) -> int:
+      if i is None or i is Ellipsis: return 0
+      if isinstance(i, tuple): return i[1].ndim if i[0] == "mask" else 0 if i[0] == "mask0" or i[2] else 1
+      return 1
+    if sum(1 for i in items if i is Ellipsis) > 1: raise _fail(IndexError, op, "only one Ellipsis is allowed", self)
+    n_real = sum(consumed(i) for i in items)
+    if n_real > self.ndim: raise _fail(IndexError, op, f"too many indices ({n_real}) for a {self.ndim}-d tensor", self)
+    if Ellipsis in [i for i in items if not isinstance(i, tuple)]:
+      e = next(k for k, i in enumerate(items) if i is Ellipsis)
+      items = items[:e] + [slice(None)] * (self.ndim - n_real) + items[e + 1:]
+    else: items = items + [slice(None)] * (self.ndim - n_real)
+    basic, adv, dim, out_dim = [], [], 0, 0
+    for i in items:
+      if isinstance(i, tuple) and i[0] == "mask0":
+        i = ("adv", Tensor([0] if i[1].item() else [], dtype=dtypes.int64, device=self.device).reshape(1 if i[1].item() else 0), True)
+      if isinstance(i, tuple) and i[0] == "mask":
+        m = i[1]
+        if m.shape != self.shape[dim:dim + m.ndim]:
+          raise _fail(IndexError, op, f"the shape of the mask {m.shape} does not match the shape {self.shape[dim:dim + m.ndim]} of the indexed dims starting at dim {dim}", self, m)
+        pos = _mask_positions(m)
+        strides = [prod(m.shape[k + 1:]) for k in range(m.ndim)]
+        for k in range(m.ndim):
+          adv.append((out_dim, Tensor([(p // strides[k]) % m.shape[k] for p in pos] if pos else [], dtype=dtypes.int64, device=self.device).reshape(len(pos))))
+          basic.append(slice(None)); dim += 1; out_dim += 1
+      elif isinstance(i, tuple):
+        t = i[1]
+        if i[2]: basic.append(None)
+        else:
+          size = self.shape[dim]
+          if size == 0 and t.numel(): raise _fail(IndexError, op, f"index is out of bounds for dim {dim} with size 0", self, t)
+          if len(i) > 3 and i[3] is not None and not (-size <= i[3][0] and i[3][1] < size):
+            bad = i[3][0] if i[3][0] < -size else i[3][1]
+            raise _fail(IndexError, op, f"index {bad} is out of bounds for dim {dim} with size {size}", self)
+          basic.append(slice(None)); dim += 1
+        adv.append((out_dim, t)); out_dim += 1
+      else:
+        basic.append(i)
+        if i is not None: dim += 1
+        if not isinstance(i, int): out_dim += 1
+    return basic, adv
+
   def __getitem__(self, idx) -> Tensor:
-    """Basic indexing: ints, slices (any step, negative too), None and Ellipsis.
+    """Indexing like PyTorch: ints, slices (any step), None, Ellipsis, int tensors and lists (negative
+    indices count from the end), boolean masks, and any mix of them. Advanced indices that are next
+    to each other keep their place in the result; separated ones (by a slice or None) go first.
 
     >>> type(self).arange(10)[8:2:-3].tolist()
     [8, 5]
-    """
-    if not isinstance(idx, tuple): idx = (idx,)
-    for i in idx:
-      if isinstance(i, (IndexingMixin, list)): raise _fail(NotImplementedError, "getitem", "tensor/list indices are not supported yet", self)
-      if not (i is None or i is Ellipsis or isinstance(i, (int, slice))) or isinstance(i, bool):
-        raise _fail(TypeError, "getitem", f"unsupported index {i!r}", self)
-    n_real = sum(1 for i in idx if i is not None and i is not Ellipsis)
-    if sum(1 for i in idx if i is Ellipsis) > 1: raise _fail(IndexError, "getitem", "only one Ellipsis is allowed", self)
-    if n_real > self.ndim: raise _fail(IndexError, "getitem", f"too many indices ({n_real}) for a {self.ndim}-d tensor", self)
-    if Ellipsis in idx:
-      e = idx.index(Ellipsis)
-      idx = idx[:e] + (slice(None),) * (self.ndim - n_real) + idx[e + 1:]
-    else: idx = idx + (slice(None),) * (self.ndim - n_real)
-    x, dim, final_shape, flips = self, 0, [], []
-    shrink, strides = [], []
-    for i in idx:
-      if i is None: final_shape.append(1); continue
-      size = self.shape[dim]
-      if isinstance(i, int):
-        if not -size <= i < size: raise _fail(IndexError, "getitem", f"index {i} is out of bounds for dim {dim} with size {size}", self)
-        i %= size
-        shrink.append((i, i + 1)); strides.append(1); flips.append(False)
-      else:
-        if i.step == 0: raise _fail(ValueError, "getitem", "slice step cannot be zero", self)
-        start, stop, step = i.indices(size)
-        if step > 0:
-          n = max(0, math.ceil((stop - start) / step))
-          shrink.append((start, start + (n - 1) * step + 1) if n else (0, 0)); flips.append(False)
-        else:
-          n = max(0, math.ceil((start - stop) / -step))
-          shrink.append((start - (n - 1) * -step, start + 1) if n else (0, 0)); flips.append(True)
-        strides.append(abs(step))
-        final_shape.append(n)
-      dim += 1
-    x = x.shrink(shrink)
-    if any(flips): x = x.flip([d for d, f in enumerate(flips) if f])
-    if any(s != 1 for s in strides):
-      # stride s: pad each dim to a multiple of s, split it into (n, s), keep index 0 of the s part
-      pads = [(0, (-sz) % s) for sz, s in zip(x.shape, strides)]
-      x = x.pad(pads)
-      x = x.reshape(flatten_list([(sz // s, s) for sz, s in zip(x.shape, strides)]))
-      x = x.shrink(flatten_list([((0, sz), (0, 1)) for sz in x.shape[0::2]]))
-    return x.reshape(tuple(final_shape))
+    >>> Tensor([[1, 2], [3, 4]])[[1, 0], [0, 0]].tolist()
+    [3, 1]
 
+    Out-of-range tensor indices select 0 (see the module doc); a mask is realized to count its elements.
+    """
+    basic, adv = self._parse_index(idx, "getitem")
+    plan = _basic_plan("getitem", self, basic)
+    y = _apply_plan(self, plan)
+    if not adv: return y
+    return _advanced(y, adv, "getitem")
+
+  def __setitem__(self, idx, value) -> None:
+    """`x[idx] = value`: value (a Tensor or Python scalar) is broadcast to x[idx].shape and written
+    into x in place. With duplicate tensor indices the last write wins (like PyTorch on the CPU).
+    Basic indices with unit steps write straight into the buffer view; other indices build the new
+    value with where/one-hot (O(len(idx) * numel) for tensor indices) and assign it."""
+    from petagrad.tensor import Tensor
+    from petagrad.uop.ops import Ops
+    basic, adv = self._parse_index(idx, "setitem")
+    plan = _basic_plan("setitem", self, basic)
+    target_shape = _advanced_shape(_apply_plan(self, plan), adv) if adv else _apply_plan(self, plan).shape
+    v = value if isinstance(value, Tensor) else Tensor.full((), value, self.dtype, self.device)
+    if v.device != self.device: raise _fail(RuntimeError, "setitem", f"value is on {v.device}, tensor on {self.device}", self, v)
+    while v.ndim > len(target_shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
+    try: v = v.cast(self.dtype)._broadcast_to(tuple(target_shape), "setitem")
+    except ValueError: raise _fail(ValueError, "setitem", f"value of shape {v.shape} cannot be broadcast to the indexed shape {tuple(target_shape)}", self, v) from None
+    if prod(target_shape) == 0: return
+    if not adv:
+      view = _apply_plan(self, plan)
+      simple = all(p is None or p[0] == "int" or p[3] == 1 for p in plan)
+      movement = []
+      u = self.uop
+      while u.op not in (Ops.BUFFER,) and u.src and u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.EXPAND, Ops.PAD): movement.append(u.op); u = u.src[0]
+      if simple and self.uop.base.op is Ops.BUFFER and Ops.EXPAND not in movement and Ops.PAD not in movement:
+        view.assign(v)
+        return
+      mask = _unapply_plan(Tensor.full(v.shape, True, dtypes.bool, self.device), plan, self.shape)
+      new = mask.where(_unapply_plan(v, plan, self.shape), self)
+    else:
+      n = self.numel()
+      pos = Tensor.arange(1, n + 1, device=self.device).reshape(self.shape)[idx].flatten() - 1   # -1: selects nothing
+      new = _scatter_flat(self.flatten(), pos, v.flatten(), last_wins=True).reshape(self.shape)
+    self.assign(new)
+
+  def gather(self, dim: int, index: Tensor) -> Tensor:
+    """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather). index has self's number of dims and
+    index.size(d) <= self.size(d) for d != dim. Out-of-range indices give 0."""
+    from petagrad.tensor import Tensor
+    if not isinstance(index, Tensor) or not index.dtype.is_int: raise _fail(TypeError, "gather", "index must be an integer Tensor", self, index)
+    if index.ndim != self.ndim and not (self.ndim == 0 and index.ndim <= 1):
+      raise _fail(ValueError, "gather", f"index must have as many dims as the input ({self.ndim}), got {index.ndim}", self, index)
+    x = self.reshape((1,) * (index.ndim - self.ndim) + self.shape) if self.ndim == 0 else self
+    d = _resolve("gather", dim, x.ndim, self)
+    for k, (a, b) in enumerate(zip(index.shape, x.shape)):
+      if k != d and a > b: raise _fail(ValueError, "gather", f"index size {a} > input size {b} in dim {k}", self, index)
+    n = x.shape[d]
+    if n == 0 and index.numel(): raise _fail(IndexError, "gather", f"index is out of bounds for dim {d} with size 0", self, index)
+    x = x.shrink(tuple((0, s) if k != d else (0, n) for k, s in enumerate(index.shape)))
+    # oh: index.shape[:d+1] + (n,) + index.shape[d+1:]
+    oh = _onehot(index, n).reshape(index.shape + (n,)).permute(*range(d + 1), index.ndim, *range(d + 1, index.ndim))
+    return _pick(x.unsqueeze(d), oh, d + 1).reshape(index.shape)
+
+  def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
+    """torch.take_along_dim: gather with broadcasting of the non-`dim` dims (dim=None: flat)."""
+    if dim is None: return self.flatten().gather(0, indices.flatten())
+    if indices.ndim != self.ndim: raise _fail(ValueError, "take_along_dim", f"indices must have {self.ndim} dims, got {indices.ndim}", self, indices)
+    d = _resolve("take_along_dim", dim, self.ndim, self)
+    shape = []
+    for k, (a, b) in enumerate(zip(self.shape, indices.shape)):
+      if k == d: continue
+      if a != b and a != 1 and b != 1: raise _fail(ValueError, "take_along_dim", f"shapes {self.shape} and {indices.shape} are not broadcastable outside dim {d}", self, indices)
+      shape.append(max(a, b) if a and b else 0)
+    xs = tuple(shape[:d]) + (self.shape[d],) + tuple(shape[d:])
+    is_ = tuple(shape[:d]) + (indices.shape[d],) + tuple(shape[d:])
+    return self.expand(xs).gather(d, indices.expand(is_))
+
+  def index_select(self, dim: int, index: Tensor) -> Tensor:
+    """Select entries of `dim` at the positions in the 1-D `index` (torch.index_select)."""
+    from petagrad.tensor import Tensor
+    if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim > 1:
+      raise _fail(TypeError, "index_select", "index must be a 0-d or 1-D integer Tensor", self, index)
+    if self.ndim == 0: return self.reshape(1)[index.reshape(-1)].reshape(index.shape)
+    d = _resolve("index_select", dim, self.ndim, self)
+    return self[(slice(None),) * d + (index.reshape(-1),)]
+
+  def masked_fill(self, mask: Tensor, value) -> Tensor:
+    """Where mask is True, `value` (a scalar or 0-d tensor), else self. Keeps self's dtype."""
+    from petagrad.tensor import Tensor
+    if not isinstance(mask, Tensor) or not mask.dtype.is_bool: raise _fail(TypeError, "masked_fill", "mask must be a bool Tensor", self, mask)
+    if isinstance(value, Tensor):
+      if value.ndim: raise _fail(ValueError, "masked_fill", f"value must be a 0-d tensor, got shape {value.shape}", self, value)
+      value = value.cast(self.dtype)
+    else: value = Tensor.full((), value, self.dtype, self.device)
+    out = mask.where(value, self)
+    if out.shape != self.shape: raise _fail(ValueError, "masked_fill", f"mask of shape {mask.shape} does not broadcast to {self.shape}", self, mask)
+    return out
+
+  def masked_select(self, mask: Tensor) -> Tensor:
+    """The elements where mask (broadcast with self) is True, as a 1-D tensor. Realizes the mask."""
+    from petagrad.tensor import Tensor, _broadcast_shape
+    if not isinstance(mask, Tensor) or not mask.dtype.is_bool: raise _fail(TypeError, "masked_select", "mask must be a bool Tensor", self, mask)
+    shape = _broadcast_shape("masked_select", self, mask)
+    x, m = self.expand(shape), mask.expand(shape)
+    return x.flatten()[m.flatten()] if shape else x.reshape(1)[m.reshape(1)]
+
+  def nonzero(self, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """Coordinates of the nonzero elements, shape (count, ndim), int64 (torch.nonzero). Realizes self."""
+    from petagrad.tensor import Tensor
+    pos = _mask_positions(self.reshape(1) if self.ndim == 0 else self)
+    n = len(pos)
+    flat = Tensor(pos, dtype=dtypes.int64, device=self.device) if n else Tensor.zeros(0, dtype=dtypes.int64, device=self.device)
+    cols = [(flat // prod(self.shape[k + 1:])) % self.shape[k] for k in range(self.ndim)]
+    if as_tuple: return tuple(cols) if self.ndim else (Tensor.zeros(n, dtype=dtypes.int64, device=self.device),)
+    if not cols: return Tensor.zeros(n, 0, dtype=dtypes.int64, device=self.device)
+    return Tensor.stack([c.reshape(n) for c in cols], dim=1)
+  argwhere = nonzero
+
+  def scatter(self, dim: int, index: Tensor, src, reduce: str | None = None) -> Tensor:
+    """Out-of-place torch.scatter: self with self[index[i][j]][j] = src[i][j] (dim=0). `src` may be a
+    scalar. With duplicate indices the last one wins. reduce='add'|'multiply' like torch (deprecated there)."""
+    if reduce is not None:
+      if reduce not in ("add", "multiply"): raise _fail(ValueError, "scatter", f"reduce must be 'add' or 'multiply', got {reduce!r}", self)
+      return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod", include_self=True)
+    return _scatter(self, dim, index, src, "scatter", None, True)
+
+  def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    return self.scatter_reduce(dim, index, src, "sum", include_self=True)
+
+  def scatter_reduce(self, dim: int, index: Tensor, src, reduce: str, include_self: bool = True) -> Tensor:
+    """Out-of-place torch.scatter_reduce: reduce ('sum', 'prod', 'mean', 'amax', 'amin') the src values
+    that go to the same place, together with self's value there when include_self."""
+    if reduce not in ("sum", "prod", "mean", "amax", "amin"):
+      raise _fail(ValueError, "scatter_reduce", f"reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got {reduce!r}", self)
+    return _scatter(self, dim, index, src, "scatter_reduce", reduce, include_self)
+
+def _advanced_shape(y: Tensor, adv: list) -> tuple[int, ...]:
+  from petagrad.tensor import _broadcast_shape
+  B = _broadcast_shape("getitem", *[t for _, t in adv])
+  pos = [p for p, _ in adv]
+  R = tuple(s for k, s in enumerate(y.shape) if k not in pos)
+  if pos == list(range(pos[0], pos[0] + len(pos))): return R[:pos[0]] + B + R[pos[0]:]
+  return B + R
+
+def _advanced(y: Tensor, adv: list, op: str) -> Tensor:
+  """Apply tensor indices: adv is [(dim of y, int index tensor)], each dim of y indexed at most once."""
+  from petagrad.tensor import _broadcast_shape
+  B = _broadcast_shape(op, *[t for _, t in adv])
+  pos = [p for p, _ in adv]
+  rest = [k for k in range(y.ndim) if k not in pos]
+  R = tuple(y.shape[k] for k in rest)
+  k, nb = len(pos), len(B)
+  yp = y.permute(*pos, *rest).reshape((1,) * nb + tuple(y.shape[p] for p in pos) + R)
+  mask = None
+  for j, (p, t) in enumerate(adv):
+    n = y.shape[p]
+    oh = _onehot(t._broadcast_to(B, op) if t.shape != B else t, n)     # B + (n,)
+    oh = oh.reshape(B + (1,) * j + (n,) + (1,) * (k - j - 1) + (1,) * len(R))
+    mask = oh if mask is None else mask & oh
+  assert mask is not None
+  out = _pick(yp, mask, tuple(range(nb, nb + k)))   # B + R
+  if pos == list(range(pos[0], pos[0] + k)) and pos[0] > 0:   # adjacent: B takes their place
+    q = pos[0]
+    order = list(range(nb, nb + q)) + list(range(nb)) + list(range(nb + q, nb + len(R)))
+    out = out.permute(order)
+  return out
+
+def _scatter_flat(x: Tensor, pos: Tensor, v: Tensor, last_wins: bool) -> Tensor:
+  """x (N,) with x[pos[j]] = v[j]; duplicates: the largest j wins. pos out of [0, N) writes nothing."""
+  T = type(x)
+  n, m = x.shape[0], pos.shape[0]
+  if m == 0 or n == 0: return x
+  oh = pos.unsqueeze(1) == T.arange(n, device=x.device)          # (m, n)
+  j1 = T.arange(1, m + 1, device=x.device).unsqueeze(1)          # (m, 1)
+  win = oh.where(j1, 0).max(0)                                    # (n,), 0: nobody writes here
+  val = _pick(v.unsqueeze(1), oh & (j1 == win), 0)
+  return (win > 0).where(val, x)
+
+def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | None, include_self: bool) -> Tensor:
+  from petagrad.tensor import Tensor
+  if not isinstance(index, Tensor) or not index.dtype.is_int: raise _fail(TypeError, op, "index must be an integer Tensor", self, index)
+  if index.ndim != self.ndim: raise _fail(ValueError, op, f"index must have as many dims as self ({self.ndim}), got {index.ndim}", self, index)
+  d = _resolve(op, dim, self.ndim, self) if self.ndim else 0
+  if self.ndim == 0: return _scatter(self.reshape(1), 0, index.reshape(1), src.reshape(1) if isinstance(src, Tensor) else src, op, reduce, include_self).reshape(())
+  if isinstance(src, Tensor):
+    if src.ndim != self.ndim: raise _fail(ValueError, op, f"src must have as many dims as self ({self.ndim}), got {src.ndim}", self, index, src)
+    for k, (a, b) in enumerate(zip(index.shape, src.shape)):
+      if a > b: raise _fail(ValueError, op, f"index size {a} > src size {b} in dim {k}", self, index, src)
+    src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
+  else:
+    if reduce is not None: raise _fail(TypeError, op, "src must be a Tensor", self, index)
+    src = Tensor.full(index.shape, src, self.dtype, self.device)
+  for k, (a, b) in enumerate(zip(index.shape, self.shape)):
+    if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > self size {b} in dim {k}", self, index)
+  if index.numel() == 0: return self
+  n = self.shape[d]
+  # oh[..., j (dim d), ..., k]: index[..., j, ...] == k; moved so that k sits right after dim d
+  oh = _onehot(index, n).permute(*range(d + 1), index.ndim, *range(d + 1, index.ndim))   # I[:d+1] + (n,) + I[d+1:]
+  s = src.unsqueeze(d + 1)
+  hit = oh.any(d, keepdim=True)                                    # I[:d] + (1, n) + I[d+1:]
+  if reduce is None:
+    jj = Tensor.arange(1, index.shape[d] + 1, device=self.device).reshape((index.shape[d],) + (1,) * (index.ndim - d))
+    win = oh.where(jj, 0).max(d, keepdim=True)
+    val = _pick(s, oh & (jj == win), d, keepdim=True)
+  elif reduce in ("sum", "mean"):
+    val = oh.where(s, 0).sum(d, keepdim=True, dtype=self.dtype if not self.dtype.is_bool else None)
+  elif reduce == "prod":
+    val = oh.where(s, 1).prod(d, keepdim=True, dtype=self.dtype if not self.dtype.is_bool else None)
+  else:
+    lo = self.dtype.min if reduce == "amax" else self.dtype.max
+    val = oh.where(s, lo).max(d, keepdim=True) if reduce == "amax" else oh.where(s, lo).min(d, keepdim=True)
+  # I[:d] + (1, n) + I[d+1:] -> n in dim d, then pad the other dims up to self's sizes
+  val = val.squeeze(d)
+  hit = hit.squeeze(d)
+  pads = [(0, 0) if k == d else (0, s - i) for k, (s, i) in enumerate(zip(self.shape, index.shape))]
+  val, hit = val.pad(pads), hit.pad(pads, value=False)
+  if reduce is None: return hit.where(val, self)
+  if reduce == "mean":
+    cnt = oh.cast(dtypes.int64).sum(d).pad(pads)
+    num = (val + self) if include_self else val
+    den = (cnt + 1) if include_self else cnt
+    out = num / den if self.dtype.is_float else num.div(den, rounding_mode="floor")
+    return hit.where(out.cast(self.dtype), self)
+  if not include_self: return hit.where(val.cast(self.dtype), self)
+  if reduce == "sum": return hit.where((self + val).cast(self.dtype), self)
+  if reduce == "prod": return hit.where((self * val).cast(self.dtype), self)
+  if reduce == "amax": return hit.where(self.maximum(val), self)
+  return hit.where(self.minimum(val), self)

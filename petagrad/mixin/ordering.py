@@ -1,4 +1,13 @@
-"""Ordering and scans: sort, topk, cumsum & co, tril/triu, roll, diag, einsum, one_hot, meshgrid, unique."""
+"""Ordering and scans: sort, topk, cumsum & co, tril/triu, roll, diag, einsum, one_hot, meshgrid, unique.
+
+Costs (documented, to be improved): sort/argsort/topk rank each element by comparing it with every
+other element of its row, O(n^2) per row of length n (two reduce kernels). The scans (cumsum, cumprod,
+cummax, cummin, logcumsumexp) are a masked reduce over a lower-triangular (n, n) window, O(n^2) per
+row, one reduce kernel each (cummax/cummin: three). Fine for rows of a few thousand elements.
+
+`unique` and `one_hot(-1)` / `repeat_interleave` with per-element repeats have data-dependent shapes:
+they realize their input (compute it and read it back) at the call.
+"""
 from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
@@ -6,5 +15,380 @@ from petagrad.dtype import dtypes
 from petagrad.helpers import prod, argfix, flatten as flatten_list
 if TYPE_CHECKING: from petagrad.tensor import Tensor
 
+def _fail(*a, **k):
+  from petagrad.tensor import _fail as f
+  return f(*a, **k)
+
+def _resolve(op: str, dim: int, ndim: int, t: Any = None) -> int:
+  from petagrad.tensor import _resolve_axis
+  return _resolve_axis(op, dim, ndim, t)
+
+def _pick(x: Tensor, mask: Tensor, axis, keepdim: bool = False) -> Tensor:
+  """Sum of x over `axis` where mask is True, in x's dtype (exact when one element is selected)."""
+  if x.dtype.is_bool: return (mask & x).any(axis, keepdim)
+  return mask.where(x, 0).sum(axis, keepdim, dtype=x.dtype if x.dtype.is_int else None)
+
+def _zero_of(dt) -> Any: return False if dt.is_bool else 0
+
+def _tri(T, n: int, device: str) -> Tensor:
+  """(n_i, n_j) mask j <= i: the window of a cumulative op."""
+  return T.arange(n, device=device).reshape(1, n) <= T.arange(n, device=device).reshape(n, 1)
+
 class OrderingMixin:
   __slots__ = ()
+
+  # ------------------------------------------------------------------ sorting
+  def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
+    """(values, indices) sorted along `dim`. Always stable (equal values keep their order); NaN sorts
+    as the largest value, like torch. O(n^2) comparisons per row (see the module doc).
+
+    >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
+    [[1, 2, 3], [1, 2, 0]]
+    """
+    T = type(self)
+    if self.ndim == 0:
+      _resolve("sort", dim, 0, self)
+      return self, T.zeros((), dtype=dtypes.int64, device=self.device)
+    d = _resolve("sort", dim, self.ndim, self)
+    x = self.transpose(d, -1)
+    n = x.shape[-1]
+    if n == 0 or x.numel() == 0: return self, T.zeros(self.shape, dtype=dtypes.int64, device=self.device)
+    rank = _rank(x, descending)                                           # (..., n)
+    oh = rank.unsqueeze(-2) == T.arange(n, device=self.device).reshape(n, 1)   # (..., n_r, n_i)
+    values = _pick(x.unsqueeze(-2), oh, -1)
+    indices = _pick(T.arange(n, device=self.device).reshape((1,) * (x.ndim - 1) + (1, n)), oh, -1)
+    return values.transpose(d, -1), indices.transpose(d, -1)
+
+  def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
+    """Indices that sort `dim` (stable)."""
+    return self.sort(dim, descending, stable)[1]
+
+  def msort(self) -> Tensor: return self.sort(0)[0]
+
+  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the k largest (or smallest) elements along `dim`, in sorted order."""
+    if not isinstance(k, int) or isinstance(k, bool): raise _fail(TypeError, "topk", f"k must be an int, got {k!r}", self)
+    d = _resolve("topk", dim, self.ndim, self) if self.ndim else 0
+    n = self.shape[d] if self.ndim else 1
+    if not 0 <= k <= n: raise _fail(IndexError, "topk", f"k ({k}) is out of range for a dimension of size {n}", self)
+    v, i = self.sort(dim, descending=largest)
+    if not self.ndim: return v, i
+    sl = tuple((0, k) if a == d else None for a in range(self.ndim))
+    return v.shrink(sl), i.shrink(sl)
+
+  # ------------------------------------------------------------------ scans
+  def _scan_input(self, op: str, dim: int) -> tuple[Tensor, int, Tensor]:
+    """Self with `dim` moved last and a (n_i, n_j) j<=i mask."""
+    if self.ndim == 0:
+      _resolve(op, dim, 0, self)
+      return self.reshape(1), 0, _tri(type(self), 1, self.device)
+    d = _resolve(op, dim, self.ndim, self)
+    x = self.transpose(d, -1)
+    return x, d, _tri(type(self), x.shape[-1], self.device)
+
+  def _scan_output(self, out: Tensor, d: int) -> Tensor:
+    return out.reshape(()) if self.ndim == 0 else out.transpose(d, -1)
+
+  def cumsum(self, dim: int = 0, dtype=None) -> Tensor:
+    """Cumulative sum along `dim` (ints and bools give int64, like torch). O(n^2) per row.
+
+    >>> Tensor([1, 2, 3]).cumsum(0).tolist()
+    [1, 3, 6]
+    """
+    x, d, m = self._scan_input("cumsum", dim)
+    if dtype is not None: x = x.cast(dtype)
+    return self._scan_output(m.where(x.unsqueeze(-2), _zero_of(x.dtype)).sum(-1), d)
+
+  def cumprod(self, dim: int = 0, dtype=None) -> Tensor:
+    """Cumulative product along `dim` (ints and bools give int64). O(n^2) per row."""
+    x, d, m = self._scan_input("cumprod", dim)
+    if dtype is not None: x = x.cast(dtype)
+    if x.dtype.is_bool: x = x.cast(dtypes.int64)
+    return self._scan_output(m.where(x.unsqueeze(-2), 1).prod(-1), d)
+
+  def _cum_extreme(self, op: str, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
+    T = type(self)
+    x, d, m = self._scan_input(op, dim)
+    n = x.shape[-1]
+    if x.numel() == 0: return self, T.zeros(self.shape, dtype=dtypes.int64, device=self.device)
+    xj = x.unsqueeze(-2)                                                   # (..., 1, n_j)
+    xd = xj.detach()
+    ident = x.dtype.min if largest else x.dtype.max
+    masked = m.where(xd, ident)
+    ext = masked.max(-1, keepdim=True) if largest else masked.min(-1, keepdim=True)   # (..., n_i, 1)
+    hit = xd == ext
+    if x.dtype.is_float:   # a NaN wins from where it appears on, like torch
+      isnan = xd != xd
+      any_nan = (m & isnan).any(-1, keepdim=True)
+      hit = any_nan.where(isnan, hit)
+    j = T.arange(n, device=self.device).reshape(1, n)
+    idx = (m & hit).where(j, -1).max(-1)                                   # the last position that attains it
+    values = _pick(xj, j == idx.unsqueeze(-1), -1)                         # gradient goes to that element, like torch
+    return self._scan_output(values, d), self._scan_output(idx, d)
+
+  def cummax(self, dim: int = 0) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the running maximum along `dim`; the index is the last position attaining it."""
+    return self._cum_extreme("cummax", dim, True)
+
+  def cummin(self, dim: int = 0) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the running minimum along `dim`; the index is the last position attaining it."""
+    return self._cum_extreme("cummin", dim, False)
+
+  def logcumsumexp(self, dim: int = 0) -> Tensor:
+    """log(cumsum(exp(x))) along `dim`, computed stably (shifted by the running max). O(n^2) per row."""
+    x, d, m = self._scan_input("logcumsumexp", dim)
+    x = x._float("logcumsumexp")
+    if x.numel() == 0: return self._scan_output(x, d)
+    xj = x.unsqueeze(-2)
+    mx = m.where(xj, -math.inf).max(-1, keepdim=True).detach()            # (..., n_i, 1)
+    mx = (mx.abs() == math.inf).where(0.0, mx)
+    s = m.where(xj - mx, -math.inf).exp().sum(-1, keepdim=True)
+    return self._scan_output((s.log() + mx).squeeze(-1), d)
+
+  # ------------------------------------------------------------------ triangles and diagonals
+  def _tri_mask(self, op: str, diagonal: int, upper: bool) -> Tensor:
+    if self.ndim < 2: raise _fail(ValueError, op, f"needs a tensor with at least 2 dims, got {self.ndim}", self)
+    T = type(self)
+    r, c = self.shape[-2:]
+    diff = T.arange(c, device=self.device).reshape(1, c) - T.arange(r, device=self.device).reshape(r, 1)
+    return diff >= diagonal if upper else diff <= diagonal
+
+  def tril(self, diagonal: int = 0) -> Tensor:
+    """The lower triangle of the last two dims (elements with col - row <= diagonal), zeros elsewhere."""
+    return self._tri_mask("tril", diagonal, False).where(self, _zero_of(self.dtype))
+
+  def triu(self, diagonal: int = 0) -> Tensor:
+    """The upper triangle of the last two dims (elements with col - row >= diagonal), zeros elsewhere."""
+    return self._tri_mask("triu", diagonal, True).where(self, _zero_of(self.dtype))
+
+  def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
+    """The diagonal of the (dim1, dim2) planes, appended as the last dim (a view: pad + reshape + shrink)."""
+    if self.ndim < 2: raise _fail(ValueError, "diagonal", f"needs a tensor with at least 2 dims, got {self.ndim}", self)
+    a, b = _resolve("diagonal", dim1, self.ndim, self), _resolve("diagonal", dim2, self.ndim, self)
+    if a == b: raise _fail(ValueError, "diagonal", f"dim1 and dim2 must differ, both are {a}", self)
+    rest = [k for k in range(self.ndim) if k not in (a, b)]
+    x = self.permute(*rest, a, b)
+    lead = x.shape[:-2]
+    r, c = x.shape[-2:]
+    r0, c0 = (0, min(offset, c)) if offset >= 0 else (min(-offset, r), 0)
+    k = max(0, min(r - r0, c - c0))
+    x = x.shrink(tuple((0, s) for s in lead) + ((r0, r0 + k), (c0, c0 + k)))
+    if k == 0: return x.reshape(lead + (0,))
+    x = x.reshape(lead + (k * k,)).pad(tuple((0, 0) for _ in lead) + ((0, k),))
+    return x.reshape(lead + (k, k + 1)).shrink(tuple((0, s) for s in lead) + ((0, k), (0, 1))).reshape(lead + (k,))
+
+  def diag(self, diagonal: int = 0) -> Tensor:
+    """1-D input: a square matrix with it on the `diagonal`-th diagonal. 2-D input: that diagonal."""
+    if self.ndim == 2: return self.diagonal(diagonal)
+    if self.ndim != 1: raise _fail(ValueError, "diag", f"needs a 1-D or 2-D tensor, got {self.ndim} dims", self)
+    n = self.shape[0]
+    x = self.unsqueeze(1).pad(((0, 0), (0, n))).reshape(n * (n + 1)).shrink(((0, n * n),)).reshape(n, n)
+    k = diagonal
+    return x.pad(((0, k), (k, 0))) if k >= 0 else x.pad(((-k, 0), (0, -k)))
+
+  def diag_embed(self, offset: int = 0) -> Tensor:
+    """The last dim placed on the diagonal of new (n, n) last two dims."""
+    if self.ndim == 0: raise _fail(ValueError, "diag_embed", "needs at least 1 dim", self)
+    lead, n = self.shape[:-1], self.shape[-1]
+    x = self.unsqueeze(-1).pad(((0, 0),) * len(lead) + ((0, 0), (0, n))).reshape(lead + (n * (n + 1),))
+    x = x.shrink(tuple((0, s) for s in lead) + ((0, n * n),)).reshape(lead + (n, n))
+    z = ((0, 0),) * len(lead)
+    return x.pad(z + ((0, offset), (offset, 0))) if offset >= 0 else x.pad(z + ((-offset, 0), (0, -offset)))
+
+  def trace(self) -> Tensor:
+    """Sum of the main diagonal of a 2-D tensor (ints give int64, like torch)."""
+    if self.ndim != 2: raise _fail(ValueError, "trace", f"needs a 2-D tensor, got {self.ndim} dims", self)
+    return self.diagonal().sum()
+
+  def outer(self, other: Tensor) -> Tensor:
+    """Outer product of two 1-D tensors."""
+    from petagrad.tensor import Tensor
+    if not isinstance(other, Tensor): raise _fail(TypeError, "outer", f"expected a Tensor, got {type(other).__name__}", self)
+    if self.ndim != 1 or other.ndim != 1: raise _fail(ValueError, "outer", "both operands must be 1-D", self, other)
+    return self.unsqueeze(1) * other.unsqueeze(0)
+  ger = outer
+
+  # ------------------------------------------------------------------ rearranging
+  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+    """Shift elements along dims, wrapping around (a view: repeat twice + shrink). dims=None: flat."""
+    if dims is None:
+      if not isinstance(shifts, int): raise _fail(ValueError, "roll", "with dims=None, shifts must be one int", self)
+      return self.flatten().roll(shifts, 0).reshape(self.shape)
+    sh = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    ds = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(sh) != len(ds): raise _fail(ValueError, "roll", f"shifts {sh} and dims {ds} must have the same length", self)
+    x = self if self.ndim else self.reshape(1)
+    for s, d in zip(sh, ds):
+      d = _resolve("roll", d, x.ndim, self)
+      n = x.shape[d]
+      if n == 0 or s % n == 0: continue
+      s %= n
+      reps = [1] * x.ndim; reps[d] = 2
+      x = x.repeat(reps).shrink(tuple((n - s, 2 * n - s) if k == d else (0, z) for k, z in enumerate(x.shape)))
+    return x.reshape(self.shape)
+
+  def repeat_interleave(self, repeats, dim: int | None = None, output_size: int | None = None) -> Tensor:
+    """Repeat each element `repeats` times along dim (flat when dim is None). Per-element repeats
+    (a list or tensor) realize to learn the output size."""
+    from petagrad.tensor import Tensor
+    x = self.flatten() if dim is None else self
+    d = 0 if dim is None else _resolve("repeat_interleave", dim, self.ndim, self)
+    if isinstance(repeats, int) and not isinstance(repeats, bool):
+      if repeats < 0: raise _fail(ValueError, "repeat_interleave", f"repeats must be >= 0, got {repeats}", self)
+      y = x.unsqueeze(d + 1)
+      y = y.expand(y.shape[:d + 1] + (repeats,) + y.shape[d + 2:])
+      return y.reshape(x.shape[:d] + (x.shape[d] * repeats,) + x.shape[d + 1:])
+    reps = repeats.tolist() if isinstance(repeats, Tensor) else list(repeats)
+    if isinstance(reps, int): reps = [reps]
+    if len(reps) == 1: return self.repeat_interleave(int(reps[0]), dim)
+    if len(reps) != x.shape[d]: raise _fail(ValueError, "repeat_interleave", f"repeats has {len(reps)} entries, dim {d} has size {x.shape[d]}", self)
+    if any(r < 0 for r in reps): raise _fail(ValueError, "repeat_interleave", "repeats must be >= 0", self)
+    idx = [i for i, r in enumerate(reps) for _ in range(r)]
+    it = Tensor(idx, dtype=dtypes.int64, device=self.device) if idx else Tensor.zeros(0, dtype=dtypes.int64, device=self.device)
+    return x.index_select(d, it)
+
+  def one_hot(self, num_classes: int = -1) -> Tensor:
+    """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes self).
+    Values outside [0, num_classes) give an all-zero row."""
+    if not self.dtype.is_int: raise _fail(TypeError, "one_hot", f"needs an integer tensor, got {self.dtype}", self)
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if num_classes < 0: raise _fail(ValueError, "one_hot", f"num_classes must be >= 0 or -1, got {num_classes}", self)
+    return (self.cast(dtypes.int64).unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
+
+  @staticmethod
+  def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors (views: reshape + expand). indexing='xy' swaps the first two dims."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
+    if indexing not in ("ij", "xy"): raise _fail(ValueError, "meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}")
+    if not tensors: raise _fail(ValueError, "meshgrid", "needs at least one tensor")
+    for t in tensors:
+      if t.ndim > 1: raise _fail(ValueError, "meshgrid", "expects 0-D or 1-D tensors", *tensors)
+    ts = [t.reshape(-1) if t.ndim == 0 else t for t in tensors]
+    if indexing == "xy" and len(ts) >= 2: ts[0], ts[1] = ts[1], ts[0]
+    shape = tuple(t.shape[0] for t in ts)
+    out = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(ts))) if t.numel() else tuple(0 if k == i else 1 for k in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
+    if indexing == "xy" and len(ts) >= 2: out[0], out[1] = out[1], out[0]
+    return tuple(out)
+
+  def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None):
+    """The distinct values (sorted, flat). Realizes to learn how many there are. With return_inverse,
+    also the index of each element in the result; with return_counts, how often each value occurs.
+    NaNs are all distinct, like torch."""
+    from petagrad.tensor import Tensor
+    if dim is not None: raise _fail(NotImplementedError, "unique", "dim is not supported yet (only the flat form)", self)
+    x = self.flatten()
+    if x.numel() == 0: u = x
+    else:
+      s = x.sort()[0]
+      first = Tensor.full((1,), True, dtypes.bool, self.device).cat(s[1:].ne(s[:-1])) if s.shape[0] > 1 else Tensor.full((1,), True, dtypes.bool, self.device)
+      u = s[first]
+    out = [u]
+    if return_inverse or return_counts:
+      eq = x.unsqueeze(1) == u.unsqueeze(0)                    # (n, u)
+      if return_inverse: out.append(eq.where(Tensor.arange(u.shape[0], device=self.device), 0).sum(1).reshape(self.shape))
+      if return_counts: out.append(eq.cast(dtypes.int64).sum(0))
+    return out[0] if len(out) == 1 else tuple(out)
+
+  # ------------------------------------------------------------------ einsum
+  @staticmethod
+  def einsum(formula: str, *operands) -> Tensor:
+    """Einstein summation like torch.einsum: any subscripts, repeated indices in one operand (its
+    diagonal), '...' and the implicit output (letters used once, in alphabetical order). Operands are
+    contracted left to right; each step is a broadcast multiply + sum (one reduce kernel).
+
+    >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
+    [3, 7]
+    """
+    from petagrad.tensor import Tensor
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    for t in operands:
+      if not isinstance(t, Tensor): raise _fail(TypeError, "einsum", f"operands must be Tensors, got {type(t).__name__}")
+    f = formula.replace(" ", "")
+    lhs, rhs = f.split("->") if "->" in f else (f, None)
+    ins = lhs.split(",")
+    if len(ins) != len(operands): raise _fail(ValueError, "einsum", f"{formula!r} names {len(ins)} operands, got {len(operands)}", *operands)
+    for s in ins + ([rhs] if rhs is not None else []):
+      bad = [ch for ch in s.replace("...", "") if not ch.isalpha()]
+      if bad or s.count("...") > 1: raise _fail(ValueError, "einsum", f"bad subscripts {s!r} in {formula!r}", *operands)
+    # '...' -> placeholder letters, right-aligned over the broadcast ellipsis dims
+    n_ell = 0
+    for s, t in zip(ins, operands):
+      k = len(s.replace("...", ""))
+      if "..." in s: n_ell = max(n_ell, t.ndim - k)
+      elif t.ndim != k: raise _fail(ValueError, "einsum", f"subscripts {s!r} name {k} dims, the operand has {t.ndim}", *operands)
+    ell = [chr(0x3b1 + i) for i in range(n_ell)]   # greek letters: never in a formula (isalpha, but not ascii)
+    subs: list[list[str]] = []
+    for s, t in zip(ins, operands):
+      if "..." in s:
+        a, b = s.split("...")
+        k = t.ndim - len(a) - len(b)
+        if k < 0: raise _fail(ValueError, "einsum", f"subscripts {s!r} name more dims than the operand has ({t.ndim})", *operands)
+        subs.append(list(a) + ell[n_ell - k:] + list(b))
+      else: subs.append(list(s))
+    counts: dict[str, int] = {}
+    for sb in subs:
+      for ch in sb: counts[ch] = counts.get(ch, 0) + 1
+    if rhs is None: out = ell + sorted(ch for ch in counts if counts[ch] == 1 and ch not in ell)
+    else:
+      if "..." not in rhs and n_ell: out = list(rhs)
+      else:
+        a, b = rhs.split("...") if "..." in rhs else (rhs, "")
+        out = list(a) + ell + list(b)
+    if len(set(out)) != len(out): raise _fail(ValueError, "einsum", f"output subscripts repeat a letter in {formula!r}", *operands)
+    for ch in out:
+      if ch not in counts: raise _fail(ValueError, "einsum", f"output subscript {ch!r} does not appear in the inputs of {formula!r}", *operands)
+    # sizes: equal, or 1 (broadcast)
+    size: dict[str, int] = {}
+    for sb, t in zip(subs, operands):
+      for ch, n in zip(sb, t.shape):
+        if ch in size and size[ch] != n and 1 not in (size[ch], n):
+          raise _fail(ValueError, "einsum", f"subscript {ch!r} has size {size[ch]} in one place and {n} in another", *operands)
+        size[ch] = n if ch not in size or size[ch] == 1 else size[ch]
+    # repeated letters in one operand: take the diagonal
+    terms = []
+    for sb, t in zip(subs, operands):
+      sb = list(sb)
+      while len(set(sb)) != len(sb):
+        ch = next(c for c in sb if sb.count(c) > 1)
+        p = sb.index(ch); q = sb.index(ch, p + 1)
+        if t.shape[p] != t.shape[q]: raise _fail(ValueError, "einsum", f"repeated subscript {ch!r} needs equal sizes, got {t.shape[p]} and {t.shape[q]}", *operands)
+        t = t.diagonal(0, p, q)
+        sb = [c for k, c in enumerate(sb) if k not in (p, q)] + [ch]
+      terms.append((t, sb))
+    def contract(a, sa, b, sb, keep):
+      letters = sa + [c for c in sb if c not in sa]
+      ta = a.permute([sa.index(c) for c in letters if c in sa]).reshape(tuple(a.shape[sa.index(c)] if c in sa else 1 for c in letters))
+      tb = b.permute([sb.index(c) for c in letters if c in sb]).reshape(tuple(b.shape[sb.index(c)] if c in sb else 1 for c in letters))
+      p = ta * tb
+      red = [k for k, c in enumerate(letters) if c not in keep]
+      if red: p = _sum_keep_dtype(p, tuple(red))
+      return p, [c for c in letters if c in keep]
+    t, st = terms[0]
+    rest = terms[1:]
+    def needed(i): return set(out) | {c for _, s in rest[i:] for c in s}
+    red = [k for k, c in enumerate(st) if c not in needed(0)]
+    if red: t, st = _sum_keep_dtype(t, tuple(red)), [c for c in st if c in needed(0)]
+    for i, (u, su) in enumerate(rest):
+      t, st = contract(t, st, u, su, needed(i + 1))
+    # broadcast size-1 letters to the output sizes, order as requested
+    t = t.permute([st.index(c) for c in out]) if st else t
+    return t.expand(tuple(size[c] for c in out)) if out else t
+
+def _sum_keep_dtype(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+  if x.dtype.is_bool: return x.any(axes)
+  return x.sum(axes, dtype=x.dtype if x.dtype.is_int else None)
+
+def _rank(x: Tensor, descending: bool) -> Tensor:
+  """Position of each element of the last dim in the stable sorted order (NaN is the largest)."""
+  T = type(x)
+  n = x.shape[-1]
+  a, b = x.unsqueeze(-1).detach(), x.unsqueeze(-2).detach()     # a: element i, b: element j
+  if x.dtype.is_float:
+    na, nb = a != a, b != b
+    before = ((b > a) | (nb & na.logical_not())) if descending else ((b < a) | (na & nb.logical_not()))
+    eq = (b == a) | (na & nb)
+  else:
+    before = (b > a) if descending else (b < a)
+    eq = b == a
+  j_first = T.arange(n, device=x.device).reshape(1, n) < T.arange(n, device=x.device).reshape(n, 1)   # j < i
+  return (before | (eq & j_first)).cast(dtypes.int64).sum(-1)

@@ -13,6 +13,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.dtype import DType, dtypes, float_to_bf16_bits
 from petagrad.codegen.linearize import LinearProgram
+from petagrad.helpers import cpu_threads
 
 class Renderer:
   """Base of all renderers: turns a linear program into source text for one device."""
@@ -86,7 +87,8 @@ class CStyleRenderer(Renderer):
         names[u] = v
         simd = i in innermost and innermost[i] is not None and bool(self.simd_pragma)
         red = f" reduction(+:{', '.join(names[a] for a in innermost[i])})" if simd and innermost[i] else ""
-        if u.arg[2] == "thread" and self.thread_pragma: lines.append(f"{ind}{self.thread_pragma}{' simd' if simd else ''}{red}")
+        if u.arg[2] == "thread" and self.thread_pragma:
+          lines.append(f"{ind}{self.thread_pragma}{' simd' if simd else ''}{red} num_threads({cpu_threads()})")
         elif simd: lines.append(f"{ind}{self.simd_pragma}{red}")
         lines.append(f"{ind}for (long long {v} = 0; {v} < {u.arg[1]}; {v}++) {{")
         depth += 1; continue

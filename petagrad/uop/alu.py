@@ -44,7 +44,7 @@ def _log2(x: float) -> float:
 
 def _sin(x: float) -> float: return math.nan if math.isinf(x) else math.sin(x)
 def _sqrt(x: float) -> float: return math.nan if x < 0 or math.isnan(x) else math.sqrt(x)
-def _trunc(x: float) -> float: return x if math.isinf(x) or math.isnan(x) else float(math.trunc(x))
+def _trunc(x: float) -> float: return x if math.isinf(x) or math.isnan(x) else math.copysign(float(math.trunc(x)), x)
 
 # op -> python function of the (already dtype-correct) operands; results are truncated to the dtype after
 PYTHON_ALU: dict[Ops, Callable[..., Any]] = {

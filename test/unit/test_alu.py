@@ -160,7 +160,6 @@ def test_float_rounding_to_dtype():
   assert exec_alu(Ops.ADD, dtypes.float64, (1.0, 2.0**-52)) == 1.0 + 2.0**-52
   assert exec_alu(Ops.EXP2, dtypes.float64, (1e308,)) == math.inf and exec_alu(Ops.EXP2, dtypes.float64, (-1e308,)) == 0.0
 
-@pytest.mark.xfail(strict=True, reason="BUG in alu._trunc: float(math.trunc(x)) loses the sign of zero; C truncf(-0.5) is -0.0")
 @pytest.mark.parametrize("dt", [dtypes.float16, dtypes.float32, dtypes.float64], ids=lambda d: d.name)
 def test_trunc_keeps_sign_of_zero(dt: DType):
   for x in (-0.5, -0.0, -0.999):

@@ -1,0 +1,97 @@
+"""BEAM search: time candidate optimizations of a kernel on the real device, keep the best `width`,
+extend them, until nothing improves. The winner is cached on disk per kernel and device.
+
+`BEAM=2 python train.py` searches every new kernel once; later runs read the cache.
+"""
+from __future__ import annotations
+import json, time
+from concurrent.futures import ThreadPoolExecutor
+from petagrad.uop.ops import Ops
+from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
+from petagrad.device import Device, Buffer
+from petagrad.dtype import DType
+from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, DISABLE_DISK_CACHE
+
+MAX_UNROLLED = 64     # copies of the loop body an unroll/upcast combination may create
+MAX_DEPTH = 5
+
+def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Opt]:
+  out: list[Opt] = []
+  for i, r in enumerate(k.ranges):
+    kind, size = r.arg[2], r.arg[1]
+    if kind == "global":
+      out += [Opt(OptOps.UPCAST, i, a) for a in (2, 4, 8) if size % a == 0 and size > a]
+      if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
+    if kind == "reduce":
+      out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4) if size % a == 0 and size > a]
+      if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
+  if supports_threads and cpu_threads() > 1: out.append(Opt(OptOps.THREAD, 0))
+  return out
+
+def _clone(k: Kernel) -> Kernel:
+  c = Kernel(k.ast, list(k.applied))
+  c.next_id = k.next_id
+  return c
+
+def _buffers(k: Kernel, params: list[DType], device: str) -> list:
+  """Scratch buffers big enough for every index the kernel touches."""
+  sizes = [1] * len(params)
+  for u in k.ast.toposort():
+    if u.op in (Ops.LOAD, Ops.STORE): sizes[u.src[0].arg] = max(sizes[u.src[0].arg], int(u.src[1].vmax) + 1)
+  return [Buffer(device, s, dt).ensure_allocated().raw for s, dt in zip(sizes, params)]
+
+def _time(ck, raw: list, runs: int = 3) -> float:
+  ck.program(*raw)
+  best = float("inf")
+  for _ in range(runs):
+    st = time.perf_counter()
+    ck.program(*raw)
+    best = min(best, time.perf_counter() - st)
+  return best
+
+def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kernel:
+  from petagrad.engine.realize import compile_kernel
+  dev = Device[device]
+  key = content_hash("beam", device, k.ast.key, str(width), str(cpu_threads()), type(dev.compiler).__name__, dev.compiler.cache_key)
+  path = cache_dir() / "beam" / f"{key}.json"
+  base = _clone(k)
+  base.merge_ranges()
+  if not DISABLE_DISK_CACHE and path.exists():
+    for o in json.loads(path.read_text()): base.apply(Opt(OptOps[o[0]], o[1], o[2]))
+    return base
+  raw = _buffers(base, params, device)
+  def measure(cand: Kernel) -> float:
+    try: return _time(compile_kernel(device, cand, "beam_candidate", params), raw)
+    except Exception as e:   # a candidate that does not compile is not a winner
+      if DEBUG >= 3: print(f"beam: candidate {cand.applied} failed: {e}")
+      return float("inf")
+  beam = [(measure(base), base)]
+  best_t, best = beam[0]
+  seen = {tuple(base.applied)}
+  with ThreadPoolExecutor(max_workers=max(1, cpu_threads())) as pool:
+    for _ in range(MAX_DEPTH):
+      cands: list[Kernel] = []
+      for _, kk in beam:
+        for a in actions(kk, dev.renderer.supports_vector, dev.renderer.supports_threads):
+          c = _clone(kk)
+          try: c.apply(a)
+          except OptError: continue
+          if c.unrolled_size() > MAX_UNROLLED or tuple(c.applied) in seen: continue
+          seen.add(tuple(c.applied))
+          cands.append(c)
+      if not cands: break
+      # compile in parallel (the compiler runs in subprocesses), then time one at a time
+      list(pool.map(lambda c: _safe_compile(compile_kernel, device, c, params), cands))
+      timed = sorted(((measure(c), c) for c in cands), key=lambda x: x[0])[:width]
+      if not timed or timed[0][0] >= best_t: break
+      beam = timed
+      best_t, best = timed[0]
+      if DEBUG >= 2: print(f"beam: {best_t*1e6:9.2f} us with {best.applied}")
+  if not DISABLE_DISK_CACHE:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps([(o.op.name, o.axis, o.amount) for o in best.applied]))
+  return best
+
+def _safe_compile(fn, device, c, params):
+  try: return fn(device, c, "beam_candidate", params)
+  except Exception: return None

@@ -1,0 +1,58 @@
+"""Kernel optimizations never change results: heuristics, NOOPT, threads and BEAM agree."""
+from __future__ import annotations
+import numpy as np
+import pytest
+from petagrad import Tensor, Context
+
+CASES = {
+  "matmul": (lambda a, b: a @ b, [(64, 48), (48, 80)]),
+  "matmul_odd": (lambda a, b: a @ b, [(33, 17), (17, 50)]),
+  "matmul_bT": (lambda a, b: a @ b.T, [(32, 64), (48, 64)]),
+  "matmul_aT": (lambda a, b: a.T @ b, [(64, 32), (64, 48)]),
+  "bmm": (lambda a, b: a @ b, [(3, 16, 32), (3, 32, 16)]),
+  "matmul_bias_relu": (lambda a, b, c: (a @ b + c).relu(), [(64, 32), (32, 48), (48,)]),
+  "sum0": (lambda a: a.sum(0), [(64, 128)]),
+  "sum1": (lambda a: a.sum(1), [(64, 128)]),
+  "max0": (lambda a: a.max(0), [(64, 128)]),
+  "max1": (lambda a: a.max(1), [(64, 128)]),
+  "softmax": (lambda a: a.softmax(-1), [(64, 128)]),
+  "softmax0": (lambda a: a.softmax(0), [(64, 128)]),
+  "chain": (lambda a, b, c: ((a * b + c).relu() * 0.5).exp(), [(200, 300)] * 3),
+  "log": (lambda a: (a.abs() + 0.1).log(), [(300, 200)]),
+  "var": (lambda a: a.var(1), [(64, 128)]),
+  "argmax": (lambda a: a.argmax(1), [(64, 128)]),
+  "pad_sum": (lambda a: a.pad(((1, 2), (3, 4))).sum(0), [(64, 128)]),
+  "half_matmul": (lambda a, b: (a.half() @ b.half()).float(), [(32, 32), (32, 48)]),
+  "double_sum": (lambda a: a.double().sum(0), [(64, 96)]),
+  "int_sum": (lambda a: (a * 100).cast("int32").sum(1), [(16, 64)]),
+}
+
+def _run(fn, xs, **flags):
+  with Context(**flags):
+    return fn(*[Tensor(x, device="CPU") for x in xs]).numpy()
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_opts_agree_with_noopt(name):
+  fn, shapes = CASES[name]
+  rng = np.random.default_rng(0)
+  xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  ref = _run(fn, xs, NOOPT=1)
+  for flags in ({}, {"THREADS": 2}):
+    np.testing.assert_allclose(_run(fn, xs, **flags), ref, rtol=2e-5, atol=2e-5, err_msg=f"{name} with {flags}")
+
+@pytest.mark.parametrize("name", ["matmul", "sum1"])
+def test_beam_agrees(name, tmp_path):
+  fn, shapes = CASES[name]
+  rng = np.random.default_rng(1)
+  xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+  ref = _run(fn, xs, NOOPT=1)
+  np.testing.assert_allclose(_run(fn, xs, BEAM=2, CACHEDIR=str(tmp_path)), ref, rtol=2e-5, atol=2e-5)
+
+def test_exp2_log2_decomposition_accuracy():
+  x = np.concatenate([np.linspace(-150, 128, 5001), [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(np.float32)
+  got = Tensor(x, device="CPU").exp2().numpy()
+  ref = np.exp2(x.astype(np.float64)).astype(np.float32)
+  np.testing.assert_allclose(got, ref, rtol=3e-7, atol=0, equal_nan=True)
+  y = np.concatenate([np.exp(np.linspace(-80, 80, 5001)), [np.inf, 0.0, -1.0, np.nan, 1e-42]]).astype(np.float32)
+  with np.errstate(all="ignore"): ref = np.log2(y.astype(np.float64)).astype(np.float32)
+  np.testing.assert_allclose(Tensor(y, device="CPU").log2().numpy(), ref, rtol=1e-6, atol=1e-6, equal_nan=True)
