@@ -20,7 +20,9 @@ if __name__ == "__main__":
   _threads = _early_args(sys.argv[1:])
   if os.environ.get("DEV", "CPU") != "CPU": print(f"bench: DEV={os.environ['DEV']} overridden to CPU", file=sys.stderr)
   os.environ["DEV"] = "CPU"                           # petagrad's and tinygrad's default device flag: both CPU
-  for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"):   # petagrad's OpenMP, numpy's BLAS, tinygrad
+  # petagrad's kernels (THREADS; OMP_NUM_THREADS for its OpenMP runtime), numpy's BLAS, tinygrad's CPU workers.
+  # tinygrad also reads THREADS, as a bool (threads on/off): any N >= 1 keeps them on.
+  for var in ("THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"):
     os.environ[var] = str(_threads)
 
 import gc, json, math, platform, shutil, statistics, subprocess, tempfile, time, traceback, datetime
@@ -179,10 +181,11 @@ def markdown(report: dict) -> str:
   peers = [n for n in fw_names if n != "petagrad"]
   L = ["# petagrad benchmarks", "",
        f"{meta['date']}, petagrad {meta['git']}, {'quick' if meta['quick'] else 'full'} run, "
-       f"{meta['threads']} threads for every framework (torch.set_num_threads, OMP/OpenBLAS/tinygrad threads).", "",
+       f"{meta['threads']} threads for every framework (torch.set_num_threads; THREADS/OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, NUM_CPU_THREADS).", "",
        f"Machine: {m['cpu']}, {m['cores']} cores; measured limits **{m['peak_gflops']:.0f} GFLOP/s** fp32 "
        f"(one thread {m['one_thread_gflops']:.0f}, all threads at once {m['all_threads_gflops']:.0f}) and "
-       f"**{m['peak_gbs']:.1f} GB/s** (read {m['read_gbs']:.1f}, triad {m['triad_gbs']:.1f}). "
+       f"**{m['peak_gbs']:.1f} GB/s** (read {m['read_gbs']:.1f}, triad {m['triad_gbs']:.1f}): the best measured on this "
+       f"machine so far; this run measured {m['run_peak_gflops']:.0f} GFLOP/s and {m['run_peak_gbs']:.1f} GB/s. "
        f"Load average {meta['load_start']} at the start, {meta['load_end']} at the end (a shared machine: read ratios, not times).", "",
        "Versions: " + ", ".join(f"{n} {v}" for n, v in meta["versions"].items()) + ".", "",
        "Times are medians (per call; per kernel for jit_replay). Speedup = peer time / petagrad time: **>1 means petagrad is faster**.", "",
@@ -271,16 +274,17 @@ def main() -> None:
   report: dict = {"meta": {}, "machine": peak, "cases": []}
   for case in selected:
     log(f"bench: {case.name}: {case.desc}")
-    st = time.perf_counter()
+    st, load0 = time.perf_counter(), loadavg()
     res = time_cold(case, fws, o) if case.cold_of else time_case(case, fws, o)
     d = derive(case, res, peak)
     report["cases"].append({"name": case.name, "desc": case.desc, "bound": case.bound, "per": case.per,
-                            "flops": case.flops, "bytes": case.nbytes, "results": res, "derived": d})
+                            "flops": case.flops, "bytes": case.nbytes, "results": res, "derived": d,
+                            "load_before": load0, "load_after": loadavg(), "wall_s": time.perf_counter() - st})
     log("  " + "  ".join(f"{n}={cell(r)}" for n, r in res.items()) +
         "  | speedup " + " ".join(f"vs {p} {x:.2f}x" for p, x in d["speedup"].items()) + f"  ({time.perf_counter() - st:.1f} s)")
   log("bench: measuring the machine's limits again (the limits are the better of the two measurements) ...")
   peak2 = machine.measure(o.quick)
-  peak = machine.best(peak, peak2)
+  peak = machine.remember(machine.best(peak, peak2), os.path.join(o.out, "machine_limits.json"))
   for c in report["cases"]: c["derived"] = derive(C.CASES[c["name"]], c["results"], peak)
   report["machine"] = peak
   versions = {n: fw.version for n, fw in fws.items() if not fw.reason}
