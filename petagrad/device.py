@@ -7,7 +7,7 @@ A device is an allocator, a compiler, a program launcher and a renderer (runtime
 True
 """
 from __future__ import annotations
-import importlib, ctypes, functools, os, uuid
+import importlib, ctypes, functools, mmap, os, uuid
 from dataclasses import dataclass
 from typing import Any
 from petagrad.dtype import DType
@@ -24,7 +24,11 @@ class Allocator:
 
 class HostAllocator(Allocator):
   """Memory in this process, as ctypes byte arrays (so C kernels get plain pointers)."""
-  def alloc(self, nbytes: int) -> Any: return (ctypes.c_uint8 * max(nbytes, 1))()
+  def alloc(self, nbytes: int) -> Any:
+    if nbytes < (1 << 16): return (ctypes.c_uint8 * max(nbytes, 1))()
+    # big buffers: anonymous memory, zeroed lazily by the OS as the kernel's threads first touch it
+    m = mmap.mmap(-1, nbytes)
+    return (ctypes.c_uint8 * nbytes).from_buffer(m)
   def copyin(self, dest: Any, src: memoryview) -> None: memoryview(dest).cast('B')[:src.nbytes] = src
   def copyout(self, dest: memoryview, src: Any) -> None: dest[:] = memoryview(src).cast('B')[:dest.nbytes]
 

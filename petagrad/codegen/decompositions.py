@@ -24,9 +24,8 @@ def _pow2i(n: UOp) -> UOp:
 
 def exp2_f32(x: UOp) -> UOp:
   xc = _where(_lt(x, _f(-150.0)), _f(-150.0), _where(_lt(_f(130.0), x), _f(130.0), x))
-  y = xc + _f(0.5)
-  t = UOp(Ops.TRUNC, F32, (y,))
-  n = _where(_lt(y, t), t - _f(1.0), t)          # floor(x + 0.5): round to nearest
+  # round to nearest: adding 1.5 * 2**23 pushes the fraction bits out (exact for |x| < 2**22)
+  n = (xc + _f(12582912.0)) - _f(12582912.0)
   f = xc - n                                     # in [-0.5, 0.5]
   # 2**f = exp(f ln2): Taylor series to degree 7, error < 1e-8 on [-0.5, 0.5]
   p = _f(math.log(2) ** 7 / math.factorial(7))

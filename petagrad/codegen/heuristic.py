@@ -7,6 +7,7 @@
 * spread the outermost output loop over the CPU threads when the kernel is big enough.
 """
 from __future__ import annotations
+from petagrad.uop.ops import Ops
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride
 from petagrad.helpers import prod, NOOPT, cpu_threads
 
@@ -33,23 +34,34 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
 
 def _axis(k: Kernel, r) -> int: return k.ranges.index(r)
 
+def _depends_on_reduce(u, red: list) -> bool:
+  nodes = u.src[1].toposort()
+  return any(r in nodes for r in red)
+
 def _try(k: Kernel, opt: Opt) -> bool:
   try: k.apply(opt); return True
   except OptError: return False
 
 def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
   # the output range along which the store is contiguous, and some load is too
+  # loads the reduction streams through (they depend on a reduce range)
+  streamed = [_depends_on_reduce(u, red) for u in k.ast.toposort() if u.op in (Ops.LOAD, Ops.STORE)]
   for r in reversed(out):
     st = loads_stride(k.ast, r)
-    if st[-1] == 1 and 1 in st[:-1] and r.arg[1] % n == 0:
+    moving = [s for s, dep in zip(st[:-1], streamed[:-1]) if dep]
+    # vector lanes along r: the store and a streamed load are contiguous, and no streamed load is gathered
+    if st[-1] == 1 and 1 in moving and all(s in (0, 1) for s in moving) and r.arg[1] % n == 0:
       # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
       others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)]
       if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
       vector_outer = k.next_id - 2 if r.arg[1] > n else None   # the split left an outer range
       if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 4))
-      # and two vectors per row: 4x2 accumulators, 4 broadcasts and 2 vector loads per step
-      vo = [x for x in k.ranges if x.arg[0] == vector_outer and x.arg[1] % 2 == 0]
-      if vo: _try(k, Opt(OptOps.UPCAST, _axis(k, vo[0]), 2))
+      # a matmul: two vectors per row (4x2 accumulators, 4 broadcasts and 2 vector loads per step);
+      # a column reduction: wide strips (8 vectors) so each row read covers whole cache lines
+      amt = 2 if others else 8
+      vo = [x for x in k.ranges if x.arg[0] == vector_outer]
+      while vo and amt > 1 and vo[0].arg[1] % amt: amt //= 2
+      if vo and amt > 1: _try(k, Opt(OptOps.UPCAST, _axis(k, vo[0]), amt))
       return
   # reduction over contiguous memory: lanes from the reduce range
   r = red[-1]

@@ -44,18 +44,22 @@ class CStyleRenderer(Renderer):
   # ------------------------------------------------------------ types and constants
   def tname(self, dt: DType) -> str:
     if dt.count == 1: return self.types[dt]
-    return f"{self.types[dt.scalar()].replace(' ', '_')}_v{dt.count}"
-  def vector_typedefs(self, dts: set[DType]) -> str:
+    # a bool vector is a mask: 32-bit lanes that are all ones (true) or zero, as vector compares give
+    return self._vt(self.types[dtypes.int32 if dt.scalar().is_bool else dt.scalar()], dt.count)
+  def _vt(self, celem: str, n: int) -> str:
+    name = f"{celem.replace(' ', '_')}_v{n}"
+    self._vec_types[name] = (celem, n)
+    return name
+  def vector_typedefs(self) -> str:
     out = []
-    for dt in sorted(dts, key=lambda d: (d.name, d.count)):
-      el = "unsigned char" if dt.scalar() == dtypes.bool else self.types[dt.scalar()]
-      size = dt.count * (1 if dt.scalar() == dtypes.bool else dt.itemsize)
-      out.append(f"typedef {el} {self.tname(dt)} __attribute__((vector_size({size})));")
-      out.append(f"typedef {el} {self.tname(dt)}u __attribute__((vector_size({size}), aligned({dt.itemsize})));")
+    for name, (celem, n) in sorted(self._vec_types.items()):
+      size = C_SIZES[celem]
+      out.append(f"typedef {celem} {name} __attribute__((vector_size({size * n})));")
+      out.append(f"typedef {celem} {name}u __attribute__((vector_size({size * n}), aligned({size})));")
     return "\n".join(out) + ("\n" if out else "")
 
   def const(self, v, dt: DType) -> str:
-    if dt.count > 1: return f"(({self.tname(dt)}){{}} + {self.const(v, dt.scalar())})"
+    if dt.count > 1: return f"(({self.tname(dt)}){{}} + {('-1' if v else '0') if dt.scalar().is_bool else self.const(v, dt.scalar())})"
     if dt == dtypes.bfloat16: return f"((unsigned short){float_to_bf16_bits(v)})"
     if dt.is_float:
       if math.isnan(v): s = "__builtin_nanf(\"\")"
@@ -73,12 +77,11 @@ class CStyleRenderer(Renderer):
     names: dict[UOp, str] = {}
     lines: list[str] = []
     depth, counter = 1, 0
-    vec_types: set[DType] = set()
+    self._vec_types: dict[str, tuple[str, int]] = {}
     uops = prog.uops
     innermost = _innermost_loops(uops)
     for i, u in enumerate(uops):
       op, dt = u.op, u.dtype
-      if dt.count > 1: vec_types.add(dt)
       if op is Ops.CONST: names[u] = self.const(u.arg, dt); continue
       if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; continue
       ind = "  " * depth
@@ -96,7 +99,10 @@ class CStyleRenderer(Renderer):
         depth -= 1; lines.append("  " * depth + "}"); continue
       if op is Ops.STORE:
         buf, idx, val = (names[s] for s in u.src)
-        if u.src[2].dtype.count > 1: lines.append(f"{ind}*(({self.tname(u.src[2].dtype)}u*)({buf} + {idx})) = {val};")
+        vdt = u.src[2].dtype
+        if vdt.count > 1 and vdt.scalar().is_bool:   # masks are stored as bytes 0/1
+          lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, {self._vt('unsigned char', vdt.count)});")
+        elif vdt.count > 1: lines.append(f"{ind}*(({self.tname(vdt)}u*)({buf} + {idx})) = {val};")
         else: lines.append(f"{ind}{buf}[{idx}] = {val};")
         continue
       if op is Ops.ACC_UPDATE:
@@ -108,20 +114,24 @@ class CStyleRenderer(Renderer):
       if op is Ops.DEFINE_ACC: expr = names[u.src[0]]
       elif op is Ops.LOAD:
         buf, idx = names[u.src[0]], names[u.src[1]]
-        expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
+        if dt.count > 1 and dt.scalar().is_bool:
+          expr = f"(-__builtin_convertvector(*(({self._vt('unsigned char', dt.count)}u*)({buf} + {idx})), {self.tname(dt)}))"
+        else: expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
         if len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, dt)})"
-      elif op is Ops.VECTORIZE: expr = f"(({self.tname(dt)}){{{', '.join(names[s] for s in u.src)}}})"
-      elif op is Ops.GEP: expr = f"({names[u.src[0]]})[{u.arg}]"
+      elif op is Ops.VECTORIZE:
+        expr = f"(({self.tname(dt)}){{{', '.join((f'-(int)({names[s]})' if dt.scalar().is_bool else names[s]) for s in u.src)}}})"
+      elif op is Ops.GEP: expr = f"(({names[u.src[0]]})[{u.arg}] != 0)" if dt.is_bool else f"({names[u.src[0]]})[{u.arg}]"
       else: expr = self.alu_expr(u, names)
       lines.append(f"{ind}{self.tname(dt)} {v} = {expr};")
     args = ", ".join(f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params))
-    return f"{self.preamble}{self.vector_typedefs(vec_types)}{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n"
+    return f"{self.preamble}{self.vector_typedefs()}{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n"
 
   # ------------------------------------------------------------ expressions
   def reduce_expr(self, op: Ops, acc: UOp, val: UOp, names: dict[UOp, str]) -> str:
     dt = acc.dtype
-    if dt.count > 1 and op in (Ops.ADD, Ops.MUL) and not dt.is_bool and dt.scalar() not in (dtypes.bfloat16,):
-      return f"{names[acc]} {self.infix[op]} {names[val]}"
+    if dt.count > 1:
+      if dt.scalar().is_bool: return f"({names[acc]} {'&' if op is Ops.MUL else '|'} {names[val]})"
+      if (native := self._vec_alu(Ops.MUL if op is Ops.MUL else op, dt, [acc, val], names)) is not None: return native
     return self._lanewise(dt, lambda a: self._scalar_reduce(op, dt.scalar(), a[0], a[1], acc.dtype.scalar()), [acc, val], names)
 
   def _scalar_reduce(self, op: Ops, dt: DType, a: str, b: str, sdt: DType) -> str:
@@ -136,25 +146,64 @@ class CStyleRenderer(Renderer):
 
   def _lanewise(self, dt: DType, fn: Callable[[list[str]], str], src: list[UOp], names: dict[UOp, str]) -> str:
     """A vector computed lane by lane from the scalar expression fn(lane operands)."""
-    def operand(s: UOp, i: int) -> str: return f"({names[s]})[{i}]" if s.dtype.count > 1 else names[s]
+    def operand(s: UOp, i: int) -> str:
+      if s.dtype.count == 1: return names[s]
+      return f"(({names[s]})[{i}] != 0)" if s.dtype.scalar().is_bool else f"({names[s]})[{i}]"
     if dt.count == 1: return fn([names[s] for s in src])
-    return f"(({self.tname(dt)}){{{', '.join(fn([operand(s, i) for s in src]) for i in range(dt.count))}}})"
+    neg = "-" if dt.scalar().is_bool else ""   # C bools are 0/1, mask lanes -1/0
+    return f"(({self.tname(dt)}){{{', '.join(neg + '(' + fn([operand(s, i) for s in src]) + ')' for i in range(dt.count))}}})"
 
   def alu_expr(self, u: UOp, names: dict[UOp, str]) -> str:
     op, dt, src = u.op, u.dtype, u.src
-    if dt.count > 1:
-      vsrc = [s for s in src if s.dtype.count > 1]
-      el = dt.scalar()
-      if op in NATIVE_VECTOR and not el.is_bool and el not in (dtypes.bfloat16,) and (op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV) or el.is_int) \
-         and all(s.dtype.scalar() == el for s in src):
-        a, b = (names[s] if s.dtype.count > 1 else f"(({self.tname(dt)}){{}} + {names[s]})" for s in src)
-        return f"({a} {NATIVE_VECTOR[op]} {b})"
-      if op is Ops.NEG and not el.is_bool and el not in (dtypes.bfloat16,) and vsrc: return f"(-{names[src[0]]})"
-      if op is Ops.CAST and len(vsrc) == 1 and not el.is_bool and not src[0].dtype.scalar().is_bool and \
-         dtypes.bfloat16 not in (el, src[0].dtype.scalar()) and dtypes.float16 not in (el, src[0].dtype.scalar()):
-        return f"__builtin_convertvector({names[src[0]]}, {self.tname(dt)})"
+    if dt.count > 1 and (native := self._vec_alu(op, dt, list(src), names)) is not None: return native
     scalar_u = u.replace(dtype=dt.scalar(), src=tuple(s.replace(dtype=s.dtype.scalar()) if s.dtype.count > 1 else s for s in src)) if dt.count > 1 else u
     return self._lanewise(dt, lambda a: self._scalar_alu(scalar_u, a), list(src), names)
+
+  def _vec_alu(self, op: Ops, dt: DType, src: list[UOp], names: dict[UOp, str]) -> str | None:
+    """A native vector expression (GCC vector extensions), or None: compute lane by lane."""
+    n = dt.count
+    def ok(d: DType) -> bool: return d.scalar().is_bool or (d.scalar().itemsize in (4, 8) and d.scalar() != dtypes.bfloat16)
+    if not all(ok(s.dtype) for s in src) or not ok(dt): return None
+    el = src[0].dtype.scalar() if src else dt.scalar()
+    def v(s: UOp, like: DType) -> str:   # operand as a vector of like's lanes (scalars are broadcast)
+      if s.dtype.count > 1: return names[s]
+      if like.scalar().is_bool: return f"(({self.tname(dtypes.bool.vec(n))}){{}} + -(int)({names[s]}))"
+      return f"(({self.tname(like.scalar().vec(n))}){{}} + ({self.types[like.scalar()]})({names[s]}))"
+    def imask(d: DType) -> str: return self._vt(self.types[dtypes.int32 if d.itemsize == 4 else dtypes.int64], n)
+    def to_bool(expr: str, d: DType) -> str:   # a compare of d lanes gives d-sized masks; bools are 32-bit
+      return expr if d.itemsize == 4 else f"__builtin_convertvector({expr}, {self.tname(dtypes.bool.vec(n))})"
+    def blend(m: str, a: str, b: str, d: DType) -> str:
+      mi = m if d.scalar().is_bool or d.itemsize == 4 else f"__builtin_convertvector({m}, {imask(d)})"
+      if d.scalar().is_bool: return f"(({mi} & {a}) | (~{mi} & {b}))"
+      return f"(({self.tname(d.vec(n))})((({imask(d)})({a}) & {mi}) | (({imask(d)})({b}) & ~{mi})))"
+    if op in (Ops.AND, Ops.OR, Ops.XOR) and (dt.scalar().is_bool or dt.scalar().is_int):
+      return f"({v(src[0], dt)} {NATIVE_VECTOR[op]} {v(src[1], dt)})"
+    if dt.scalar().is_bool:
+      if op is Ops.CMPNE and el.is_bool: return f"({v(src[0], el)} ^ {v(src[1], el)})"
+      if op in (Ops.CMPLT, Ops.CMPNE) and not el.is_bool:
+        return to_bool(f"({v(src[0], el)} {self.infix[op]} {v(src[1], el)})", el)
+      if op is Ops.WHERE: return blend(v(src[0], dtypes.bool), v(src[1], dt), v(src[2], dt), dt)
+      if op is Ops.CAST and not el.is_bool: return to_bool(f"({names[src[0]]} != 0)", el)
+      if op in (Ops.ADD, Ops.MAX): return f"({v(src[0], dt)} | {v(src[1], dt)})"
+      if op is Ops.MUL: return f"({v(src[0], dt)} & {v(src[1], dt)})"
+      return None
+    d = dt.scalar()
+    if op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.FDIV) and all(s.dtype.scalar() == d for s in src):
+      return f"({v(src[0], d)} {NATIVE_VECTOR[op]} {v(src[1], d)})"
+    if op is Ops.NEG and src[0].dtype.count > 1: return f"(-{names[src[0]]})"
+    if op is Ops.MAX and all(s.dtype.scalar() == d for s in src):
+      a, b = v(src[0], d), v(src[1], d)
+      isnan = f" | (__a != __a)" if d.is_float else ""
+      return f"({{{self.tname(d.vec(n))} __a = {a}, __b = {b}; {blend(to_bool(f'((__a > __b){isnan})', d), '__a', '__b', d)};}})"
+    if op is Ops.WHERE: return blend(v(src[0], dtypes.bool), v(src[1], d), v(src[2], d), d)
+    if op is Ops.CAST and src[0].dtype.count > 1:
+      if el.is_bool: return f"__builtin_convertvector(-{names[src[0]]}, {self.tname(dt)})"
+      if dtypes.float16 not in (el, d): return f"__builtin_convertvector({names[src[0]]}, {self.tname(dt)})"
+    if op is Ops.BITCAST and src[0].dtype.count > 1 and el.itemsize == d.itemsize and not el.is_bool:
+      return f"(({self.tname(dt)})({names[src[0]]}))"
+    if op in (Ops.SHL, Ops.SHR) and d.is_int and src[1].op is Ops.CONST and 0 <= src[1].arg < d.bits:
+      return f"({v(src[0], d)} {self.infix[op]} {names[src[1]]})"
+    return None
 
   def _scalar_alu(self, u: UOp, a: list[str]) -> str:
     op, dt, src = u.op, u.dtype, u.src
@@ -206,6 +255,9 @@ def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
       ok = u.arg is Ops.ADD and u.dtype.count == 1 and not u.dtype.is_bool and u.dtype != dtypes.bfloat16
       if accs[j] is not None: accs[j] = accs[j] + [u.src[0]] if ok else None
   return out
+
+C_SIZES = {"_Bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "int": 4, "unsigned int": 4,
+           "long long": 8, "unsigned long long": 8, "_Float16": 2, "float": 4, "double": 8}
 
 BF16_HELPERS = """static inline float __bf2f(unsigned short b) { unsigned int u = ((unsigned int)b) << 16; float f; memcpy(&f, &u, 4); return f; }
 static inline unsigned short __f2bf(float f) { unsigned int u; memcpy(&u, &f, 4);

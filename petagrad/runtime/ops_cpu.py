@@ -7,7 +7,7 @@ from petagrad.renderer.cstyle import CRenderer
 
 class ClangCompiler(Compiler):
   """Compiles with `CC` (default gcc, else clang) to a shared object; the bytes of the .so are the artifact."""
-  BASE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno",
+  BASE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-fno-trapping-math",
                 "-ffp-contract=fast", "-fopenmp", "-lm"]
   def __init__(self):
     self.cc = str(CC) or shutil.which("gcc") or shutil.which("clang") or "cc"

@@ -25,6 +25,13 @@ CASES = {
   "half_matmul": (lambda a, b: (a.half() @ b.half()).float(), [(32, 32), (32, 48)]),
   "double_sum": (lambda a: a.double().sum(0), [(64, 96)]),
   "int_sum": (lambda a: (a * 100).cast("int32").sum(1), [(16, 64)]),
+  "int_matmul": (lambda a, b: ((a * 10).cast("int32") @ (b * 10).cast("int32")).float(), [(16, 32), (32, 48)]),
+  "where_after_matmul": (lambda a, b: ((a @ b) > 0).where(a @ b, -1.0).sum(0), [(32, 16), (16, 64)]),
+  "bool_reduce": (lambda a: (a > 0).any(0).float() + (a > 0.5).all(0).float(), [(32, 64)]),
+  "masked_colsum": (lambda a, b: ((a > b) & (b > 0)).where(a, b).sum(0), [(32, 64), (32, 64)]),
+  "cast_colsum": (lambda a: (a > 0).cast("float32").sum(0) + (a * 3).cast("int32").cast("float32").max(0), [(32, 64)]),
+  "double_colmax": (lambda a: a.double().max(0).float() + a.double().sum(0).float(), [(32, 64)]),
+  "exp_log_colsum": (lambda a: (a.exp() + (a.abs() + 1).log()).sum(0), [(32, 64)]),
 }
 
 def _run(fn, xs, **flags):
