@@ -508,7 +508,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def mod(self, x, reverse: bool = False) -> Tensor:
     """Python-style remainder: the result has the sign of the divisor (torch.remainder)."""
     a, b = self._operands("remainder", x, reverse)
-    if a.dtype.is_float: return a - (a / b).floor() * b
+    if a.dtype.is_float:
+      r = a - (a / b).floor() * b
+      # x % +-inf is x when the signs agree (or x is 0), else +-inf (Python and PyTorch)
+      inf = (b.abs() == float("inf")) & (a.abs() != float("inf"))
+      return inf.where(((a == 0) | ((a < 0) == (b < 0))).where(a, b), r)
     r = a._new(UOp(Ops.MOD, a.dtype, (a.uop, b.uop)), b)
     return ((r.ne(0)) & ((r < 0) ^ (b < 0))).where(r + b, r)
   remainder = mod
@@ -646,9 +650,19 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def log10(self) -> Tensor: return self._float("log10")._unop(Ops.LOG2) * (math.log(2) / math.log(10))
   def sqrt(self) -> Tensor: return self._float("sqrt")._unop(Ops.SQRT)
   def rsqrt(self) -> Tensor: return self.sqrt().reciprocal()
-  def square(self) -> Tensor: return self * self
+  def square(self) -> Tensor: return self * self if not self.dtype.is_bool else self.cast(dtypes.int64).square()
   def sin(self) -> Tensor: return self._float("sin")._unop(Ops.SIN)
-  def cos(self) -> Tensor: return ((math.pi / 2) - self._float("cos"))._unop(Ops.SIN)
+  def cos(self) -> Tensor:
+    """cos(x) = sin(pi/2 - x), with the reduction by multiples of pi/2 done in float64 so large |x|
+    keep their accuracy."""
+    x = self._float("cos")
+    if x.dtype == dtypes.float64: return ((math.pi / 2) - x)._unop(Ops.SIN)
+    xd = x.cast(dtypes.float64)
+    k = (xd * (2 / math.pi)).round_half_even()
+    r = (xd - k * (math.pi / 2)).cast(x.dtype)    # |r| <= pi/4
+    q = (k % 4).cast(dtypes.int32)
+    c, s_ = ((math.pi / 2) - r)._unop(Ops.SIN), r._unop(Ops.SIN)   # cos(r), sin(r)
+    return (q == 0).where(c, (q == 1).where(-s_, (q == 2).where(-c, s_)))
   def tan(self) -> Tensor: return self.sin() / self.cos()
   def trunc(self) -> Tensor: return self if not self.dtype.is_float else self._unop(Ops.TRUNC)
   def floor(self) -> Tensor:
@@ -668,15 +682,17 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     en = xn.exp()
     return pos.where(1 / (1 + (-xp).exp()), en / (1 + en))
   def tanh(self) -> Tensor: return 2 * (2 * self._float("tanh")).sigmoid() - 1
-  def relu(self) -> Tensor: return (self > 0).where(self, 0)
+  def relu(self) -> Tensor: return ((self < 0) | (self == 0)).where(0, self)   # NaN stays NaN, like PyTorch
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
   def erf(self) -> Tensor:
     # Abramowitz & Stegun 7.1.26 (|error| < 1.5e-7)
     x = self._float("erf")
-    t = 1.0 / (1.0 + 0.3275911 * x.abs())
-    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-(x * x)).exp()
-    return x.sign() * y
+    pos = x >= 0
+    a = pos.where(x, -x)   # |x| whose gradient at 0 is the right-hand one (erf is smooth there)
+    t = 1.0 / (1.0 + 0.3275911 * a)
+    y = 1.0 - (((((1.061405429 * t - 1.453152027) * t) + 1.421413741) * t - 0.284496736) * t + 0.254829592) * t * (-(a * a)).exp()
+    return pos.where(y, -y)
   def gelu(self, approximate: str = "none") -> Tensor:
     """GELU; approximate='tanh' for the tanh form (PyTorch's default is the exact erf form)."""
     if approximate == "tanh": return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
@@ -692,6 +708,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   clamp = clip
   def pow(self, x, reverse: bool = False) -> Tensor:
     """self ** x (x ** self when reverse). Small integer exponents multiply exactly."""
+    if self.dtype.is_bool and not (isinstance(x, Tensor) and x.dtype.is_float) and not isinstance(x, float):
+      return self.cast(dtypes.int64).pow(x, reverse)   # bool ** int is int64 in PyTorch
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and abs(x) <= 16:
       n, base, acc = abs(int(x)), self, None
       while n:
@@ -704,9 +722,13 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
       return acc.reciprocal() if x < 0 else acc
     if not reverse and isinstance(x, float) and x == 0.5: return self.sqrt()
     a, b = self._operands("pow", x, reverse)
+    if a.dtype.is_bool: a, b = a.cast(dtypes.int64), b.cast(dtypes.int64)
     if not a.dtype.is_float:   # integer power through float, rounded back
       return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round_half_even().cast(a.dtype)
-    mag = (b * a.abs().log2()).exp2()
+    zero = a == 0
+    # at a == 0 the log is -inf: take log2(1) there (no inf * 0 = nan in the gradient) and fix the value below
+    mag = (b * zero.where(1.0, a.abs()).log2()).exp2()
+    mag = zero.where((b > 0).where(0.0, float("inf")), mag)
     b_int = b.trunc() == b
     odd = b_int & ((b.abs() % 2) == 1)
     neg_result = (a < 0) & odd
