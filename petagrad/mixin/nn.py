@@ -139,8 +139,8 @@ class NNMixin:
     the weight (cout, cin/groups, *kernel). Input (N, cin, *spatial) or unbatched (cin, *spatial).
     padding: int, one int per dim, one (before, after) pair per dim, 2n ints in F.pad order, 'same' or 'valid'.
 
-    >>> x = type(self).ones(1, 1, 3, 3); w = type(self).ones(1, 1, 2, 2)
-    >>> x.conv2d(w).tolist()
+    >>> from petagrad import Tensor
+    >>> Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
     [[[[4.0, 4.0], [4.0, 4.0]]]]
     """
     op = {1: "conv1d", 2: "conv2d", 3: "conv3d"}.get(getattr(weight, "ndim", 4) - 2, "conv")
@@ -171,12 +171,12 @@ class NNMixin:
     if dtype is None and ret.dtype != (dt := promote(self.dtype, weight.dtype)): ret = ret.cast(dt)
     ret = ret.reshape(bs, cout, *oyx)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
-  def conv1d(self, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """torch.nn.functional.conv1d (torch's argument order)."""
-    return self.conv2d(weight, bias, groups, stride, dilation, padding)
-  def conv3d(self, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, dilation=1, groups: int = 1) -> Tensor:
-    """torch.nn.functional.conv3d (torch's argument order)."""
-    return self.conv2d(weight, bias, groups, stride, dilation, padding)
+  def conv1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+    """conv2d with a 1-d kernel (same signature as conv2d; pass torch's stride/padding/dilation/groups by keyword)."""
+    return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype)
+  def conv3d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+    """conv2d with a 3-d kernel (same signature as conv2d)."""
+    return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype)
 
   def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
     """N-d transposed convolution like torch.nn.functional.conv_transpose2d; weight (cin, cout/groups, *kernel).
@@ -214,11 +214,11 @@ class NNMixin:
       x = x.shrink(((0, bsz), (0, c)) + tuple((0, L * s - (s - 1)) for L, s in zip(self.shape[2:], s_)))
     cpads = [(d * (k - 1) - pb, d * (k - 1) - pa + o) for k, d, (pb, pa), o in zip(HW, d_, pads, op_)]
     return x.conv2d(w, bias, groups, 1, d_, cpads)
-  def conv_transpose1d(self, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
-    """torch.nn.functional.conv_transpose1d (torch's argument order)."""
+  def conv_transpose1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+    """conv_transpose2d with a 1-d kernel (same signature as conv_transpose2d)."""
     return self.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
-  def conv_transpose3d(self, weight: Tensor, bias: Tensor | None = None, stride=1, padding=0, output_padding=0, groups: int = 1, dilation=1) -> Tensor:
-    """torch.nn.functional.conv_transpose3d (torch's argument order)."""
+  def conv_transpose3d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+    """conv_transpose2d with a 3-d kernel (same signature as conv_transpose2d)."""
     return self.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
 
   def unfold(self, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
@@ -237,6 +237,32 @@ class NNMixin:
     N, C, O = x.shape[0], x.shape[1], x.shape[2:2 + n]
     x = x.permute(0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
     return x.reshape(N, C * prod(k_), prod(O))
+  def fold(self, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """torch.nn.functional.fold (col2im), the adjoint of unfold: (N, C*prod(kernel), L) -> (N, C, *output_size),
+    overlapping values summed. Composed as a grouped transposed convolution with a one-hot weight."""
+    op = "fold"
+    n = len(output_size) if isinstance(output_size, (tuple, list)) else 2
+    if self.ndim == 2: return self.unsqueeze(0).fold(output_size, kernel_size, dilation, padding, stride).squeeze(0)
+    if self.ndim != 3: raise _fail(ValueError, op, f"expected a 2-d or 3-d input (N, C*prod(kernel), L), got shape {self.shape}", self)
+    out = _tuple(op, "output_size", output_size, n, self)
+    k_ = _tuple(op, "kernel_size", kernel_size, n, self)
+    d_, s_ = _tuple(op, "dilation", dilation, n, self), _tuple(op, "stride", stride, n, self)
+    pads = _resolve_pads(op, padding, n, self)
+    if any(p < 0 for pr in pads for p in pr): raise _fail(ValueError, op, f"padding must be >= 0, got {padding!r}", self)
+    N, CK, L = self.shape
+    K = prod(k_)
+    if CK % K: raise _fail(ValueError, op, f"expected size of input's dimension 1 ({CK}) to be divisible by the product of kernel_size ({K})", self)
+    O = [(o + pb + pa - d * (k - 1) - 1) // s + 1 for o, (pb, pa), k, d, s in zip(out, pads, k_, d_, s_)]
+    if any(v <= 0 for v in O) or prod(O) != L:
+      raise _fail(ValueError, op, f"given output_size={out}, kernel_size={k_}, dilation={d_}, padding={padding!r}, stride={s_}, expected "
+                  f"size of input's dimension 2 to match the calculated number of sliding blocks {prod(max(v, 0) for v in O)}, but got {L}", self)
+    C, T = CK // K, type(self)
+    ar = T.arange(K, device=self.device)
+    w = (ar.reshape(K, 1) == ar.reshape(1, K)).cast(self.dtype if self.dtype.is_float else dtypes.default_float)
+    w = w.reshape(1, K, 1, *k_).expand(C, K, 1, *k_).reshape(C * K, 1, *k_)
+    base = [(v - 1) * s - pb - pa + d * (k - 1) + 1 for v, s, (pb, pa), d, k in zip(O, s_, pads, d_, k_)]
+    return self.reshape(N, CK, *O).conv_transpose2d(w, groups=C, stride=s_, dilation=d_, padding=pads,
+                                                    output_padding=tuple(o - b for o, b in zip(out, base)))
 
   # ================================================================== pooling
   def _pool_setup(self, op: str, kernel_size, stride, dilation, padding, ceil_mode: bool, n_default: int):
@@ -260,13 +286,20 @@ class NNMixin:
       outs.append(o)
     return k_, s_, d_, pads, full
 
+  # pooling methods take tinygrad's argument order (kernel_size, stride, dilation, padding, ...); torch's functional
+  # order is (kernel_size, stride, padding, dilation, ...), so pass padding/dilation by keyword when porting torch code
   def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False, return_indices: bool = False):
     """Max pooling over the last len(kernel_size) dims (2 for an int), like torch.nn.functional.max_pool2d.
-    return_indices=True also returns the flat (per-plane) index of each max, for max_unpool2d."""
+    return_indices=True also returns the flat (per-plane) index of each max (int64), for max_unpool2d.
+
+    >>> from petagrad import Tensor
+    >>> Tensor.arange(16).reshape(1, 4, 4).max_pool2d(2).tolist()
+    [[[5, 7], [13, 15]]]
+    """
     return self._max_pool("max_pool2d", kernel_size, stride, dilation, padding, ceil_mode, return_indices, 2)
-  def max_pool1d(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False):
+  def max_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode: bool = False, return_indices: bool = False):
     return self._max_pool("max_pool1d", kernel_size, stride, dilation, padding, ceil_mode, return_indices, 1)
-  def max_pool3d(self, kernel_size, stride=None, padding=0, dilation=1, ceil_mode: bool = False, return_indices: bool = False):
+  def max_pool3d(self, kernel_size=(2, 2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False, return_indices: bool = False):
     return self._max_pool("max_pool3d", kernel_size, stride, dilation, padding, ceil_mode, return_indices, 3)
   def _max_pool(self, op, kernel_size, stride, dilation, padding, ceil_mode, return_indices, n_default):
     k_, s_, d_, _, full = self._pool_setup(op, kernel_size, stride, dilation, padding, ceil_mode, n_default)
@@ -284,51 +317,57 @@ class NNMixin:
     ind = hit.where(idx, big).min(axes).cast(dtypes.int64)
     return out, ind
 
-  def avg_pool2d(self, kernel_size=(2, 2), stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
-                 divisor_override: int | None = None, dilation=1) -> Tensor:
+  def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> Tensor:
     """Average pooling over the last len(kernel_size) dims (2 for an int), like torch.nn.functional.avg_pool2d
-    (dilation is an extra, as in tinygrad)."""
+    (dilation is an extra, as in tinygrad). Integer inputs give integers (truncated), like torch."""
     return self._avg_pool("avg_pool2d", kernel_size, stride, dilation, padding, ceil_mode, count_include_pad, divisor_override, 2)
-  def avg_pool1d(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
-    return self._avg_pool("avg_pool1d", kernel_size, stride, 1, padding, ceil_mode, count_include_pad, None, 1)
-  def avg_pool3d(self, kernel_size, stride=None, padding=0, ceil_mode: bool = False, count_include_pad: bool = True, divisor_override: int | None = None) -> Tensor:
-    return self._avg_pool("avg_pool3d", kernel_size, stride, 1, padding, ceil_mode, count_include_pad, divisor_override, 3)
+  def avg_pool1d(self, kernel_size=2, stride=None, dilation=1, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> Tensor:
+    return self._avg_pool("avg_pool1d", kernel_size, stride, dilation, padding, ceil_mode, count_include_pad, divisor_override, 1)
+  def avg_pool3d(self, kernel_size=(2, 2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
+                 divisor_override: int | None = None) -> Tensor:
+    return self._avg_pool("avg_pool3d", kernel_size, stride, dilation, padding, ceil_mode, count_include_pad, divisor_override, 3)
   def _avg_pool(self, op, kernel_size, stride, dilation, padding, ceil_mode, count_include_pad, divisor_override, n_default) -> Tensor:
     k_, s_, d_, pads, full = self._pool_setup(op, kernel_size, stride, dilation, padding, ceil_mode, n_default)
     n, pre = len(k_), self.ndim - len(k_)
-    x = self._float(op)
+    x = self if self.dtype.is_int else self._float(op)
     axes = tuple(range(-n, 0))
     sums = x.pad(((0, 0),) * pre + tuple(full))._pool(k_, s_, d_).sum(axes)
+    def div(a, b): return a.div(b, rounding_mode="trunc").cast(x.dtype) if x.dtype.is_int else a / b
     if divisor_override is not None:
       if not _is_int(divisor_override) or divisor_override == 0: raise _fail(ValueError, op, f"divisor_override must be a nonzero int, got {divisor_override!r}", self)
-      return sums / divisor_override
+      return div(sums, divisor_override)
     sp = self.shape[pre:]
     T = type(self)
+    cdt = dtypes.int32 if x.dtype.is_int else x.dtype
     if count_include_pad:   # the explicit padding counts, the ceil-mode overhang does not (torch)
-      ones = T.ones(*[L + pb + pa for L, (pb, pa) in zip(sp, pads)], dtype=x.dtype, device=self.device)
+      ones = T.ones(*[L + pb + pa for L, (pb, pa) in zip(sp, pads)], dtype=cdt, device=self.device)
       cnt = ones.pad(tuple((0, fa - pa) for (pb, pa), (_, fa) in zip(pads, full)))
-    else: cnt = T.ones(*sp, dtype=x.dtype, device=self.device).pad(tuple(full))
-    return sums / cnt._pool(k_, s_, d_).sum(axes)
+    else: cnt = T.ones(*sp, dtype=cdt, device=self.device).pad(tuple(full))
+    return div(sums, cnt._pool(k_, s_, d_).sum(axes))
 
-  def max_unpool2d(self, indices: Tensor, kernel_size=(2, 2), stride=None, padding=0, output_size=None) -> Tensor:
-    """Inverse of max_pool2d(return_indices=True), like torch.nn.functional.max_unpool2d: puts every value at its index
-    in a zero plane (composed as a one-hot compare + sum)."""
-    return self._max_unpool("max_unpool2d", indices, kernel_size, stride, padding, output_size, 2)
-  def max_unpool1d(self, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
-    return self._max_unpool("max_unpool1d", indices, kernel_size, stride, padding, output_size, 1)
-  def max_unpool3d(self, indices: Tensor, kernel_size, stride=None, padding=0, output_size=None) -> Tensor:
-    return self._max_unpool("max_unpool3d", indices, kernel_size, stride, padding, output_size, 3)
-  def _max_unpool(self, op, indices, kernel_size, stride, padding, output_size, n_default) -> Tensor:
+  def max_unpool2d(self, indices: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None) -> Tensor:
+    """Inverse of max_pool2d(return_indices=True), like torch.nn.functional.max_unpool2d (tinygrad's argument order):
+    puts every value at its index in a zero plane (composed as a one-hot compare + sum). output_size may hold the
+    spatial dims or the whole shape."""
+    return self._max_unpool("max_unpool2d", indices, kernel_size, stride, dilation, padding, output_size, 2)
+  def max_unpool1d(self, indices: Tensor, kernel_size=2, stride=None, dilation=1, padding=0, output_size=None) -> Tensor:
+    return self._max_unpool("max_unpool1d", indices, kernel_size, stride, dilation, padding, output_size, 1)
+  def max_unpool3d(self, indices: Tensor, kernel_size=(2, 2, 2), stride=None, dilation=1, padding=0, output_size=None) -> Tensor:
+    return self._max_unpool("max_unpool3d", indices, kernel_size, stride, dilation, padding, output_size, 3)
+  def _max_unpool(self, op, indices, kernel_size, stride, dilation, padding, output_size, n_default) -> Tensor:
     _check_tensor(op, "indices", indices, self)
     n = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else n_default
     k_ = _tuple(op, "kernel_size", kernel_size, n, self)
     s_ = k_ if stride is None else _tuple(op, "stride", stride, n, self)
+    d_ = _tuple(op, "dilation", dilation, n, self)
     pads = _resolve_pads(op, padding, n, self)
     if indices.shape != self.shape: raise _fail(ValueError, op, f"indices shape {indices.shape} must match the input shape {self.shape}", self, indices)
     if indices.dtype.is_float or indices.dtype.is_bool: raise _fail(TypeError, op, f"indices must be an integer tensor, got {indices.dtype}", self, indices)
     if self.ndim < n + 1: raise _fail(ValueError, op, f"needs an input with at least {n + 1} dims, got shape {self.shape}", self)
     pre = self.ndim - n
-    if output_size is None: out = tuple((L - 1) * s - pb - pa + k for L, s, (pb, pa), k in zip(self.shape[pre:], s_, pads, k_))
+    if output_size is None: out = tuple((L - 1) * s - pb - pa + d * (k - 1) + 1 for L, s, (pb, pa), k, d in zip(self.shape[pre:], s_, pads, k_, d_))
     else:
       out = tuple(output_size)[-n:]
       if len(out) != n or not all(_is_int(v) and v > 0 for v in out): raise _fail(ValueError, op, f"bad output_size {output_size!r}", self)
@@ -424,7 +463,7 @@ class NNMixin:
       if any(o <= 0 for o in osz): raise _fail(ValueError, op, f"output size {osz} is empty (scale_factor {scale_factor!r})", self)
       scales = [float(f) for f in sf]
     if mode == "area": return self.adaptive_avg_pool2d(osz)
-    x = self._float(op)
+    x = self if mode in ("nearest", "nearest-exact") else self._float(op)
     T = type(self)
     fdt = dtypes.float64 if x.dtype == dtypes.float64 else dtypes.float32
     for i, (L, O) in enumerate(zip(sp, osz)):
@@ -436,7 +475,7 @@ class NNMixin:
         src = ((dst + 0.5) if mode == "nearest-exact" else dst) * scale
         i0 = src.floor().cast(dtypes.int64).minimum(L - 1)
         hot = (j == i0).reshape((O, L) + (1,) * (n - 1 - i))
-        x = hot.where(x.unsqueeze(ax), 0.0).sum(ax + 1)
+        x = hot.where(x.unsqueeze(ax), 0).sum(ax + 1).cast(x.dtype)   # exactly one hit per row: exact for any dtype
         continue
       if align_corners:
         src = dst * ((L - 1) / (O - 1) if O > 1 else 0.0)
