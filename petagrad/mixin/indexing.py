@@ -134,6 +134,8 @@ class IndexingMixin:
     Masks become one index tensor per mask dim (realizing the mask); Python bools become a new axis
     indexed by [0] (True) or [] (False), like PyTorch."""
     from petagrad.tensor import Tensor
+    if isinstance(idx, list) and len(idx) < 32 and any(isinstance(i, (list, tuple, slice)) or i is None or i is Ellipsis or _is_tensor(i) for i in idx):
+      idx = tuple(idx)   # PyTorch (and old numpy): a short list holding sequences, slices, None or tensors is a tuple
     if not isinstance(idx, tuple): idx = (idx,)
     items: list = []   # None, Ellipsis, int, slice, ("adv", T, newaxis), ("mask", T)
     for i in idx:
