@@ -338,14 +338,17 @@ class NNMixin:
     if divisor_override is not None:
       if not _is_int(divisor_override) or divisor_override == 0: raise _fail(ValueError, op, f"divisor_override must be a nonzero int, got {divisor_override!r}", self)
       return div(sums, divisor_override)
-    sp = self.shape[pre:]
+    # the divisor of each window, per dim (counted here, in Python: no extra kernel), multiplied over the dims.
+    # count_include_pad: the explicit padding counts, the ceil-mode overhang does not (torch)
     T = type(self)
     cdt = dtypes.int32 if x.dtype.is_int else x.dtype
-    if count_include_pad:   # the explicit padding counts, the ceil-mode overhang does not (torch)
-      ones = T.ones(*[L + pb + pa for L, (pb, pa) in zip(sp, pads)], dtype=cdt, device=self.device)
-      cnt = ones.pad(tuple((0, fa - pa) for (pb, pa), (_, fa) in zip(pads, full)))
-    else: cnt = T.ones(*sp, dtype=cdt, device=self.device).pad(tuple(full))
-    return div(sums, cnt._pool(k_, s_, d_).sum(axes))
+    cnt: Any = 1
+    for i, (L, k, s, d, (pb, pa), O) in enumerate(zip(self.shape[pre:], k_, s_, d_, pads, sums.shape[pre:])):
+      lo, hi = (-pb, L + pa) if count_include_pad else (0, L)
+      c = [sum(1 for kk in range(k) if lo <= o * s - pb + kk * d < hi) for o in range(O)]
+      if all(v == c[0] for v in c): cnt = cnt * c[0]
+      else: cnt = T(c, dtype=cdt, device=self.device).reshape((O,) + (1,) * (n - 1 - i)) * cnt
+    return div(sums, cnt)
 
   def max_unpool2d(self, indices: Tensor, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None) -> Tensor:
     """Inverse of max_pool2d(return_indices=True), like torch.nn.functional.max_unpool2d (tinygrad's argument order):

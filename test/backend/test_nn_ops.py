@@ -64,13 +64,15 @@ def test_conv3d(device):
   helper_test_op([(1, 2, 3, 4, 4), (2, 2, 2, 2, 2), (2,)], lambda x, w, b: F.conv3d(x, w, b, padding=(0, 1, 0)),
                  lambda x, w, b: x.conv3d(w, b, padding=(0, 1, 0)), atol=1e-5)
 
-def test_conv2d_kernel_count(device):
-  # the windowed multiply-sum is one fused reduce kernel
+def test_kernel_counts(device):
+  # the windowed multiply-sum is one fused reduce kernel (the bias and an activation fuse into it); pooling likewise
   from petagrad.helpers import GlobalCounters
-  x, w = Tensor.rand(1, 2, 5, 5).realize(), Tensor.rand(3, 2, 3, 3).realize()
-  GlobalCounters.reset()
-  x.conv2d(w).realize()
-  assert GlobalCounters.kernel_count == 1
+  x, w, b = Tensor.rand(1, 2, 5, 5).realize(), Tensor.rand(3, 2, 3, 3).realize(), Tensor.rand(3).realize()
+  for f in (lambda: x.conv2d(w), lambda: x.conv2d(w, b, padding=1).relu(), lambda: x.conv_transpose2d(w.reshape(2, 3, 3, 3), stride=2),
+            lambda: x.max_pool2d(2), lambda: x.avg_pool2d(3, 2, padding=1), lambda: x.avg_pool2d(2, ceil_mode=True, count_include_pad=False)):
+    GlobalCounters.reset()
+    f().realize()
+    assert GlobalCounters.kernel_count == 1
 
 CONVT = {
   "basic": ((1, 2, 3, 3), (2, 3, 3, 3), {}),
@@ -601,3 +603,31 @@ def test_initializers(device):
   assert abs(gn.std() - math.sqrt(2 / 192)) < 0.005
   ref = torch.nn.init.trunc_normal_(torch.empty(200000), mean=1.0, std=2.0, a=-1.0, b=4.0).numpy()
   assert abs(tn.mean() - ref.mean()) < 0.05 and abs(tn.std() - ref.std()) < 0.05
+
+# ------------------------------------------------------------------ errors name the op, the operands and the user's line
+
+def check_error(exc, fn, op, *needles):
+  import os, sys
+  line = sys._getframe(1).f_lineno
+  with pytest.raises(exc) as e: fn()
+  msg = str(e.value)
+  assert msg.startswith(op + ":"), msg
+  for n in needles: assert str(n) in msg, f"{n!r} not in {msg}"
+  assert f"{os.path.basename(__file__)}:{line}" in msg, msg
+
+def test_errors_at_call(device):
+  x, w = Tensor.zeros(1, 3, 5, 5), Tensor.zeros(2, 2, 3, 3)
+  check_error(ValueError, lambda: x.conv2d(w), "conv2d", (1, 3, 5, 5), (2, 2, 3, 3), "3 channels")
+  check_error(ValueError, lambda: x.conv_transpose2d(w), "conv_transpose2d", (1, 3, 5, 5), (2, 2, 3, 3))
+  check_error(ValueError, lambda: Tensor.zeros(1, 2, 5).conv1d(Tensor.zeros(2, 2, 9)), "conv1d", "larger")
+  check_error(ValueError, lambda: x.max_pool2d(6), "max_pool2d", (1, 3, 5, 5), "larger")
+  check_error(ValueError, lambda: x.avg_pool2d((2, 2), padding=2), "avg_pool2d", "half of effective kernel")
+  check_error(ValueError, lambda: x.unfold(7), "unfold", "larger")
+  check_error(ValueError, lambda: x.cross_entropy(Tensor([0, 1])), "cross_entropy", (1, 3, 5, 5), (2,))
+  check_error(ValueError, lambda: x.l1_loss(Tensor.zeros(3)), "l1_loss", (1, 3, 5, 5), (3,))
+  check_error(ValueError, lambda: x.group_norm(2), "group_norm", "(3)")
+  check_error(ValueError, lambda: x.interpolate(size=(2, 2, 2)), "interpolate", "size must be 2")
+  check_error(ValueError, lambda: x.pad_mode((5, 5), "reflect"), "pad", "reflect padding")
+  check_error(ValueError, lambda: Tensor.zeros(3).multinomial(4), "multinomial", "without replacement")
+  check_error(ValueError, lambda: x.dropout(-0.1), "dropout", "between 0 and 1")
+  check_error(ValueError, lambda: Tensor.trunc_normal(3, a=2, b=1), "trunc_normal", "a < b")
