@@ -443,13 +443,15 @@ class NNMixin:
     return out, hit.where(idx, prod(sp)).min(axes).cast(dtypes.int64)
 
   # ================================================================== interpolation and padding modes
-  def interpolate(self, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None) -> Tensor:
+  def interpolate(self, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
+                  recompute_scale_factor: bool | None = None) -> Tensor:
     """Resize the spatial dims (all dims after (N, C)) like torch.nn.functional.interpolate.
-    mode: 'nearest', 'nearest-exact', 'linear' (3-d), 'bilinear' (4-d), 'trilinear' (5-d), 'area'."""
+    mode: 'nearest', 'nearest-exact', 'linear' (3-d), 'bilinear' / 'bicubic' (4-d), 'trilinear' (5-d), 'area'.
+    Each dim is a multiply-sum with a small (out, in) interpolation matrix (one reduce kernel per resized dim)."""
     op = "interpolate"
     n = self.ndim - 2
     if n < 1: raise _fail(ValueError, op, f"input must be (N, C, *spatial) with at least one spatial dim, got shape {self.shape}", self)
-    modes = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "trilinear": 3}
+    modes = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
     if mode not in modes: raise _fail(ValueError, op, f"mode must be one of {tuple(modes)}, got {mode!r}", self)
     if modes[mode] is not None and modes[mode] != n: raise _fail(ValueError, op, f"mode {mode!r} needs a {modes[mode] + 2}-d input, got {self.ndim}-d", self)
     if align_corners is not None and modes[mode] is None: raise _fail(ValueError, op, f"align_corners only applies to the linear modes, not {mode!r}", self)
@@ -464,7 +466,7 @@ class NNMixin:
       if len(sf) != n or not all(isinstance(v, (int, float)) and v > 0 for v in sf): raise _fail(ValueError, op, f"scale_factor must be {n} positive numbers, got {scale_factor!r}", self)
       osz = tuple(int(math.floor(L * f)) for L, f in zip(sp, sf))
       if any(o <= 0 for o in osz): raise _fail(ValueError, op, f"output size {osz} is empty (scale_factor {scale_factor!r})", self)
-      scales = [float(f) for f in sf]
+      scales = [None if recompute_scale_factor else float(f) for f in sf]
     if mode == "area": return self.adaptive_avg_pool2d(osz)
     x = self if mode in ("nearest", "nearest-exact") else self._float(op)
     T = type(self)
@@ -484,7 +486,24 @@ class NNMixin:
         src = dst * ((L - 1) / (O - 1) if O > 1 else 0.0)
       else:
         scale = 1.0 / scales[i] if scales[i] is not None else L / O   # type: ignore[operator]
-        src = ((dst + 0.5) * scale - 0.5).maximum(0.0)
+        src = (dst + 0.5) * scale - 0.5
+        if mode != "bicubic": src = src.maximum(0.0)
+      if mode == "bicubic":   # torch's cubic convolution (A = -0.75) over 4 taps, indices clamped to the edge
+        i0 = src.floor()
+        t = src - i0
+        i0 = i0.cast(dtypes.int64)
+        A = -0.75
+        def cc1(v): return ((A + 2) * v - (A + 3)) * v * v + 1
+        def cc2(v): return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A
+        taps = [(i0 - 1, cc2(t + 1)), (i0, cc1(t)), (i0 + 1, cc1(1 - t)), (i0 + 2, cc2(2 - t))]
+        m = None
+        for idx, wt in taps:
+          term = (j == idx.maximum(0).minimum(L - 1)).where(wt, 0.0)
+          m = term if m is None else m + term
+        assert m is not None
+        m = m.cast(x.dtype).reshape((O, L) + (1,) * (n - 1 - i))
+        x = (x.unsqueeze(ax) * m).sum(ax + 1)
+        continue
       i0 = src.floor().cast(dtypes.int64).minimum(L - 1)
       lam = (src - i0.cast(fdt)).clip(0.0, 1.0)
       i1 = (i0 + 1).minimum(L - 1)

@@ -235,6 +235,9 @@ INTERP = [
   ((1, 1, 3, 4), {"size": (5, 6), "mode": "bilinear", "align_corners": True}),
   ((1, 1, 2, 3, 2), {"size": (3, 2, 4), "mode": "trilinear"}),
   ((1, 1, 4, 5), {"size": (2, 3), "mode": "area"}),
+  ((1, 1, 3, 4), {"size": (5, 3), "mode": "bicubic"}),
+  ((1, 1, 3, 4), {"scale_factor": 1.5, "mode": "bicubic", "align_corners": True}),
+  ((1, 1, 5), {"scale_factor": 1.7, "mode": "linear", "recompute_scale_factor": True}),
 ]
 
 @pytest.mark.parametrize("i", range(len(INTERP)))
