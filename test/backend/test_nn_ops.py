@@ -414,6 +414,18 @@ def test_cosine_similarity(device):
   helper_test_op([(2, 3, 4), (3, 1)], lambda x, y: F.cosine_similarity(x, y, dim=-1), lambda x, y: x.cosine_similarity(y, dim=-1))
   helper_test_op(None, lambda x, y: F.cosine_similarity(x, y, dim=0), lambda x, y: x.cosine_similarity(y, dim=0), vals=[[0.0, 0.0], [1.0, 2.0]], forward_only=True)
 
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+def test_other_losses(device, reduction):
+  sign = np.where(np.random.default_rng(7).random((3, 4)) < 0.5, -1.0, 1.0).astype(np.float32)
+  helper_test_op([(3, 4), (3, 4)], lambda x, y: F.margin_ranking_loss(x, y, torch.tensor(sign), margin=0.3, reduction=reduction),
+                 lambda x, y: x.margin_ranking_loss(y, Tensor(sign), margin=0.3, reduction=reduction))
+  helper_test_op([(3, 4)], lambda x: F.hinge_embedding_loss(x, torch.tensor(sign), margin=0.5, reduction=reduction),
+                 lambda x: x.hinge_embedding_loss(Tensor(sign), margin=0.5, reduction=reduction))
+
+def test_pairwise_distance(device):
+  helper_test_op([(3, 4), (3, 4)], lambda x, y: F.pairwise_distance(x, y), lambda x, y: x.pairwise_distance(y))
+  helper_test_op([(3, 4), (4,)], lambda x, y: F.pairwise_distance(x, y, p=1.5, keepdim=True), lambda x, y: x.pairwise_distance(y, p=1.5, keepdim=True))
+
 def test_loss_errors(device):
   x = Tensor.zeros(4, 5)
   with pytest.raises(ValueError, match=r"(?s)cross_entropy: class-index target must have shape \(4,\).*test_nn_ops.py"): x.cross_entropy(Tensor([1, 2, 3]))
@@ -526,6 +538,14 @@ def test_scaled_dot_product_attention(device, kind):
       tf = lambda q, k, v: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(fm))
       pf = lambda q, k, v: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(fm))
   helper_test_op(shapes, tf, pf or (lambda q, k, v: q.scaled_dot_product_attention(k, v)), atol=1e-5, grad_atol=1e-5)
+
+def test_sdpa_dropout(device):
+  q = Tensor.rand(1, 4, 8)
+  Tensor.manual_seed(9)
+  a = q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy()
+  Tensor.manual_seed(9)
+  np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy(), a)   # reproducible
+  assert not np.allclose(a, q.scaled_dot_product_attention(q, q).numpy())   # like torch: drops even when not training
 
 def test_sdpa_gqa(device):
   helper_test_op([(1, 4, 3, 2), (1, 2, 3, 2), (1, 2, 3, 2)], lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
