@@ -23,6 +23,19 @@ def _combine(op: Ops, vals: list[UOp]) -> UOp:
   for v in vals[1:]: out = UOp(op, out.dtype, (out, v)) if not (out.dtype.is_bool and op is Ops.ADD) else UOp(Ops.OR, out.dtype, (out, v))
   return out
 
+def _monotone_mask(valid: UOp, v: UOp) -> bool:
+  """Is `valid` an AND of comparisons of affine functions of v (true on an interval of v)?"""
+  from petagrad.uop.symbolic import decompose
+  stack = [valid]
+  while stack:
+    x = stack.pop()
+    if x.op is Ops.AND: stack.extend(x.src); continue
+    if x.op is not Ops.CMPLT: return False
+    for side in x.src:
+      terms, _ = decompose(side)
+      if any(v in t.toposort() for t in terms if t is not v): return False
+  return True
+
 def expand_unrolled(ast: UOp) -> UOp:
   """Replace unroll (reduce) and upcast (output) ranges by copies of the code."""
   for r in _ranges(ast, "unroll"):
@@ -64,6 +77,11 @@ def vectorize(ast: UOp) -> UOp:
       base = contiguous_base(u.src[1])
       if base is not None and (valid is None or valid not in depends):
         new[u] = UOp(Ops.LOAD, u.dtype.vec(n), (u.src[0], base) + ((valid,) if valid is not None else ()))
+      elif base is not None and valid is not None and _monotone_mask(valid, v):
+        # contiguous but masked (padding): when the mask holds at both ends it holds for every lane,
+        # so one vector load serves; otherwise each lane loads under its own mask
+        every = simplify(substitute(valid, {v: _c(0)}) & substitute(valid, {v: _c(n - 1)}))
+        new[u] = UOp(Ops.LOAD, u.dtype.vec(n), (u.src[0], base, new[valid], every))
       else: new[u] = UOp(Ops.VECTORIZE, u.dtype.vec(n), tuple(lanes(u)))
     elif u.op is Ops.STORE:
       val = src[2]

@@ -25,6 +25,10 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   n = lanes_for(store_dtype.itemsize)
   if supports_vector and red:
     _tile_reduce(k, out, red, n)
+  # tiny reduce loops (a 3x3 window) cost more in loop control than in work: unroll them
+  if not NOOPT:
+    for r in [r for r in k.ranges if r.arg[2] == "reduce" and 1 < r.arg[1] <= 4]:
+      if k.unrolled_size() * r.arg[1] <= 64: _try(k, Opt(OptOps.UNROLL, _axis(k, r), r.arg[1]))
   rs = k.ranges
   work = prod(r.arg[1] for r in rs)
   g = [r for r in rs if r.arg[2] == "global"]
@@ -50,6 +54,7 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
     st = loads_stride(k.ast, r)
     moving = [s for s, dep in zip(st[:-1], streamed[:-1]) if dep]
     # vector lanes along r: the store and a streamed load are contiguous, and no streamed load is gathered
+    n = next((w for w in (n, n // 2, n // 4) if w >= 4 and r.arg[1] % w == 0), n)
     if st[-1] == 1 and 1 in moving and all(s in (0, 1) for s in moving) and r.arg[1] % n == 0:
       # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
       others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)]

@@ -117,7 +117,11 @@ class CStyleRenderer(Renderer):
         if dt.count > 1 and dt.scalar().is_bool:
           expr = f"(-__builtin_convertvector(*(({self._vt('unsigned char', dt.count)}u*)({buf} + {idx})), {self.tname(dt)}))"
         else: expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
-        if len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, dt)})"
+        if len(u.src) == 4:   # a vector load under a lane mask, with a scalar "every lane valid" fast path
+          m = names[u.src[2]]
+          lanes = ", ".join(f"(({m})[{i}] ? {buf}[{idx} + {i}] : {self.const(0, dt.scalar())})" for i in range(dt.count))
+          expr = f"({names[u.src[3]]} ? {expr} : (({self.tname(dt)}){{{lanes}}}))"
+        elif len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, dt)})"
       elif op is Ops.VECTORIZE:
         expr = f"(({self.tname(dt)}){{{', '.join((f'-(int)({names[s]})' if dt.scalar().is_bool else names[s]) for s in u.src)}}})"
       elif op is Ops.GEP: expr = f"(({names[u.src[0]]})[{u.arg}] != 0)" if dt.is_bool else f"({names[u.src[0]]})[{u.arg}]"

@@ -31,6 +31,9 @@ CASES = {
   "masked_colsum": (lambda a, b: ((a > b) & (b > 0)).where(a, b).sum(0), [(32, 64), (32, 64)]),
   "cast_colsum": (lambda a: (a > 0).cast("float32").sum(0) + (a * 3).cast("int32").cast("float32").max(0), [(32, 64)]),
   "double_colmax": (lambda a: a.double().max(0).float() + a.double().sum(0).float(), [(32, 64)]),
+  "conv_pad": (lambda x, w: x.conv2d(w, padding=1), [(2, 8, 12, 16), (8, 8, 3, 3)]),
+  "conv_pad2_stride": (lambda x, w: x.conv2d(w, padding=2, stride=2), [(2, 4, 13, 17), (8, 4, 5, 5)]),
+  "conv_relu_bias": (lambda x, w, b: x.conv2d(w, b, padding=1).relu(), [(1, 3, 16, 32), (16, 3, 3, 3), (16,)]),
   "exp_log_colsum": (lambda a: (a.exp() + (a.abs() + 1).log()).sum(0), [(32, 64)]),
 }
 
