@@ -958,12 +958,13 @@ class NNMixin:
 
   @staticmethod
   def randperm(n: int, dtype=dtypes.int64, device=None, requires_grad=None) -> Tensor:
-    """A random permutation of 0..n-1: the ranks of n random keys. Ranks come from O(n^2) pairwise comparisons
-    (ties broken by position), so keep n moderate (<= a few thousand)."""
+    """A random permutation of 0..n-1: the ranks of n random keys, from O(n^2) pairwise comparisons (ties broken by
+    position; one fused reduce, faster than a sort for small n); above 4096 elements an argsort of the keys."""
     T = _T()
     if not _is_int(n) or n < 0: raise _fail(ValueError, "randperm", f"n must be a non-negative int, got {n!r}")
     if n == 0: return T.zeros(0, dtype=dtype, device=device)
     keys = T.rand(n, device=device)
+    if n > 4096 and hasattr(T, "argsort"): return T(keys.argsort().cast(dtype).uop, requires_grad=requires_grad)
     ki, kj = keys.reshape(n, 1), keys.reshape(1, n)
     ar = T.arange(n, device=device)
     before = (kj < ki) | ((kj == ki) & (ar.reshape(1, n) < ar.reshape(n, 1)))
