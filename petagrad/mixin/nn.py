@@ -920,7 +920,7 @@ class NNMixin:
   # ================================================================== random
   def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
     """Sample class indices from unnormalized non-negative weights (C,) or (B, C), like torch.multinomial.
-    With replacement: inverse CDF (the CDF is a matmul with a triangular matrix). Without: Gumbel keys and
+    With replacement: inverse CDF (cumsum, then count the CDF entries below a uniform draw). Without: Gumbel keys and
     num_samples rounds of argmax that mask the chosen class (fine for small num_samples)."""
     op = "multinomial"
     if self.ndim not in (1, 2): raise _fail(ValueError, op, f"probabilities must be 1-d or 2-d, got shape {self.shape}", self)
@@ -933,8 +933,8 @@ class NNMixin:
     B = p.shape[0]
     ar = T.arange(C, device=self.device)
     if replacement:
-      tri = (ar.reshape(C, 1) <= ar.reshape(1, C)).cast(p.dtype)
-      cdf = p.matmul(tri)   # (B, C)
+      if hasattr(p, "cumsum"): cdf = p.cumsum(-1)   # (B, C)
+      else: cdf = p.matmul((ar.reshape(C, 1) <= ar.reshape(1, C)).cast(p.dtype))
       u = T.rand(B, num_samples, 1, device=self.device, dtype=p.dtype) * cdf[:, C - 1:].reshape(B, 1, 1)
       out = (cdf.reshape(B, 1, C) <= u).sum(-1).minimum(C - 1)
     else:
