@@ -129,7 +129,9 @@ class MathMixin:
     a, b = self._operands("xlogy", other)
     a, b = a._float("xlogy"), b._float("xlogy")
     zero = (a == 0) & (b == b)
-    return zero.where(0.0, a * zero.where(1.0, b).log())
+    lg = b.log()
+    # at self == 0 use log(other) only where it is finite: the value is 0 and d/dself stays log(other), like torch
+    return a * zero.where((lg.abs() < math.inf).where(lg, 0.0), lg)
 
   # ------------------------------------------------------------------ hyperbolic
   def sinh(self) -> Tensor:
