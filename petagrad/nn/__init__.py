@@ -1,0 +1,347 @@
+"""Layers in tinygrad's plain-class style: a layer is an object holding Tensors and is called like a function.
+Its parameters are found by reflection (`get_state_dict`, `get_parameters`), with PyTorch's names, so a
+PyTorch state dict loads with `load_state_dict(layer, {k: v.numpy() for k, v in torch_sd.items()})`.
+
+Initializations match PyTorch's defaults (Linear/Conv: kaiming_uniform(a=sqrt(5)) weights and
+U(-1/sqrt(fan_in), 1/sqrt(fan_in)) biases, Embedding: N(0, 1), norms: ones and zeros, ...).
+
+Train/eval: layers read the global `Tensor.training` (Dropout, BatchNorm, MultiheadAttention's dropout).
+`with nn.train(): ...` sets it for a block (also a decorator); `nn.eval()` clears it.
+
+>>> from petagrad import Tensor, nn
+>>> net = nn.Sequential(nn.Linear(4, 8), Tensor.relu, nn.Linear(8, 2))
+>>> net(Tensor.ones(3, 4)).shape
+(3, 2)
+>>> sorted(nn.state.get_state_dict(net))
+['0.bias', '0.weight', '2.bias', '2.weight']
+"""
+from __future__ import annotations
+import contextlib, math
+from typing import Any, Callable, Sequence
+from petagrad.tensor import Tensor
+from petagrad.dtype import dtypes
+from petagrad.helpers import prod
+from petagrad.nn import state, optim   # noqa: F401  (nn.state, nn.optim like tinygrad)
+from petagrad.nn.state import get_state_dict, get_parameters, load_state_dict   # noqa: F401
+from petagrad.nn._inplace import renew
+
+# ====================================================================== train / eval
+
+class train(contextlib.ContextDecorator):
+  """`with nn.train(): ...` (or `@nn.train()`) runs with Tensor.training = mode and restores it after."""
+  def __init__(self, mode: bool = True): self.mode = mode
+  def __enter__(self):
+    self.prev, Tensor.training = Tensor.training, self.mode
+    return self
+  def __exit__(self, *exc) -> None: Tensor.training = self.prev
+
+def eval() -> train:   # noqa: A001  (torch's name)
+  """`with nn.eval(): ...`: Tensor.training = False inside the block."""
+  return train(False)
+
+# ====================================================================== helpers
+
+def _uniform(shape: Sequence[int], bound: float, dtype=None, device=None) -> Tensor:
+  return Tensor.uniform(*shape, low=-bound, high=bound, dtype=dtype, device=device, requires_grad=True)
+
+def _param(t: Tensor) -> Tensor: return t.requires_grad_(True)
+
+def _buffer(t: Tensor) -> Tensor:
+  t.requires_grad = False
+  return t
+
+def _ntuple(x: int | Sequence[int], n: int) -> tuple[int, ...]: return (x,) * n if isinstance(x, int) else tuple(x)
+
+# ====================================================================== containers
+
+class Sequential(list):
+  """A list of callables applied in order (layers, `Tensor.relu`, lambdas). Being a list, its state-dict keys
+  are "0.weight", "1.bias", ... like torch.nn.Sequential."""
+  def __init__(self, *layers: Callable):
+    super().__init__(layers[0] if len(layers) == 1 and isinstance(layers[0], (list, tuple)) else layers)
+  def __call__(self, x: Tensor) -> Tensor:
+    for f in self: x = f(x)
+    return x
+
+# ====================================================================== linear and embedding
+
+class Linear:
+  """y = x @ weight.T + bias; weight (out_features, in_features) like torch.nn.Linear."""
+  def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=None, device=None):
+    bound = 1 / math.sqrt(in_features) if in_features else 0.0
+    self.weight = Tensor.kaiming_uniform(out_features, in_features, a=math.sqrt(5), dtype=dtype, device=device, requires_grad=True)
+    self.bias = _uniform((out_features,), bound, dtype, device) if bias else None
+  def __call__(self, x: Tensor) -> Tensor: return x.linear(self.weight, self.bias)
+
+class Embedding:
+  """Rows of weight (num_embeddings, embedding_dim) picked by integer indices; init N(0, 1) like torch.
+  padding_idx: that row starts at zero and gets no gradient."""
+  def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, dtype=None, device=None):
+    self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+    if padding_idx is not None and padding_idx < 0: padding_idx += num_embeddings
+    self.padding_idx = padding_idx
+    w = Tensor.randn(num_embeddings, embedding_dim, dtype=dtype, device=device)
+    if padding_idx is not None: w = (Tensor.arange(num_embeddings, device=device) == padding_idx).reshape(-1, 1).where(0, w)
+    self.weight = _param(w)
+  def __call__(self, idx: Tensor) -> Tensor:
+    w = self.weight
+    if self.padding_idx is not None:
+      w = (Tensor.arange(self.num_embeddings, device=w.device) == self.padding_idx).reshape(-1, 1).where(w.detach(), w)
+    # one-hot matmul: a gather whose gradient is a matmul too (no scatter needed)
+    onehot = idx.unsqueeze(-1) == Tensor.arange(self.num_embeddings, device=idx.device)
+    return onehot.cast(w.dtype) @ w
+
+# ====================================================================== convolutions
+
+class _ConvNd:
+  n: int = 2
+  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+               bias: bool = True, padding_mode: str = "zeros", dtype=None, device=None):
+    if in_channels % groups or out_channels % groups: raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
+    if padding_mode not in ("zeros", "reflect", "replicate", "circular"): raise ValueError(f"padding_mode must be zeros, reflect, replicate or circular, got {padding_mode!r}")
+    self.kernel_size = _ntuple(kernel_size, self.n)
+    self.stride, self.padding, self.dilation, self.groups, self.padding_mode = stride, padding, dilation, groups, padding_mode
+    shape = (out_channels, in_channels // groups, *self.kernel_size)
+    self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), dtype=dtype, device=device, requires_grad=True)
+    fan_in = prod(shape[1:])
+    self.bias = _uniform((out_channels,), 1 / math.sqrt(fan_in) if fan_in else 0.0, dtype, device) if bias else None
+  def __call__(self, x: Tensor) -> Tensor:
+    padding = self.padding
+    if self.padding_mode != "zeros":
+      pairs = _conv_pads(padding, self.n, self.kernel_size, _ntuple(self.dilation, self.n))
+      x = x.pad_mode([p for pr in reversed(pairs) for p in pr], mode=self.padding_mode)
+      padding = 0
+    return x.conv2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation, padding=padding)
+
+def _conv_pads(padding, n: int, k: Sequence[int], d: Sequence[int]) -> list[tuple[int, int]]:
+  if padding == "same": return [((dd * (kk - 1)) // 2, dd * (kk - 1) - (dd * (kk - 1)) // 2) for kk, dd in zip(k, d)]
+  if padding == "valid": return [(0, 0)] * n
+  return [(p, p) for p in _ntuple(padding, n)]
+
+class Conv1d(_ConvNd):
+  """torch.nn.Conv1d: input (N, C, L) -> (N, out_channels, L')."""
+  n = 1
+class Conv2d(_ConvNd):
+  """torch.nn.Conv2d: input (N, C, H, W) -> (N, out_channels, H', W')."""
+  n = 2
+class Conv3d(_ConvNd):
+  """torch.nn.Conv3d: input (N, C, D, H, W)."""
+  n = 3
+
+class _ConvTransposeNd:
+  n: int = 2
+  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
+               bias: bool = True, dilation=1, dtype=None, device=None):
+    if in_channels % groups or out_channels % groups: raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
+    self.kernel_size = _ntuple(kernel_size, self.n)
+    self.stride, self.padding, self.output_padding, self.groups, self.dilation = stride, padding, output_padding, groups, dilation
+    shape = (in_channels, out_channels // groups, *self.kernel_size)
+    self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), dtype=dtype, device=device, requires_grad=True)
+    fan_in = prod(shape[1:])   # torch computes the bias bound from the weight's dim 1 (out_channels // groups)
+    self.bias = _uniform((out_channels,), 1 / math.sqrt(fan_in) if fan_in else 0.0, dtype, device) if bias else None
+  def __call__(self, x: Tensor) -> Tensor:
+    return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
+                              padding=self.padding, output_padding=self.output_padding)
+
+class ConvTranspose1d(_ConvTransposeNd):
+  """torch.nn.ConvTranspose1d; weight (in_channels, out_channels // groups, k)."""
+  n = 1
+class ConvTranspose2d(_ConvTransposeNd):
+  """torch.nn.ConvTranspose2d; weight (in_channels, out_channels // groups, kh, kw)."""
+  n = 2
+class ConvTranspose3d(_ConvTransposeNd):
+  n = 3
+
+# ====================================================================== normalization
+
+class BatchNorm:
+  """torch.nn.BatchNorm{1,2,3}d over (N, C, *). In training (Tensor.training) it normalizes with the batch
+  statistics and updates running_mean / running_var (unbiased) in place; in eval it uses the running stats.
+  momentum=None: a cumulative average (factor 1 / num_batches_tracked), like torch.
+  track_running_stats=False: batch statistics always, no running stats. affine=False: no weight and bias."""
+  def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
+               track_running_stats: bool = True, dtype=None, device=None):
+    self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
+    self.weight = _param(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
+    self.bias = _param(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
+    if track_running_stats:
+      self.running_mean = _buffer(Tensor.zeros(num_features, dtype=dtype, device=device).contiguous())
+      self.running_var = _buffer(Tensor.ones(num_features, dtype=dtype, device=device).contiguous())
+      self.num_batches_tracked = _buffer(Tensor.zeros((), dtype=dtypes.int64, device=device).contiguous())
+    else: self.running_mean, self.running_var, self.num_batches_tracked = None, None, None
+  def _check(self, x: Tensor) -> None:
+    if x.ndim < 2 or x.shape[1] != self.num_features:
+      raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *), got shape {x.shape}")
+  def __call__(self, x: Tensor) -> Tensor:
+    self._check(x)
+    if not Tensor.training and self.track_running_stats:
+      assert self.running_mean is not None and self.running_var is not None
+      return x.batch_norm(self.running_mean, self.running_var, self.weight, self.bias, training=False, eps=self.eps)
+    if not self.track_running_stats: return x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)
+    assert self.running_mean is not None and self.running_var is not None and self.num_batches_tracked is not None
+    self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+    if self.momentum is not None:
+      out = x.batch_norm(self.running_mean, self.running_var, self.weight, self.bias, training=True, momentum=self.momentum, eps=self.eps)
+    else:
+      # cumulative moving average: factor 1 / num_batches_tracked (a tensor, so no Python sync)
+      axes = (0,) + tuple(range(2, x.ndim))
+      n = x.numel() // x.shape[1]
+      xf = x.float()
+      mean, var = xf.mean(axes), xf.var(axes, correction=0)
+      f = 1 / self.num_batches_tracked.float()
+      self.running_mean.assign(self.running_mean + (mean.detach() - self.running_mean) * f)
+      self.running_var.assign(self.running_var + (var.detach() * (n / max(n - 1, 1)) - self.running_var) * f)
+      out = x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)
+    for t in (self.running_mean, self.running_var, self.num_batches_tracked): renew(t)
+    return out
+
+BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
+
+class InstanceNorm:
+  """torch.nn.InstanceNorm{1,2,3}d: normalize each (sample, channel) over its spatial dims. Defaults like torch:
+  affine=False, track_running_stats=False."""
+  def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
+               track_running_stats: bool = False, dtype=None, device=None):
+    self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
+    self.weight = _param(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
+    self.bias = _param(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
+    if track_running_stats:
+      self.running_mean = _buffer(Tensor.zeros(num_features, dtype=dtype, device=device).contiguous())
+      self.running_var = _buffer(Tensor.ones(num_features, dtype=dtype, device=device).contiguous())
+      self.num_batches_tracked = _buffer(Tensor.zeros((), dtype=dtypes.int64, device=device).contiguous())
+    else: self.running_mean, self.running_var, self.num_batches_tracked = None, None, None
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.ndim < 2 or x.shape[1] != self.num_features:
+      raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *spatial), got shape {x.shape}")
+    use_input_stats = Tensor.training or not self.track_running_stats
+    if self.track_running_stats and Tensor.training:
+      assert self.num_batches_tracked is not None
+      self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+      out = x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, True, self.momentum, self.eps)
+      for t in (self.running_mean, self.running_var, self.num_batches_tracked): renew(t)   # type: ignore[arg-type]
+      return out
+    return x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, use_input_stats, self.momentum, self.eps)
+
+InstanceNorm1d = InstanceNorm2d = InstanceNorm3d = InstanceNorm
+
+class LayerNorm:
+  """torch.nn.LayerNorm: normalize over the trailing dims normalized_shape, then weight and bias."""
+  def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, dtype=None, device=None):
+    self.normalized_shape = _ntuple(normalized_shape, 1)
+    self.eps = eps
+    self.weight = _param(Tensor.ones(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine else None
+    self.bias = _param(Tensor.zeros(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine and bias else None
+  def __call__(self, x: Tensor) -> Tensor: return x.layer_norm(self.normalized_shape, self.weight, self.bias, self.eps)
+
+class RMSNorm:
+  """torch.nn.RMSNorm: x / sqrt(mean(x^2) + eps) over normalized_shape, times weight (ones). eps None: the
+  dtype's machine epsilon, like torch."""
+  def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None, elementwise_affine: bool = True, dtype=None, device=None):
+    self.normalized_shape, self.eps = _ntuple(normalized_shape, 1), eps
+    self.weight = _param(Tensor.ones(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine else None
+  def __call__(self, x: Tensor) -> Tensor: return x.rms_norm(self.normalized_shape, self.weight, self.eps)
+
+class GroupNorm:
+  """torch.nn.GroupNorm: normalize over (channels of a group, *spatial) per sample, per-channel affine."""
+  def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=None, device=None):
+    if num_channels % num_groups: raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+    self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
+    self.weight = _param(Tensor.ones(num_channels, dtype=dtype, device=device)) if affine else None
+    self.bias = _param(Tensor.zeros(num_channels, dtype=dtype, device=device)) if affine else None
+  def __call__(self, x: Tensor) -> Tensor: return x.group_norm(self.num_groups, self.weight, self.bias, self.eps)
+
+# ====================================================================== dropout
+
+class Dropout:
+  """Zero elements with probability p and scale the rest by 1/(1-p), only while Tensor.training."""
+  def __init__(self, p: float = 0.5):
+    if not 0 <= p <= 1: raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    self.p = p
+  def __call__(self, x: Tensor) -> Tensor: return x.dropout(self.p)
+
+# ====================================================================== recurrent
+
+class LSTMCell:
+  """torch.nn.LSTMCell: (x, (h, c)) -> (h', c'); gates i, f, g, o stacked in weight_ih (4H, I) and weight_hh
+  (4H, H); all parameters U(-1/sqrt(H), 1/sqrt(H)) like torch. hc=None starts from zeros."""
+  def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=None, device=None):
+    self.input_size, self.hidden_size = input_size, hidden_size
+    k = 1 / math.sqrt(hidden_size) if hidden_size else 0.0
+    self.weight_ih = _uniform((4 * hidden_size, input_size), k, dtype, device)
+    self.weight_hh = _uniform((4 * hidden_size, hidden_size), k, dtype, device)
+    self.bias_ih = _uniform((4 * hidden_size,), k, dtype, device) if bias else None
+    self.bias_hh = _uniform((4 * hidden_size,), k, dtype, device) if bias else None
+  def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    if hc is None:
+      z = Tensor.zeros(*x.shape[:-1], self.hidden_size, dtype=x.dtype, device=x.device)
+      hc = (z, z)
+    h, c = hc
+    gates = x.linear(self.weight_ih, self.bias_ih) + h.linear(self.weight_hh, self.bias_hh)
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c = f.sigmoid() * c + i.sigmoid() * g.tanh()
+    return o.sigmoid() * c.tanh(), c
+
+# ====================================================================== attention
+
+class MultiheadAttention:
+  """torch.nn.MultiheadAttention. Inputs (L, N, E) or, with batch_first=True, (N, L, E); unbatched (L, E) too.
+  Returns (attn_output, attn_weights): the weights averaged over heads (average_attn_weights=True) or per head,
+  or None when need_weights=False. key_padding_mask (N, S) and attn_mask (L, S) or (N*heads, L, S): bool True
+  means "do not attend" (torch's convention), float masks are added. Dropout on the attention weights only
+  while Tensor.training. Parameter names follow torch (in_proj_weight, in_proj_bias, out_proj.weight, ...)."""
+  def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True, add_bias_kv: bool = False,
+               add_zero_attn: bool = False, kdim: int | None = None, vdim: int | None = None, batch_first: bool = False, dtype=None, device=None):
+    if embed_dim % num_heads: raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
+    if add_bias_kv or add_zero_attn: raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+    self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
+    self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
+    self.head_dim = embed_dim // num_heads
+    if self.kdim == embed_dim and self.vdim == embed_dim:
+      self.in_proj_weight = Tensor.glorot_uniform(3 * embed_dim, embed_dim, dtype=dtype, device=device, requires_grad=True)
+      self.q_proj_weight = self.k_proj_weight = self.v_proj_weight = None
+    else:
+      self.in_proj_weight = None
+      self.q_proj_weight = Tensor.glorot_uniform(embed_dim, embed_dim, dtype=dtype, device=device, requires_grad=True)
+      self.k_proj_weight = Tensor.glorot_uniform(embed_dim, self.kdim, dtype=dtype, device=device, requires_grad=True)
+      self.v_proj_weight = Tensor.glorot_uniform(embed_dim, self.vdim, dtype=dtype, device=device, requires_grad=True)
+    self.in_proj_bias = _param(Tensor.zeros(3 * embed_dim, dtype=dtype, device=device)) if bias else None
+    self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype, device=device)
+    if bias: self.out_proj.bias = _param(Tensor.zeros(embed_dim, dtype=dtype, device=device))
+
+  def _proj(self, x: Tensor, i: int) -> Tensor:
+    E = self.embed_dim
+    if self.in_proj_weight is not None: w = self.in_proj_weight[i * E:(i + 1) * E]
+    else: w = (self.q_proj_weight, self.k_proj_weight, self.v_proj_weight)[i]
+    b = self.in_proj_bias[i * E:(i + 1) * E] if self.in_proj_bias is not None else None
+    return x.linear(w, b)
+
+  def __call__(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None, need_weights: bool = True,
+               attn_mask: Tensor | None = None, average_attn_weights: bool = True, is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    unbatched = query.ndim == 2
+    if unbatched: query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
+    elif self.batch_first: query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
+    if unbatched and key_padding_mask is not None: key_padding_mask = key_padding_mask.unsqueeze(0)
+    L, N, _ = query.shape
+    S = key.shape[0]
+    H, D = self.num_heads, self.head_dim
+    # (L, N, E) -> (N, H, L, D)
+    q = self._proj(query, 0).reshape(L, N, H, D).permute(1, 2, 0, 3)
+    k = self._proj(key, 1).reshape(S, N, H, D).permute(1, 2, 0, 3)
+    v = self._proj(value, 2).reshape(S, N, H, D).permute(1, 2, 0, 3)
+    scores = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(D))                      # (N, H, L, S)
+    if is_causal and attn_mask is None: attn_mask = Tensor.ones(L, S, dtype=dtypes.bool, device=query.device).triu(1)
+    if attn_mask is not None:
+      m = attn_mask.reshape(N, H, L, S) if attn_mask.ndim == 3 else attn_mask
+      scores = m.where(-math.inf, scores) if m.dtype == dtypes.bool else scores + m
+    if key_padding_mask is not None:
+      kp = key_padding_mask.reshape(N, 1, 1, S)
+      scores = kp.where(-math.inf, scores) if kp.dtype == dtypes.bool else scores + kp
+    w = scores.softmax(-1)
+    wd = w.dropout(self.dropout) if self.dropout > 0 else w
+    out = (wd @ v).permute(2, 0, 1, 3).reshape(L, N, self.embed_dim)            # (L, N, E)
+    out = self.out_proj(out)
+    if unbatched: out = out.squeeze(1)
+    elif self.batch_first: out = out.transpose(0, 1)
+    if not need_weights: return out, None
+    weights = w.mean(1) if average_attn_weights else w
+    return out, (weights.squeeze(0) if unbatched else weights)

@@ -1,0 +1,79 @@
+"""In-place writes for optimizers, schedulers and loaders, batched into one schedule.
+
+Two gaps of the core are bridged here (both are reported in /work/bugs_core.md; delete this module's
+workarounds once the core covers them):
+
+* `Tensor.assign` realizes at once, so N parameter updates would be N separate realizes. `write()`
+  records the update as a lazy ASSIGN node instead (tinygrad's semantics: the tensor now *is* the
+  pending write, so later reads in the same step see the new value); `commit()` realizes every pending
+  write in ONE `Tensor.realize_all` call.
+* A realized result is cached by graph structure (`petagrad.tensor._realized`), and a buffer node keeps
+  its identity after a write. A graph rebuilt after a write (the next step's forward on the same batch)
+  would be structurally equal to the old one and read the stale cached value. `renew()` gives a written
+  tensor a fresh BUFFER node over the same memory, so graphs built after the write are new graphs.
+"""
+from __future__ import annotations
+from typing import Iterable
+from petagrad.tensor import Tensor
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.schedule.schedule import _buffer_ids, substitute
+
+def is_buffer(t: Tensor) -> bool:
+  """Is t (a view of) a realized buffer that a write can go into?"""
+  return t.uop.base.op is Ops.BUFFER
+
+def _reads_other_view(value: UOp, dest: UOp, ready: set[UOp]) -> bool:
+  """Does value read dest's buffer through a view other than dest (an in-place kernel would then overwrite
+  elements it has yet to read)? Nodes in `ready` (realized earlier in the same schedule) are not looked into."""
+  buf, seen, stack = dest.base, set(), [value]
+  if value is not dest and value.op in GroupOp.Movement and value.base is buf: return True
+  while stack:
+    n = stack.pop()
+    if n in seen or n in ready or n is dest: continue
+    seen.add(n)
+    if n.op not in GroupOp.Movement and any(s is not dest and s.base is buf for s in n.src): return True
+    stack.extend(n.src)
+  return False
+
+def write(target: Tensor, value: Tensor, ready: Iterable[Tensor] = ()) -> Tensor:
+  """Lazily write value into target (cast to its dtype, broadcast to its shape). Nothing runs until commit().
+  ready: tensors the caller will realize before this write in the same commit (gradients): reads of the
+  target inside them are safe."""
+  if not isinstance(value, Tensor): value = Tensor(value, device=target.device, dtype=target.dtype)
+  if value.device != target.device: value = value.to(target.device)
+  if value.dtype != target.dtype: value = value.cast(target.dtype)
+  if value.shape != target.shape: value = value.expand(target.shape)
+  value = value.detach()
+  pending = target.uop if target.uop.op is Ops.ASSIGN else None
+  dest = pending.src[0] if pending is not None else target.uop
+  if dest.base.op is not Ops.BUFFER:
+    target.uop = value.contiguous().uop   # not realized yet: nothing to write into, so rebind (like Tensor.assign)
+    return target
+  if _reads_other_view(value.uop, dest, {t.uop for t in ready}): value = Tensor(UOp(Ops.CONTIGUOUS, value.dtype, (value.uop,)))
+  target.uop = UOp(Ops.ASSIGN, target.dtype, (dest, value.uop))
+  return target
+
+def commit(*tensors: Tensor) -> None:
+  """Realize tensors (pending writes and anything else) in one schedule, in the given order: put the
+  tensors that must read old values (gradients, the loss) first. Written tensors get fresh buffer nodes."""
+  written = [t for t in tensors if t.uop.op is Ops.ASSIGN]
+  Tensor.realize_all(*tensors)
+  for t in written:
+    t._ctx = None   # realize_all remembers a grad leaf's pre-realize node; after a write it is stale
+    renew(t)
+
+def renew(t: Tensor) -> Tensor:
+  """Point t at a fresh BUFFER node over the same memory (see the module docstring)."""
+  base = t.uop.base
+  if base.op is not Ops.BUFFER: return t
+  nb = UOp(Ops.BUFFER, base.dtype, (), (base.arg[0], base.arg[1], next(_buffer_ids)))
+  nb.buffer = base.buffer
+  t.uop = substitute(t.uop, {base: nb})
+  return t
+
+def assign_now(target: Tensor, value: Tensor) -> Tensor:
+  """target.assign(value) realized now (one kernel), leaving target safe to use in new graphs."""
+  write(target, value)
+  commit(target)
+  return target
