@@ -1,0 +1,287 @@
+"""Optimizers, written as plain Python over Tensors: SGD, Adam, AdamW, LAMB, LARS; gradient clipping; and
+(re-exported) learning-rate schedulers and the GradScaler for float16 training.
+
+    opt = nn.optim.AdamW(nn.state.get_parameters(model), lr=1e-3)
+    for x, y in batches:
+      opt.zero_grad()
+      loss = model(x).cross_entropy(y)
+      loss.backward()
+      Tensor.realize_all(loss, *opt.schedule_step())   # or: loss.realize(); opt.step()
+
+How a step runs: `schedule_step()` writes every parameter and every piece of optimizer state with a lazy
+assign (grads are detached), and `step()` realizes them all, together with the gradients, in ONE
+`Tensor.realize_all` call. The gradients come first in that call, so every kernel that reads a parameter's
+old value runs before the kernel that overwrites it. Because the schedule is built over tensors only, a
+step works unchanged inside TinyJit.
+
+Realize the loss before (or together with) the step: a lazy loss realized after the step reads the updated
+weights.
+
+Parameter groups work like torch: `SGD([{"params": a, "lr": 0.1}, {"params": b}], lr=0.01, momentum=0.9)`.
+Each group's lr is kept as a 0-d float32 Tensor in a buffer, so changing it (schedulers) never recompiles
+a kernel and replays correctly under TinyJit. Setting `group["lr"] = 0.01` (a Python float) also works; the
+value is then baked into the kernels.
+
+Mixed precision: float16/bfloat16 parameters get float32 master weights automatically (master_weights=None;
+True/False forces it): the update runs on the float32 copy, and the parameter receives its rounded value.
+Optimizer state (momentum, Adam moments) is float32 for such parameters. See GradScaler for loss scaling.
+"""
+from __future__ import annotations
+import math
+from typing import Any, Iterable
+from petagrad.tensor import Tensor
+from petagrad.dtype import dtypes
+from petagrad.nn._inplace import write, commit, is_buffer
+from petagrad.nn.lr_scheduler import (LRScheduler, StepLR, MultiStepLR, CosineAnnealingLR, LinearLR, LinearWarmup, OneCycleLR,   # noqa: F401
+                                      LambdaLR, ExponentialLR)
+from petagrad.nn.amp import GradScaler   # noqa: F401
+
+_LOW = (dtypes.float16, dtypes.bfloat16)
+
+def _lr_tensor(v: float, device: str) -> Tensor:
+  """A realized 0-d float32 tensor holding v (made by a copy, not a kernel: no compile for a new value)."""
+  return Tensor([float(v)], dtype=dtypes.float32, device=device).reshape(())
+
+class Optimizer:
+  """Base class: param groups, zero_grad, step. Subclasses implement `_update(group, p, g, state)`, which
+  returns the new parameter value and writes its state with `self._set(old, new)`."""
+  def __init__(self, params: Iterable[Tensor] | Iterable[dict], defaults: dict[str, Any], master_weights: bool | None = None):
+    params = list(params)
+    if not params: raise ValueError("optimizer got an empty parameter list")
+    groups = params if isinstance(params[0], dict) else [{"params": params}]
+    self.defaults, self.master_weights = defaults, master_weights
+    self.param_groups: list[dict[str, Any]] = []
+    self.state: dict[Tensor, dict[str, Tensor]] = {}
+    for g in groups: self.add_param_group(g)
+    self._writes: list[Tensor] = []
+    self._grads: list[Tensor] = []
+    self._skip: Tensor | None = None
+
+  def add_param_group(self, group: dict[str, Any]) -> None:
+    """Add a group: {"params": [...], hyperparameter: value, ...}; missing hyperparameters come from defaults."""
+    if not isinstance(group, dict) or "params" not in group: raise TypeError(f"a param group must be a dict with a 'params' key, got {group!r}")
+    ps = [group["params"]] if isinstance(group["params"], Tensor) else list(group["params"])
+    for p in ps:
+      if not isinstance(p, Tensor): raise TypeError(f"optimizer params must be Tensors, got {type(p).__name__}")
+    # tinygrad: requires_grad=None becomes True; requires_grad=False tensors (buffers) are not optimized
+    for p in ps:
+      if p.requires_grad is None: p.requires_grad = True
+    ps = [p for p in ps if p.requires_grad]
+    seen = {id(p) for g in self.param_groups for p in g["params"]}
+    if any(id(p) in seen for p in ps): raise ValueError("some parameters appear in more than one parameter group")
+    ps = list({id(p): p for p in ps}.values())
+    g = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}, "params": ps}
+    # parameters must live in buffers so that assign writes in place (realize lazy ones now, together)
+    todo = [p for p in ps if not is_buffer(p)]
+    for p in todo: p.uop = p.contiguous().uop
+    if todo: Tensor.realize_all(*todo)
+    if ps and not isinstance(g["lr"], Tensor): g["lr"] = _lr_tensor(g["lr"], ps[0].device)
+    self.param_groups.append(g)
+
+  @property
+  def params(self) -> list[Tensor]: return [p for g in self.param_groups for p in g["params"]]
+  @property
+  def lr(self) -> Tensor | float:
+    """The first group's learning rate (tinygrad's `opt.lr`)."""
+    return self.param_groups[0]["lr"]
+
+  def zero_grad(self, set_to_none: bool = True) -> None:
+    """Forget the gradients (set to None: the next backward creates them; set_to_none=False: zeros)."""
+    for p in self.params: p.grad = None if set_to_none or p.grad is None else p.grad.zeros_like()
+
+  def _uses_master(self, p: Tensor) -> bool:
+    return self.master_weights if self.master_weights is not None else p.dtype in _LOW
+
+  def _set(self, old: Tensor, new: Tensor) -> Tensor:
+    """Write new into the state tensor old (lazily; skipped where self._skip is True). Returns old, which now
+    reads as the new value."""
+    if self._skip is not None: new = self._skip.where(old.detach(), new)
+    write(old, new, ready=self._grads)
+    self._writes.append(old)
+    return old
+
+  @staticmethod
+  def _state(state: dict[str, Tensor], name: str, like: Tensor, fill: float = 0.0) -> Tensor:
+    """A per-parameter state tensor, created on first use (a zeroed buffer of `like`'s shape and dtype)."""
+    if name not in state: state[name] = Tensor.full(like.shape, fill, dtype=like.dtype, device=like.device).contiguous().realize()
+    return state[name]
+
+  def _group_step(self, group: dict[str, Any], device: str) -> Tensor:
+    """The group's step counter (0-d int32 tensor), incremented once per step()."""
+    if "step" not in group: group["step"] = Tensor.zeros((), dtype=dtypes.int32, device=device).contiguous().realize()
+    return group["step"]
+
+  def schedule_step(self, skip: Tensor | None = None) -> list[Tensor]:
+    """Write the update of every parameter that has a gradient (lazily) and return the tensors to realize:
+    the gradients first, then parameters and state. skip: a 0-d bool tensor; where True, nothing changes
+    (GradScaler uses it to skip a step with inf/nan gradients without reading a value back to Python)."""
+    self._writes, self._skip = [], skip
+    grads: list[Tensor] = []
+    self._grads = grads
+    try:
+      for group in self.param_groups:
+        live = [p for p in group["params"] if p.grad is not None]
+        if not live: continue
+        self._begin_group(group, live[0].device)
+        for p in live:
+          if p.grad.shape != p.shape: raise RuntimeError(f"{type(self).__name__}: a gradient of shape {p.grad.shape} for a parameter of shape {p.shape}")
+          grads.append(p.grad)
+          g = p.grad.detach()
+          if self._uses_master(p):
+            master = self.state.setdefault(p, {}).get("master")
+            if master is None: master = self.state[p]["master"] = p.detach().float().contiguous().realize()
+            new = self._update(group, master, g.float(), self.state[p])
+            self._set(master, new)
+            self._set(p, master.cast(p.dtype))
+          else:
+            self._set(p, self._update(group, p.detach(), g.cast(p.dtype) if g.dtype != p.dtype else g, self.state.setdefault(p, {})))
+      return grads + self._writes
+    finally:
+      self._skip, self._grads = None, []
+
+  def step(self, skip: Tensor | None = None) -> None:
+    """Update every parameter that has a gradient: one realize for the whole step (see schedule_step)."""
+    commit(*self.schedule_step(skip))
+
+  def _begin_group(self, group: dict[str, Any], device: str) -> None:
+    """Per-group work before its parameters (the step counter and bias corrections of Adam-like optimizers)."""
+
+  def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor]) -> Tensor:
+    raise NotImplementedError
+
+def _lr_for(group: dict[str, Any], p: Tensor) -> Tensor | float:
+  lr = group["lr"]
+  return lr.to(p.device) if isinstance(lr, Tensor) and lr.device != p.device else lr
+
+# ====================================================================== SGD
+
+class SGD(Optimizer):
+  """torch.optim.SGD: momentum, dampening, nesterov, weight_decay (L2, added to the gradient), maximize.
+  The first step copies the gradient into the momentum buffer (like torch); later steps use
+  buf = momentum * buf + (1 - dampening) * g."""
+  def __init__(self, params, lr: float = 1e-3, momentum: float = 0.0, dampening: float = 0.0, weight_decay: float = 0.0,
+               nesterov: bool = False, maximize: bool = False, master_weights: bool | None = None):
+    if nesterov and (momentum <= 0 or dampening != 0): raise ValueError("nesterov momentum requires a momentum and zero dampening")
+    if lr < 0 or momentum < 0 or weight_decay < 0: raise ValueError(f"invalid lr={lr}, momentum={momentum} or weight_decay={weight_decay}")
+    super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening, weight_decay=weight_decay, nesterov=nesterov, maximize=maximize), master_weights)
+
+  def _update(self, group, p, g, state):
+    if group["maximize"]: g = -g
+    if group["weight_decay"]: g = g + group["weight_decay"] * p
+    if (m := group["momentum"]):
+      first = "momentum_buffer" not in state
+      buf = self._state(state, "momentum_buffer", p)
+      # step 1: buf = g (torch); a Python branch is fine under TinyJit, which captures from the second call
+      self._set(buf, g if first else m * buf + (1 - group["dampening"]) * g)
+      g = g + m * buf if group["nesterov"] else buf
+    return p - _lr_for(group, p) * g
+
+# ====================================================================== Adam family
+
+class Adam(Optimizer):
+  """torch.optim.Adam (weight_decay is L2 added to the gradient; amsgrad; maximize). Bias corrections are
+  computed on the device from the step counter as -expm1(step * log(beta)), accurate in float32."""
+  decoupled = False
+  def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
+               amsgrad: bool = False, maximize: bool = False, master_weights: bool | None = None):
+    if not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1: raise ValueError(f"invalid betas {betas}")
+    if lr < 0 or eps < 0 or weight_decay < 0: raise ValueError(f"invalid lr={lr}, eps={eps} or weight_decay={weight_decay}")
+    super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize), master_weights)
+
+  def _begin_group(self, group, device):
+    step = self._set(self._group_step(group, device), self._group_step(group, device) + 1).float()
+    b1, b2 = group["betas"]
+    # 1 - beta**t without cancellation: -expm1(t * log(beta)); beta == 0 gives 1
+    self._bc1 = -(step * math.log(b1)).expm1() if b1 > 0 else 1.0
+    self._bc2 = -(step * math.log(b2)).expm1() if b2 > 0 else 1.0
+
+  def _moments(self, group, p, g, state) -> tuple[Tensor, Tensor]:
+    b1, b2 = group["betas"]
+    m, v = self._state(state, "exp_avg", p), self._state(state, "exp_avg_sq", p)
+    self._set(m, m + (g - m) * (1 - b1))              # torch: exp_avg.lerp_(grad, 1 - beta1)
+    self._set(v, v * b2 + g * g * (1 - b2))
+    return m, v
+
+  def _update(self, group, p, g, state):
+    if group["maximize"]: g = -g
+    lr, wd = _lr_for(group, p), group["weight_decay"]
+    if wd and self.decoupled: p = p * (1 - lr * wd)
+    elif wd: g = g + wd * p
+    m, v = self._moments(group, p, g, state)
+    if group["amsgrad"]:
+      vmax = self._state(state, "max_exp_avg_sq", p)
+      v = self._set(vmax, vmax.maximum(v))
+    denom = v.sqrt() / _sqrt(self._bc2) + group["eps"]
+    return p - (lr / self._bc1) * (m / denom)
+
+def _sqrt(x: Tensor | float) -> Tensor | float: return x.sqrt() if isinstance(x, Tensor) else math.sqrt(x)
+
+class AdamW(Adam):
+  """torch.optim.AdamW: Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the update);
+  default weight_decay 0.01 like torch."""
+  decoupled = True
+  def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01,
+               amsgrad: bool = False, maximize: bool = False, master_weights: bool | None = None):
+    super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, master_weights)
+
+class LAMB(Adam):
+  """LAMB (You et al. 2019), as in tinygrad: the Adam direction (bias-corrected) plus weight_decay * p, scaled
+  per parameter by the trust ratio ||p|| / ||update|| (1 where either norm is 0). adam=True: no trust ratio."""
+  def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
+               adam: bool = False, master_weights: bool | None = None):
+    Optimizer.__init__(self, params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, adam=adam), master_weights)
+
+  def _update(self, group, p, g, state):
+    m, v = self._moments(group, p, g, state)
+    up = (m / self._bc1) / ((v / self._bc2).sqrt() + group["eps"]) + group["weight_decay"] * p
+    if not group["adam"]:
+      r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
+      trust = ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
+      up = up * trust
+    return p - _lr_for(group, p) * up
+
+class LARS(Optimizer):
+  """LARS (You et al. 2017), as in tinygrad and MLPerf: the gradient plus weight_decay * p is scaled by the
+  trust ratio trust_coefficient * ||p|| / (||g|| + weight_decay * ||p||) (1 where either norm is 0), then
+  goes through SGD momentum (buf = momentum * buf + g; nesterov: g + momentum * buf), then p -= lr * buf."""
+  def __init__(self, params, lr: float = 1e-3, momentum: float = 0.9, weight_decay: float = 0.0, nesterov: bool = False,
+               trust_coefficient: float = 0.001, master_weights: bool | None = None):
+    super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, nesterov=nesterov, trust_coefficient=trust_coefficient), master_weights)
+
+  def _update(self, group, p, g, state):
+    wd, tc = group["weight_decay"], group["trust_coefficient"]
+    if tc:
+      r1, r2 = p.square().sum().sqrt(), g.square().sum().sqrt()
+      trust = ((r1 > 0) & (r2 > 0)).where(tc * r1 / (r2 + wd * r1), 1.0)
+    else: trust = 1.0
+    g = (g + wd * p) * trust
+    if (m := group["momentum"]):
+      buf = self._state(state, "momentum_buffer", p)
+      self._set(buf, m * buf + g)
+      g = g + m * buf if group["nesterov"] else buf
+    return p - _lr_for(group, p) * g
+
+# ====================================================================== gradient clipping
+
+def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
+  """torch.nn.utils.clip_grad_norm_: scale all gradients by min(1, max_norm / (total_norm + 1e-6)). The total
+  norm is one fused reduction over every gradient; the gradients become lazy scaled tensors (they are
+  realized with the optimizer step). Returns the total norm (a lazy 0-d float32 tensor).
+  error_if_nonfinite needs a value on the host: it realizes the norm and raises if it is inf or nan."""
+  ps = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+  grads = [p.grad for p in ps if p.grad is not None]
+  if not grads: return Tensor.zeros(())
+  if norm_type == math.inf: total = Tensor.stack([g.detach().abs().max().float() for g in grads]).max()
+  elif norm_type == 2.0: total = sum((g.detach().float().square().sum() for g in grads[1:]), grads[0].detach().float().square().sum()).sqrt()
+  else: total = sum((g.detach().float().abs().pow(norm_type).sum() for g in grads[1:]), grads[0].detach().float().abs().pow(norm_type).sum()).pow(1.0 / norm_type)
+  if error_if_nonfinite and not math.isfinite(total.item()):
+    raise RuntimeError(f"the total norm of order {norm_type} of the gradients is non-finite ({total.item()}), so it cannot be clipped")
+  coef = (max_norm / (total + 1e-6)).minimum(1.0)
+  for p in ps:
+    if p.grad is not None: p.grad = (p.grad * coef).cast(p.grad.dtype)
+  return total
+
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float) -> None:
+  """torch.nn.utils.clip_grad_value_: clamp every gradient to [-clip_value, clip_value] (lazily)."""
+  for p in [parameters] if isinstance(parameters, Tensor) else parameters:
+    if p.grad is not None: p.grad = p.grad.clip(-clip_value, clip_value)
