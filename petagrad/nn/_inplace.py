@@ -9,8 +9,10 @@ workarounds once the core covers them):
   write in ONE `Tensor.realize_all` call.
 * A realized result is cached by graph structure (`petagrad.tensor._realized`), and a buffer node keeps
   its identity after a write. A graph rebuilt after a write (the next step's forward on the same batch)
-  would be structurally equal to the old one and read the stale cached value. `renew()` gives a written
-  tensor a fresh BUFFER node over the same memory, so graphs built after the write are new graphs.
+  would be structurally equal to the old one and read the stale cached value. `write()` therefore writes
+  through a fresh BUFFER node over the same memory (and `renew()` does that after a core `Tensor.assign`),
+  so graphs built after the write are new graphs. This also holds when the writes are realized by a plain
+  `Tensor.realize_all(loss, *opt.schedule_step())`.
 """
 from __future__ import annotations
 from typing import Iterable
@@ -51,25 +53,29 @@ def write(target: Tensor, value: Tensor, ready: Iterable[Tensor] = ()) -> Tensor
     target.uop = value.contiguous().uop   # not realized yet: nothing to write into, so rebind (like Tensor.assign)
     return target
   if _reads_other_view(value.uop, dest, {t.uop for t in ready}): value = Tensor(UOp(Ops.CONTIGUOUS, value.dtype, (value.uop,)))
-  target.uop = UOp(Ops.ASSIGN, target.dtype, (dest, value.uop))
+  # the write goes through a fresh node over the same memory: once realized, target reads as that node, so
+  # graphs built after the write differ from (and never reuse cached results of) graphs built before it
+  target.uop = UOp(Ops.ASSIGN, target.dtype, (_fresh(dest), value.uop))
   return target
 
 def commit(*tensors: Tensor) -> None:
   """Realize tensors (pending writes and anything else) in one schedule, in the given order: put the
-  tensors that must read old values (gradients, the loss) first. Written tensors get fresh buffer nodes."""
+  tensors that must read old values (gradients, the loss) first. `Tensor.realize_all` does the same; this
+  also drops the pre-write graph realize_all keeps on grad leaves (it would hold the gradients alive)."""
   written = [t for t in tensors if t.uop.op is Ops.ASSIGN]
   Tensor.realize_all(*tensors)
-  for t in written:
-    t._ctx = None   # realize_all remembers a grad leaf's pre-realize node; after a write it is stale
-    renew(t)
+  for t in written: t._ctx = None
 
-def renew(t: Tensor) -> Tensor:
-  """Point t at a fresh BUFFER node over the same memory (see the module docstring)."""
-  base = t.uop.base
-  if base.op is not Ops.BUFFER: return t
+def _fresh(view: UOp) -> UOp:
+  """The same view over a fresh BUFFER node that shares view's memory."""
+  base = view.base
   nb = UOp(Ops.BUFFER, base.dtype, (), (base.arg[0], base.arg[1], next(_buffer_ids)))
   nb.buffer = base.buffer
-  t.uop = substitute(t.uop, {base: nb})
+  return substitute(view, {base: nb})
+
+def renew(t: Tensor) -> Tensor:
+  """Point t at a fresh BUFFER node over the same memory (after a `Tensor.assign`; see the module docstring)."""
+  if t.uop.base.op is Ops.BUFFER: t.uop = _fresh(t.uop)
   return t
 
 def assign_now(target: Tensor, value: Tensor) -> Tensor:

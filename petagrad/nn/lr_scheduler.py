@@ -14,7 +14,14 @@ import bisect, math
 from typing import Any, Callable, Sequence
 from petagrad.tensor import Tensor
 
-def _lr_value(lr: Any) -> float: return float(lr.item()) if isinstance(lr, Tensor) else float(lr)
+def _lr_value(group: dict[str, Any]) -> float:
+  """A group's current lr as a Python float: the exact value last written by the optimizer or a scheduler,
+  unless the tensor was changed since (then its float32 value)."""
+  lr = group["lr"]
+  if not isinstance(lr, Tensor): return float(lr)
+  v = float(lr.item())
+  exact = group.get("_lr_value")
+  return exact if exact is not None and Tensor([exact], dtype=lr.dtype).item() == v else v
 
 def set_lr(group: dict[str, Any], value: float) -> None:
   """Set a param group's learning rate, in place when it is a Tensor."""
@@ -22,6 +29,7 @@ def set_lr(group: dict[str, Any], value: float) -> None:
   if isinstance(lr, Tensor):
     from petagrad.nn._inplace import assign_now
     assign_now(lr, Tensor([float(value)], dtype=lr.dtype, device=lr.device).reshape(lr.shape))
+    group["_lr_value"] = float(value)
   else: group["lr"] = float(value)
 
 class LRScheduler:
@@ -32,7 +40,7 @@ class LRScheduler:
     for g in optimizer.param_groups:
       if "initial_lr" not in g:
         if last_epoch != -1: raise KeyError("param 'initial_lr' is not specified in param_groups when resuming an optimizer")
-        g["initial_lr"] = _lr_value(g["lr"])
+        g["initial_lr"] = _lr_value(g)
     self.base_lrs: list[float] = [g["initial_lr"] for g in optimizer.param_groups]
     self.last_epoch = last_epoch
     self._last_lr: list[float] = []

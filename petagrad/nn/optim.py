@@ -75,7 +75,9 @@ class Optimizer:
     todo = [p for p in ps if not is_buffer(p)]
     for p in todo: p.uop = p.contiguous().uop
     if todo: Tensor.realize_all(*todo)
-    if ps and not isinstance(g["lr"], Tensor): g["lr"] = _lr_tensor(g["lr"], ps[0].device)
+    if ps and not isinstance(g["lr"], Tensor):
+      g["_lr_value"] = float(g["lr"])   # the exact Python value (schedulers start from it)
+      g["lr"] = _lr_tensor(g["lr"], ps[0].device)
     self.param_groups.append(g)
 
   @property
@@ -101,14 +103,18 @@ class Optimizer:
     return old
 
   @staticmethod
-  def _state(state: dict[str, Tensor], name: str, like: Tensor, fill: float = 0.0) -> Tensor:
-    """A per-parameter state tensor, created on first use (a zeroed buffer of `like`'s shape and dtype)."""
-    if name not in state: state[name] = Tensor.full(like.shape, fill, dtype=like.dtype, device=like.device).contiguous().realize()
+  def _new_state(value: Tensor) -> Tensor:
+    """A new state buffer whose first value is written lazily (realized with the step that first uses it)."""
+    return write(Tensor.empty(*value.shape, dtype=value.dtype, device=value.device), value)
+
+  def _state(self, state: dict[str, Tensor], name: str, like: Tensor, fill: float = 0.0) -> Tensor:
+    """A per-parameter state tensor, created on first use (filled with `fill`, `like`'s shape and dtype)."""
+    if name not in state: state[name] = self._new_state(Tensor.full(like.shape, fill, dtype=like.dtype, device=like.device))
     return state[name]
 
   def _group_step(self, group: dict[str, Any], device: str) -> Tensor:
     """The group's step counter (0-d int32 tensor), incremented once per step()."""
-    if "step" not in group: group["step"] = Tensor.zeros((), dtype=dtypes.int32, device=device).contiguous().realize()
+    if "step" not in group: group["step"] = self._new_state(Tensor.zeros((), dtype=dtypes.int32, device=device))
     return group["step"]
 
   def schedule_step(self, skip: Tensor | None = None) -> list[Tensor]:
@@ -129,7 +135,7 @@ class Optimizer:
           g = p.grad.detach()
           if self._uses_master(p):
             master = self.state.setdefault(p, {}).get("master")
-            if master is None: master = self.state[p]["master"] = p.detach().float().contiguous().realize()
+            if master is None: master = self.state[p]["master"] = self._new_state(p.detach().float())
             new = self._update(group, master, g.float(), self.state[p])
             self._set(master, new)
             self._set(p, master.cast(p.dtype))
