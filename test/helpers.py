@@ -45,7 +45,7 @@ def make_pair(arr: np.ndarray, dtype: str, requires_grad: bool) -> tuple[torch.T
     raw = tt.view(torch.int16).numpy().tobytes()
     pt = Tensor(raw, dtype=dtypes.bfloat16).reshape(tuple(tt.shape)) if tt.numel() else Tensor.zeros(*tt.shape, dtype=dtypes.bfloat16).contiguous()
   else:
-    a = np.ascontiguousarray(np.asarray(arr).astype(dtype))
+    a = np.ascontiguousarray(np.asarray(arr).astype(dtype)).reshape(np.shape(arr))   # ascontiguousarray makes 0-d arrays 1-d
     tt = torch.from_numpy(a.copy())
     pt = Tensor(a)
   if requires_grad:
@@ -137,3 +137,11 @@ def helper_test_op(shapes: Sequence[tuple[int, ...]] | None, torch_fxn: Callable
     gr = grad_rtol if grad_rtol is not None else fr
     compare(f"gradient of input {i}", pgrad, tgrad, ga, gr, check_dtype)
   return pout, tout
+
+def stacked(*fns: Callable) -> Callable:
+  """One function computing every fn and stacking the results: one kernel (one compile on CPU) checks many
+  ops at once in the dtype sweeps. Row i of a mismatch is fns[i]."""
+  def f(*xs):
+    outs = [fn(*xs) for fn in fns]
+    return torch.stack(outs) if isinstance(outs[0], torch.Tensor) else Tensor.stack(outs)
+  return f

@@ -5,7 +5,7 @@ import pytest
 import torch
 from petagrad import Tensor
 from petagrad.dtype import dtypes, DType
-from helpers import helper_test_op, compare, make_pair, TORCH_DTYPES
+from helpers import helper_test_op, compare, make_pair, stacked, TORCH_DTYPES
 
 ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32", "float64"]
 # the dtypes torch can promote and compute with on CPU (uint16/32/64 are storage-only in torch)
@@ -41,12 +41,25 @@ def _np(values, name):
 
 @pytest.mark.parametrize("src", ALL)
 def test_cast(device, src):
+  # every target dtype in one kernel: cast to dst, then (exactly) to float64, stacked; the values here are
+  # all exact in float64, so a wrong first cast shows, and the cast chain must not be folded into one cast
+  pts, refs = [], []
   for dst in ALL:
     vals = [v for v in CAST_SRC[src] if _cast_ok(src, dst, v)]
+    vals = vals + [vals[0]] * (len(CAST_SRC[src]) - len(vals))
     tt, pt = make_pair(_np(vals, src), src, requires_grad=False)
-    ref = tt.to(TORCH_DTYPES[dst])
-    compare(f"cast {src}->{dst}", pt.cast(dst), ref, 0, 0)
-    compare(f"cast {src}->{dst} (DType)", pt.cast(dt(dst)), ref, 0, 0)
+    assert pt.cast(dst).dtype == dt(dst) and pt.cast(dt(dst)).dtype == dt(dst) and pt.cast(dst).shape == pt.shape
+    pts.append(pt.cast(dst).cast("float64")); refs.append(tt.to(TORCH_DTYPES[dst]).to(torch.float64))
+  got, exp = Tensor.stack(pts).numpy(), torch.stack(refs).numpy()
+  for i, dst in enumerate(ALL): np.testing.assert_array_equal(got[i], exp[i], err_msg=f"cast {src} -> {dst}")
+
+def test_cast_single(device):
+  # plain single casts (no chain) for a few pairs
+  for src, dst in [("float32", "int32"), ("int32", "float32"), ("float32", "float16"), ("float16", "bfloat16"), ("int64", "int8"),
+                   ("float64", "uint8"), ("bool", "float32"), ("float32", "bool"), ("uint8", "int8"), ("bfloat16", "float64")]:
+    vals = [v for v in CAST_SRC[src] if _cast_ok(src, dst, v)]
+    tt, pt = make_pair(_np(vals, src), src, requires_grad=False)
+    compare(f"cast {src}->{dst}", pt.cast(dst), tt.to(TORCH_DTYPES[dst]), 0, 0)
 
 def test_cast_methods(device):
   helper_test_op([(3, 4)], lambda x: x.float(), dtype="float16")
@@ -196,13 +209,14 @@ def _int_range(d: str) -> tuple[int, int]:
 @pytest.mark.parametrize("d", ["int8", "uint8", "int16", "int32", "int64"])
 def test_int_arith(device, d):
   lo, hi = _int_range(d)
-  for f in [lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x.maximum(y),
-            lambda x, y: x.minimum(y), lambda x, y: x < y, lambda x, y: x == y, lambda x, y: torch.where(x > y, x, y) if isinstance(x, torch.Tensor) else (x > y).where(x, y)]:
-    helper_test_op([(12,), (12,)], f, dtype=d, low=lo, high=hi, seed=3)
-  helper_test_op(None, lambda x, y: x // y, vals=[[7, 9, 0, 12, 3], [2, 4, 5, 5, 7]], dtype=d)
+  where = lambda x, y: torch.where(x > y, x, y) if isinstance(x, torch.Tensor) else (x > y).where(x, y)
+  helper_test_op([(12,), (12,)], stacked(lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x.maximum(y),
+                                         lambda x, y: x.minimum(y), where, lambda x, y: x * 3 + 1), dtype=d, low=lo, high=hi, seed=3)
+  helper_test_op([(12,), (12,)], stacked(lambda x, y: x < y, lambda x, y: x == y, lambda x, y: x >= y), dtype=d, low=lo, high=hi, seed=3)
+  helper_test_op([(12,), (12,)], lambda x, y: x / y, dtype=d, low=lo, high=hi, seed=3)
+  helper_test_op(None, stacked(lambda x, y: x // y, lambda x, y: x % y), vals=[[7, 9, 0, 12, 3], [2, 4, 5, 5, 7]], dtype=d)
   helper_test_op([(3, 4)], lambda x: x.sum(1), dtype=d, low=lo, high=hi)
   helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(0), dtype=d, low=lo, high=hi)
-  helper_test_op([(12,)], lambda x: x * 3 + 1, dtype=d, low=lo, high=hi)
 
 @pytest.mark.parametrize("d", ["uint16", "uint32", "uint64"])
 def test_uint_wide_arith(device, d):
@@ -210,37 +224,36 @@ def test_uint_wide_arith(device, d):
   a = np.array([0, 1, 7, 200, np.iinfo(d).max - 1, np.iinfo(d).max], dtype=d)
   b = np.array([3, 1, 2, 100, 1, 2], dtype=d)
   x, y = Tensor(a), Tensor(b)
+  ops = [("add", lambda p, q: p + q, lambda p, q: p + q), ("sub", lambda p, q: p - q, lambda p, q: p - q),
+         ("mul", lambda p, q: p * q, lambda p, q: p * q), ("floordiv", lambda p, q: p // q, lambda p, q: p // q),
+         ("mod", lambda p, q: p % q, lambda p, q: p % q), ("and", lambda p, q: p & q, lambda p, q: p & q),
+         ("xor", lambda p, q: p ^ q, lambda p, q: p ^ q), ("max", lambda p, q: p.maximum(q), np.maximum),
+         ("min", lambda p, q: p.minimum(q), np.minimum), ("shr", lambda p, q: p >> q, lambda p, q: p >> q)]
   with np.errstate(over="ignore"):
-    for name, pf, nf in [("add", lambda p, q: p + q, lambda p, q: p + q), ("sub", lambda p, q: p - q, lambda p, q: p - q),
-                         ("mul", lambda p, q: p * q, lambda p, q: p * q), ("floordiv", lambda p, q: p // q, lambda p, q: p // q),
-                         ("mod", lambda p, q: p % q, lambda p, q: p % q), ("and", lambda p, q: p & q, lambda p, q: p & q),
-                         ("xor", lambda p, q: p ^ q, lambda p, q: p ^ q), ("max", lambda p, q: p.maximum(q), np.maximum),
-                         ("min", lambda p, q: p.minimum(q), np.minimum), ("lt", lambda p, q: p < q, lambda p, q: p < q),
-                         ("shr", lambda p, q: p >> q, lambda p, q: p >> q)]:
-      got, exp = pf(x, y), nf(a, b)
-      assert got.dtype.name == exp.dtype.name, f"{d} {name}: {got.dtype.name} != {exp.dtype.name}"
-      np.testing.assert_array_equal(got.numpy(), exp, err_msg=f"{d} {name}")
+    for name, pf, nf in ops: assert pf(x, y).dtype.name == nf(a, b).dtype.name == d, name
+    got = Tensor.stack([pf(x, y) for _, pf, _ in ops]).numpy()   # one kernel for all of them
+    for i, (name, _, nf) in enumerate(ops): np.testing.assert_array_equal(got[i], nf(a, b), err_msg=f"{d} {name}")
+    assert (x < y).dtype == dtypes.bool and (x < y).numpy().tolist() == (a < b).tolist()
     assert (~x).numpy().tolist() == (~a).tolist()
     assert x.max().item() == int(a.max()) and x.min().item() == int(a.min())
     assert (x / y).dtype == dtypes.float32
 
 @pytest.mark.parametrize("d", FLOATS)
 def test_float_arith(device, d):
-  for f in [lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y, lambda x, y: x.maximum(y),
-            lambda x, y: x.minimum(y), lambda x, y: x < y]:
-    helper_test_op([(12,), (12,)], f, dtype=d, low=0.5, high=3)
+  helper_test_op([(12,), (12,)], stacked(lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / y,
+                                         lambda x, y: x.maximum(y), lambda x, y: x.minimum(y), lambda x, y: x * 3 + 1, lambda x, y: -x),
+                 dtype=d, low=0.5, high=3)
+  helper_test_op([(12,), (12,)], lambda x, y: x < y, dtype=d, low=0.5, high=3)
   helper_test_op([(3, 4)], lambda x: x.sum(1), dtype=d)
   helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(0), dtype=d)
-  helper_test_op([(12,)], lambda x: x * 3 + 1, dtype=d)
-  helper_test_op([(12,)], lambda x: -x, dtype=d)
 
 @pytest.mark.parametrize("d", FLOATS)
 def test_float_unary(device, d):
   tol = {"float16": (2e-3, 2e-3), "bfloat16": (2e-2, 2e-2), "float32": (1e-6, 1e-5), "float64": (1e-12, 1e-10)}[d]
-  for f, lo, hi in [(lambda x: x.exp(), -2, 2), (lambda x: x.log(), 0.5, 3), (lambda x: x.sqrt(), 0.5, 3), (lambda x: x.sin(), -3, 3),
-                    (lambda x: x.cos(), -3, 3), (lambda x: x.sigmoid(), -3, 3), (lambda x: x.exp2(), -2, 2), (lambda x: x.log2(), 0.5, 3),
-                    (lambda x: x.reciprocal(), 0.5, 3), (lambda x: x.relu(), -2, 2)]:
-    helper_test_op([(12,)], f, dtype=d, low=lo, high=hi, atol=tol[0], rtol=tol[1], grad_atol=tol[0], grad_rtol=tol[1])
+  kw = dict(dtype=d, atol=tol[0], rtol=tol[1], grad_atol=tol[0], grad_rtol=tol[1])
+  helper_test_op([(12,)], stacked(lambda x: x.exp(), lambda x: x.sin(), lambda x: x.cos(), lambda x: x.sigmoid(), lambda x: x.exp2(),
+                                  lambda x: x.relu(), lambda x: x.tanh()), low=-2, high=2, **kw)
+  helper_test_op([(12,)], stacked(lambda x: x.log(), lambda x: x.sqrt(), lambda x: x.log2(), lambda x: x.reciprocal()), low=0.5, high=3, **kw)
 
 def test_float64_precision(device):
   # float64 must really compute in double (1 + 1e-12 is not representable in float32)
