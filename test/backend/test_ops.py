@@ -853,11 +853,9 @@ def test_same_input_twice(device):
 
 # ------------------------------------------------------------------ edge cases found while probing
 
-@pytest.mark.xfail(reason="bug: erf gradient is 0 at x == 0", strict=False)
 def test_erf_grad_at_zero(device):
   helper_test_op(None, lambda x: x.erf(), vals=[[0.0, 1.0, -5.0, 5.0]], atol=1e-6)
 
-@pytest.mark.xfail(reason="bug: pow gradient is NaN at base 0", strict=False)
 def test_pow_grad_at_zero_base(device):
   helper_test_op(None, lambda x: x ** 3.5, vals=[[0.0, 1.0]])
   helper_test_op(None, lambda x: x ** torch.tensor([2.0, 2.0]), lambda x: x ** Tensor([2.0, 2.0]), vals=[[0.0, 1.0]])
@@ -866,14 +864,12 @@ def test_pow_grad_at_zero_base_int_exponent(device):
   helper_test_op(None, lambda x: x ** 2, vals=[[0.0, 1.0]])
   helper_test_op(None, lambda x: x ** 2.0, vals=[[0.0, 1.0]])
 
-@pytest.mark.xfail(reason="bug: relu(NaN) is 0", strict=False)
 def test_relu_nan(device):
   helper_test_op(None, lambda x: x.relu(), vals=[[float("nan"), -1.0, 2.0]], forward_only=True)
 
 def test_clip_nan(device):
   helper_test_op(None, lambda x: x.clip(-1, 1), vals=[[float("nan"), -2.0, 2.0]], forward_only=True)
 
-@pytest.mark.xfail(reason="bug: bool ** 2 and bool.square() stay bool (torch: int64)", strict=False)
 def test_pow_bool(device):
   helper_test_op(None, lambda x: x ** 2, vals=[[True, False]], dtype="bool")
   helper_test_op(None, lambda x: x.square(), vals=[[True, False]], dtype="bool")
@@ -981,7 +977,6 @@ def test_int_sum_of_padded(device):
   helper_test_op(None, lambda x: F.pad(x, (1, 0)).reshape(3, 1).expand(3, 2).sum(1), lambda x: x.pad((1, 0)).reshape(3, 1).expand(3, 2).sum(1),
                  vals=[[1.0, 2.0]])
 
-@pytest.mark.xfail(reason="bug: float remainder by inf gives NaN", strict=False)
 def test_mod_by_inf(device):
   helper_test_op(None, lambda x: x % float("inf"), vals=[[1.5, -2.0, 0.0]], forward_only=True)
 
@@ -1041,7 +1036,6 @@ def test_transcendental_accuracy(device):
                                    ("reciprocal", lambda v: 1 / v, _wide(device, 1e-3, 1e6), 0, 0)]:
     np.testing.assert_allclose(getattr(Tensor(data), f)().numpy(), _f64_ref(ref, data), rtol=rtol, atol=atol, err_msg=f)
 
-@pytest.mark.xfail(reason="bug: cos/tan lose precision for large |x| (sin(pi/2 - x) in float32)", strict=False)
 def test_cos_large_argument(device):
   x = _wide(device, -1e4, 1e4)
   np.testing.assert_allclose(Tensor(x).cos().numpy(), _f64_ref(np.cos, x), atol=1e-5, rtol=0)
