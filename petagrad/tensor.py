@@ -786,7 +786,6 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def pad(self, padding: Sequence, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
     """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
     form (last dim first: left, right, top, bottom, ...). Negative padding crops."""
-    if mode != "constant": raise _fail(NotImplementedError, "pad", f"mode {mode!r} is not implemented yet (only 'constant')", self)
     if all(isinstance(p, int) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim: raise _fail(ValueError, "pad", f"bad flat padding {tuple(padding)}", self)
       pairs = [(0, 0)] * self.ndim
@@ -794,6 +793,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     else:
       if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"padding {tuple(padding)} must have one pair per dim ({self.ndim})", self)
       pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+    if mode != "constant": return self._pad_mode(pairs, mode)   # reflect / replicate / circular (mixin/nn.py)
     x = self
     if any(b < 0 or a < 0 for b, a in pairs):
       x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))

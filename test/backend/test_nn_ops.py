@@ -266,7 +266,6 @@ def test_pad_modes_pairs_and_negative(device):
   helper_test_op([(3, 4)], lambda x: F.pad(x, (-1, 2), mode="replicate"), lambda x: x.pad_mode(((0, 0), (-1, 2)), "replicate"))
   helper_test_op([(1, 3, 4)], lambda x: F.pad(x, (1, -1, 2, 0), mode="circular"), lambda x: x.pad_mode((1, -1, 2, 0), "circular"))
 
-@pytest.mark.xfail(reason="core Tensor.pad does not call NNMixin._pad_mode yet (hook pending)", strict=False)
 def test_pad_modes_through_core_pad(device):
   helper_test_op([(1, 2, 3, 4)], lambda x: F.pad(x, (2, 1, 1, 2), mode="reflect"), lambda x: x.pad((2, 1, 1, 2), mode="reflect"))
 
