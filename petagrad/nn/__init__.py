@@ -214,11 +214,9 @@ class InstanceNorm:
     if x.ndim < 2 or x.shape[1] != self.num_features:
       raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *spatial), got shape {x.shape}")
     use_input_stats = Tensor.training or not self.track_running_stats
-    if self.track_running_stats and Tensor.training:
-      assert self.num_batches_tracked is not None
-      self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+    if self.track_running_stats and Tensor.training:   # (like torch, num_batches_tracked is not counted)
       out = x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, True, self.momentum, self.eps)
-      for t in (self.running_mean, self.running_var, self.num_batches_tracked): renew(t)   # type: ignore[arg-type]
+      for t in (self.running_mean, self.running_var): renew(t)   # type: ignore[arg-type]
       return out
     return x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, use_input_stats, self.momentum, self.eps)
 
@@ -276,8 +274,12 @@ class LSTMCell:
       z = Tensor.zeros(*x.shape[:-1], self.hidden_size, dtype=x.dtype, device=x.device)
       hc = (z, z)
     h, c = hc
-    gates = x.linear(self.weight_ih, self.bias_ih) + h.linear(self.weight_hh, self.bias_hh)
-    i, f, g, o = gates.chunk(4, dim=-1)
+    H = self.hidden_size
+    def gate(k: int) -> Tensor:
+      sl = slice(k * H, (k + 1) * H)
+      return x.linear(self.weight_ih[sl], self.bias_ih[sl] if self.bias_ih is not None else None) + \
+             h.linear(self.weight_hh[sl], self.bias_hh[sl] if self.bias_hh is not None else None)
+    i, f, g, o = (gate(k) for k in range(4))
     c = f.sigmoid() * c + i.sigmoid() * g.tanh()
     return o.sigmoid() * c.tanh(), c
 

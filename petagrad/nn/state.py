@@ -21,7 +21,7 @@ ValueError naming the file and what is wrong.
 [[1.0, 2.0]]
 """
 from __future__ import annotations
-import io, json, math, mmap, os, pickle, struct, sys, tempfile, types, zipfile, collections
+import io, itertools, json, mmap, os, pickle, struct, tempfile, types, zipfile
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, BinaryIO
 from petagrad.tensor import Tensor
@@ -262,6 +262,7 @@ class _Storage:
   per dtype, on first use."""
   def __init__(self, read: Callable[[], bytes], dtype: DType, key: str):
     self._read, self.dtype, self.key, self._ts = read, dtype, key, {}
+  def raw(self) -> bytes: return self._read()
   def tensor(self, dtype: DType) -> Tensor:
     if dtype not in self._ts:
       raw = self._read()
@@ -281,13 +282,23 @@ class _PendingTensor:
     last = offset + sum((s - 1) * st for s, st in zip(size, stride))
     if offset < 0 or last >= flat.numel() or any(st < 0 for st in stride):
       raise ValueError(f"torch_load: a tensor of size {size} stride {stride} at offset {offset} reads past its storage of {flat.numel()} elements")
-    contiguous = tuple(prod(size[i + 1:]) for i in range(len(size)))
-    if all(st == c for s, st, c in zip(size, stride, contiguous) if s != 1): return flat[offset:offset + n].reshape(size)
-    # a strided view (rare in checkpoints): gather the elements by their flat index
-    idx = Tensor.full((), offset, dtype=dtypes.int64, device=_load_device)
-    for i, (s, st) in enumerate(zip(size, stride)):
-      idx = idx + Tensor.arange(s, device=_load_device).reshape((1,) * i + (s,) + (1,) * (len(size) - i - 1)) * st
-    return flat[idx.flatten()].reshape(size)
+    # the common layouts are a permutation of a contiguous block (e.g. channels-last weights): movement ops only
+    dims = [i for i in range(len(size)) if size[i] != 1]
+    order = sorted(dims, key=lambda i: -stride[i])
+    expect = 1
+    for i in reversed(order):
+      if stride[i] != expect: break
+      expect *= size[i]
+    else:
+      t = flat[offset:offset + n].reshape(tuple(size[i] for i in order))
+      return t.permute(tuple(order.index(i) for i in dims)).reshape(size)
+    # any other strided view (overlapping or with gaps; rare in checkpoints): gather the bytes on the host
+    raw, isz = self.storage.raw(), dt.itemsize
+    out = bytearray()
+    for idx in itertools.product(*(range(s) for s in size)):
+      e = offset + sum(i * st for i, st in zip(idx, stride))
+      out += raw[e * isz:(e + 1) * isz]
+    return Tensor(bytes(out), dtype=dt, device=_load_device).reshape(size)
 
 def _finish(obj: Any) -> Any:
   """Replace every _PendingTensor inside obj (dicts and lists in place, tuples rebuilt) by its Tensor."""
@@ -346,14 +357,13 @@ class _RestrictedUnpickler(pickle.Unpickler):
                                f"OrderedDict and plain containers are allowed (a checkpoint that names other globals may run arbitrary code)")
   def persistent_load(self, pid: Any) -> Any:
     if not isinstance(pid, tuple) or not pid or pid[0] != "storage":
-      raise TorchUnpicklingError(f"{self.path}: unsupported persistent id {pid!r} in a torch checkpoint")
+      raise _corrupt(self.path, f"not a torch checkpoint (unsupported persistent id {str(pid)[:40]!r})")
     return self.load_storage(pid)
 
 def _storage_dtype(pid: tuple, path: str) -> DType:
-  st = pid[1]
-  if isinstance(st, _StorageType): return st.dtype
-  if isinstance(st, _TorchDtype): return st.dtype
-  raise TorchUnpicklingError(f"{path}: unsupported storage type {st!r}")
+  st = pid[1] if len(pid) > 1 else None
+  if isinstance(st, (_StorageType, _TorchDtype)): return st.dtype
+  raise _corrupt(path, f"unsupported storage type {st!r} in a torch checkpoint")
 
 def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
   """Load a PyTorch checkpoint (torch.save's zip format or the legacy format of
@@ -365,6 +375,8 @@ def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
   prev, _load_device = _load_device, device
   try:
     if zipfile.is_zipfile(path): return _torch_load_zip(path)
+    with open(path, "rb") as f:
+      if f.read(4) == b"PK\x03\x04": raise _corrupt(path, "truncated or corrupt torch checkpoint (a zip file without its central directory)")
     return _torch_load_legacy(path)
   except (zipfile.BadZipFile, EOFError, struct.error) as e:
     raise _corrupt(path, f"truncated or corrupt torch checkpoint ({type(e).__name__}: {e})") from None
@@ -394,11 +406,12 @@ _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 
 def _torch_load_legacy(path: str) -> Any:
   with open(path, "rb") as f:
-    def safe_small(): return _RestrictedUnpickler(f, path, lambda pid: (_ for _ in ()).throw(TorchUnpicklingError(f"{path}: unexpected storage in the header"))).load()
+    def no_storage(pid): raise _corrupt(path, "not a torch checkpoint (a storage in the legacy header)")
+    def safe_small(): return _RestrictedUnpickler(f, path, no_storage).load()
     try: magic = safe_small()
-    except (pickle.UnpicklingError, EOFError, ValueError, IndexError) as e:
-      if isinstance(e, TorchUnpicklingError): raise
-      raise _corrupt(path, f"not a torch checkpoint (neither a zip file nor a legacy pickle: {e})") from None
+    except TorchUnpicklingError: raise   # a refused global: say so, it may be an attack
+    except Exception as e:
+      raise _corrupt(path, f"not a torch checkpoint (neither a zip file nor a legacy pickle: {type(e).__name__}: {e})") from None
     if magic != _LEGACY_MAGIC: raise _corrupt(path, "not a torch checkpoint (wrong magic number)")
     version = safe_small()
     if version != 1001: raise _corrupt(path, f"unsupported legacy torch checkpoint protocol version {version}")
