@@ -323,22 +323,27 @@ def test_grad_scaler_vs_torch():
     np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-6)
   assert scales == [256.0, 512.0, 256.0, 256.0, 512.0, 256.0, 256.0]
 
-def test_grad_scaler_fp16_training():
-  """float16 params + master weights + loss scaling: a tiny-gradient problem still trains."""
-  Tensor.manual_seed(0)
-  w = Tensor.randn(8, 1).half().contiguous().realize()
-  w.requires_grad = True
-  x = Tensor.randn(16, 8).half().realize()
-  y = (x.float() @ Tensor.ones(8, 1)).realize()
-  opt = optim.Adam([w], lr=0.05)
-  sc = optim.GradScaler(init_scale=2.0 ** 10)
-  losses = []
-  for _ in range(6):
-    opt.zero_grad()
-    loss = ((x @ w).float() - y).square().mean() * 1e-6   # unscaled fp16 gradients would underflow
-    sc.scale(loss).backward()
-    loss.realize()
-    sc.step(opt); sc.update()
-    losses.append(loss.item())
-  assert w.dtype == dtypes.float16 and opt.state[w]["master"].dtype == dtypes.float32
-  assert losses[-1] < losses[0]
+def test_grad_scaler_fp16_training_in_jit():
+  """float16 params + float32 master weights + loss scaling, eager and under TinyJit: same losses, scales and
+  weights, including a step skipped on overflow (the scale grows until the float16 gradients overflow)."""
+  def run(jit: bool):
+    w = Tensor(np.ones((4, 1), np.float32)).half().contiguous().realize()
+    w.requires_grad = True
+    x = Tensor(np.linspace(-1, 1, 32, dtype=np.float32).reshape(8, 4)).half().realize()
+    opt, sc = optim.SGD([w], lr=0.1), optim.GradScaler(init_scale=2.0 ** 14, growth_interval=2)
+    def step(x):
+      opt.zero_grad()
+      loss = ((x @ w).float() - 1).square().mean()
+      sc.scale(loss).backward()
+      loss.realize()
+      sc.step(opt)
+      sc.update()
+      return loss
+    f = TinyJit(step) if jit else step
+    losses = [f(x).item() for _ in range(8)]
+    assert w.dtype == dtypes.float16 and opt.state[w]["master"].dtype == dtypes.float32
+    return losses, sc.get_scale(), w.float().numpy()
+  (le, se, we), (lj, sj, wj) = run(False), run(True)
+  assert le == lj and se == sj and np.array_equal(we, wj)
+  assert le[0] > le[5] and le[6] == le[7]   # trains; the 7th step overflowed (scale 2**17) and was skipped
+  assert se == 2.0 ** 16
