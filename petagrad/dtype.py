@@ -6,7 +6,7 @@ dtypes.int16
 """
 from __future__ import annotations
 import math, struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 from petagrad.helpers import DEFAULT_FLOAT
 
@@ -18,6 +18,9 @@ class DType:
   kind: str
   fmt: str          # struct format character of the storage (bfloat16 is stored as 'H')
   count: int = 1    # > 1: a vector of `count` scalars (only inside generated kernels)
+  _hash: int = field(init=False, repr=False, compare=False, default=0)
+  def __post_init__(self): object.__setattr__(self, "_hash", hash((self.name, self.itemsize, self.kind, self.fmt, self.count)))
+  def __hash__(self) -> int: return self._hash   # dtypes key every UOp lookup: hash once
   def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
   def vec(self, n: int) -> DType:
     assert self.count == 1, "vectors of vectors are not a thing"

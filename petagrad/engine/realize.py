@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp, pretty
+from petagrad.uop.uop import UOp, pretty, _arg_key
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters, cpu_threads
@@ -66,19 +66,24 @@ def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int,
 
 # ---------------------------------------------------------------- lowering cache
 
-_lower_cache: dict[UOp, tuple[UOp, list[int]]] = {}
+_lower_cache: dict[tuple, tuple[UOp, list[int]]] = {}
 
 def lower_cached(out: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
-  """lower(), keyed by the kernel's structure: buffers become numbered placeholders."""
+  """lower(), keyed by the kernel's structure: buffers become numbered slots."""
+  nodes = list(UOp(Ops.SINK, out.dtype, (out, value)).toposort())
+  index = {u: i for i, u in enumerate(nodes)}
   bufs: list[UOp] = []
-  seen: dict[UOp, UOp] = {}
-  for u in UOp(Ops.SINK, out.dtype, (out, value)).toposort():
-    if u.op is Ops.BUFFER and u not in seen:
-      seen[u] = UOp(Ops.BUFFER, u.dtype, (), (u.arg[0], u.arg[1], -1 - len(bufs)))
+  key_parts = []
+  for u in nodes:
+    if u.op is Ops.BUFFER:
+      key_parts.append((Ops.BUFFER, u.dtype, u.arg[0], u.arg[1], len(bufs)))
       bufs.append(u)
-  key = substitute(UOp(Ops.SINK, out.dtype, (out, value)), seen)
+    else: key_parts.append((u.op, u.dtype, _arg_key(u.arg), tuple(index[s] for s in u.src)))   # 0.0 and -0.0 differ
+  key = tuple(key_parts)
   if (hit := _lower_cache.get(key)) is None:
-    ast, params = lower(key.src[0], key.src[1])
+    placeholders = {b: UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], -1 - i)) for i, b in enumerate(bufs)}
+    norm = substitute(nodes[-1], placeholders)
+    ast, params = lower(norm.src[0], norm.src[1])
     hit = _lower_cache[key] = (ast, [-1 - p.arg[2] for p in params])
   ast, order = hit
   return ast, [bufs[i] for i in order]
