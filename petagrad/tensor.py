@@ -13,8 +13,8 @@ from petagrad.uop.gradient import compute_gradient
 from petagrad.dtype import DType, dtypes, to_dtype, promote, promote_scalar, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Device
 from petagrad.helpers import prod, argfix, user_frame, flatten as flatten_list
-from petagrad.schedule.schedule import new_buffer, substitute
-from petagrad.engine.realize import realize_uops
+from petagrad.schedule.schedule import new_buffer, new_buffer_node, substitute
+from petagrad.engine.realize import realize_uops, write_hooks
 from petagrad.mixin.indexing import IndexingMixin
 from petagrad.mixin.ordering import OrderingMixin
 from petagrad.mixin.math import MathMixin
@@ -68,7 +68,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
   [4, 6]
   """
-  __slots__ = ("uop", "_requires_grad", "_leaf", "grad", "_ctx", "__weakref__")
+  __slots__ = ("_uop", "_requires_grad", "_leaf", "grad", "_ctx", "__weakref__")
   training: bool = False
   _seed: int = 0
   _rng_counter: int = 0
@@ -139,6 +139,15 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def __bool__(self) -> bool:
     if self.numel() != 1: raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is ambiguous; use .any() or .all()")
     return bool(self.item())
+
+  @property
+  def uop(self) -> UOp: return self._uop
+  @uop.setter
+  def uop(self, u: UOp) -> None:
+    self._uop = u
+    # remember which tensors view which buffer: an in-place write gives them a fresh buffer node
+    if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and (b := u.base).op is Ops.BUFFER and b.buffer is not None:
+      _views.setdefault(b.buffer, weakref.WeakValueDictionary())[id(self)] = self
 
   @property
   def requires_grad(self) -> bool | None: return self._requires_grad
@@ -1067,6 +1076,22 @@ def _empty_nested(shape: tuple[int, ...]) -> Any:
   if not shape: return []
   if shape[0] == 0: return []
   return [_empty_nested(shape[1:]) if len(shape) > 1 else [] for _ in range(shape[0])]
+
+# buffer -> the live tensors whose uop is a view of it (weakly)
+_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+def _renew_buffer_node(buf) -> None:
+  """After an in-place write to `buf`, every tensor viewing it gets a fresh BUFFER node over the same
+  memory. Graphs built from now on are new nodes (so no result cached for the old contents is reused),
+  while results realized before the write keep their values (like PyTorch)."""
+  tensors = list(_views.get(buf, {}).values())
+  if not tensors: return
+  old = tensors[0].uop.base
+  fresh = new_buffer_node(buf, old.dtype)
+  for t in tensors:
+    if t.uop.base.buffer is buf: t.uop = substitute(t.uop, {t.uop.base: fresh})
+
+write_hooks.append(_renew_buffer_node)
 
 # tensors on which the user set requires_grad=True (weakly): the leaves backward() fills
 _grad_leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()

@@ -89,7 +89,7 @@ class TinyJit(Generic[R]):
       jit_active.pop()
       if self.cnt == 1: capture_hooks.remove(recorded.append)
     if self.cnt == 1:
-      self.captured = [ExecItem(ei.kernel, list(ei.bufs)) for ei in recorded]
+      self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes_in_place) for ei in recorded]
       index = {id(b): i for i, b in enumerate(bufs)}
       self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
       self.rng_slots = [(b, rng_state_buffers[b]) for ei in self.captured for b in ei.bufs if b in rng_state_buffers]

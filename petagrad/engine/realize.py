@@ -95,6 +95,7 @@ class ExecItem:
   """One launch: a compiled kernel (or a copy when kernel is None) and its buffers, output first."""
   kernel: CompiledKernel | None
   bufs: list[Buffer]
+  writes_in_place: bool = False   # an ASSIGN: the write hooks hear about it
   def run(self) -> float:
     if self.kernel is None:
       out, src = self.bufs
@@ -107,6 +108,8 @@ class ExecItem:
     st = time.perf_counter()
     k.program(*raw)
     et = time.perf_counter() - st
+    if self.writes_in_place:
+      for hook in write_hooks: hook(self.bufs[0])
     mem = sum(b.nbytes for b in self.bufs)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += k.flops
@@ -120,6 +123,8 @@ class ExecItem:
 
 # a JIT capturing a function's launches registers a callback here
 capture_hooks: list[Callable[[ExecItem], None]] = []
+# called with each buffer an in-place write (ASSIGN) changed, in eager runs and in JIT replays
+write_hooks: list[Callable[[Buffer], None]] = []
 
 def to_exec_item(si: ScheduleItem) -> ExecItem | None:
   out_buf = si.out.base.buffer
@@ -130,7 +135,7 @@ def to_exec_item(si: ScheduleItem) -> ExecItem | None:
   for b in bufs:
     if b.arg[0] != device:
       raise RuntimeError(f"a kernel on {device} reads a buffer on {b.arg[0]}; move tensors with .to({device!r}) first")
-  return ExecItem(get_kernel(device, ast, [b.dtype for b in bufs], si.out.shape), [b.buffer for b in bufs])
+  return ExecItem(get_kernel(device, ast, [b.dtype for b in bufs], si.out.shape), [b.buffer for b in bufs], si.kind == "assign")
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   for si in items:

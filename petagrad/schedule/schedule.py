@@ -21,15 +21,19 @@ _buffer_ids = itertools.count()
 
 def new_buffer(device: str, size: int, dtype: DType) -> UOp:
   """A fresh BUFFER node (memory is allocated when a kernel first writes it)."""
-  u = UOp(Ops.BUFFER, dtype, (), (device, size, next(_buffer_ids)))
-  u.buffer = Buffer(device, size, dtype)
+  return new_buffer_node(Buffer(device, size, dtype), dtype)
+
+def new_buffer_node(buf: Buffer, dtype: DType) -> UOp:
+  """A new BUFFER node for existing memory (a new identity: graphs over it are new graphs)."""
+  u = UOp(Ops.BUFFER, dtype, (), (buf.device, buf.size, next(_buffer_ids)))
+  u.buffer = buf
   return u
 
 def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp: return buf.reshape(shape)
 
 @dataclass(frozen=True)
 class ScheduleItem:
-  kind: str            # "kernel": compute value into out; "copy": copy value's buffer into out's
+  kind: str            # "kernel": compute value into a new buffer; "assign": into an existing one; "copy"
   out: UOp             # a view over the output BUFFER
   value: UOp           # tensor graph over BUFFER views, CONST and IOTA
 
@@ -72,8 +76,10 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     if u.op is Ops.COPY:
       realize.add(u)
       if u.src[0].op is not Ops.BUFFER and not (u.src[0].op is Ops.RESHAPE and u.src[0].src[0].op is Ops.BUFFER): realize.add(u.src[0])
-    if u.op is Ops.EXPAND and has_reduce[u.src[0]]:
-      # the reduces under an expand get buffers; the cheap elementwise work after them is recomputed
+    if (u.op is Ops.EXPAND or (u.op is Ops.PAD and prod(u.src[0].shape) > 1)) and has_reduce[u.src[0]]:
+      # the reduces under an expand get buffers (fusing would recompute them per expanded element), and
+      # so do those under a pad of more than one element (a cat/chunk gradient adds padded pieces: each
+      # element would evaluate every piece); the cheap elementwise work after them is recomputed
       realize.update(_top_reduces(u.src[0], realize))
       has_reduce[u.src[0]] = False
     has_reduce[u] = u not in realize and (u.op is Ops.REDUCE_AXIS or any(has_reduce.get(s, False) for s in u.src))
@@ -89,11 +95,13 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
 
   items: list[ScheduleItem] = []
   becomes: dict[UOp, UOp] = {}
+  producers: list[UOp] = []
   for u in order:
     if u not in realize: continue
+    producers.append(u)
     if u.op is Ops.ASSIGN:
       out = substitute(u.src[0], becomes)
-      items.append(ScheduleItem("kernel", out, substitute(u.src[1], becomes)))
+      items.append(ScheduleItem("assign", out, substitute(u.src[1], becomes)))
     elif u.op is Ops.COPY:
       src = substitute(u.src[0], becomes)
       out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
@@ -102,7 +110,45 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
       items.append(ScheduleItem("kernel", out, substitute(u.src[0] if u.op is Ops.CONTIGUOUS else u, becomes)))
     becomes[u] = out
-  return items, becomes
+  return _order_writes_after_reads(items, producers, realize), becomes
+
+def _order_writes_after_reads(items: list[ScheduleItem], producers: list[UOp], realize: set[UOp]) -> list[ScheduleItem]:
+  """Dependency order, plus: a kernel that reads a buffer's old value runs before the ASSIGN that
+  overwrites it (unless it consumes that ASSIGN's result)."""
+  if not any(it.kind == "assign" for it in items): return items
+  pos = {u: i for i, u in enumerate(producers)}
+  deps: list[set[int]] = []
+  for u in producers:   # the realized nodes each kernel consumes directly
+    srcs = u.src[1:] if u.op is Ops.ASSIGN else u.src
+    deps.append({pos[r] for r in _inputs(srcs, realize) if r in pos})
+  ancestors: list[set[int]] = []
+  for i, d in enumerate(deps): ancestors.append(set(d).union(*(ancestors[j] for j in d)))
+  reads = [{b for b in it.value.toposort() if b.op is Ops.BUFFER} for it in items]
+  after = [set(d) for d in deps]
+  for a, it in enumerate(items):
+    if it.kind != "assign": continue
+    target = it.out.base
+    for j, rd in enumerate(reads):
+      if j != a and target in rd and a not in ancestors[j]: after[a].add(j)
+  out: list[ScheduleItem] = []
+  done: set[int] = set()
+  while len(done) < len(items):
+    ready = [i for i in range(len(items)) if i not in done and after[i] <= done]
+    if not ready: raise RuntimeError("these in-place writes read each other's old values in a cycle; realize one of them first")
+    done.add(ready[0])
+    out.append(items[ready[0]])
+  return out
+
+def _inputs(srcs: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """The realized nodes directly under srcs (not looking below them)."""
+  out, stack, seen = set(), list(srcs), set()
+  while stack:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u in realized: out.add(u); continue
+    stack.extend(u.src)
+  return out
 
 def _top_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
   """The outermost REDUCE_AXIS nodes under root that are not already realized."""

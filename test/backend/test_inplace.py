@@ -1,0 +1,59 @@
+"""In-place writes: new graphs see the new values, results realized before keep theirs, and a write
+never overwrites a value another kernel of the same schedule still has to read."""
+from __future__ import annotations
+import pytest
+from petagrad import Tensor, GlobalCounters
+from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
+from petagrad.engine.jit import TinyJit
+
+def test_rebuilt_graph_sees_assign(device):
+  w = Tensor([1.0, 2.0]).realize()
+  got = []
+  for _ in range(3):
+    got.append((w * 2).sum().item())
+    w.assign(w + 1)
+  assert got == [6.0, 10.0, 14.0]
+
+def test_views_see_write_and_new_graphs_recompute(device):
+  w = Tensor([1.0, 2.0, 3.0]).realize()
+  v = w[0:2]
+  before = (v * 2).sum().item()
+  w += 1
+  assert before == 6.0 and (v * 2).sum().item() == 10.0 and v.tolist() == [2.0, 3.0]
+
+def test_realized_result_keeps_its_value():
+  x = Tensor([1.0, 2.0], requires_grad=True)
+  w = Tensor([3.0, 4.0]).realize()
+  loss = (x * w).sum()
+  assert loss.item() == 11.0
+  w.assign(w * 0)
+  assert loss.item() == 11.0 and (x * w).sum().item() == 0.0
+
+def test_jit_writes_renew_buffer_nodes():
+  w = Tensor.zeros(3).contiguous().realize()
+  step = TinyJit(lambda x: w.assign(w + x))
+  for _ in range(4):
+    step(Tensor.ones(3))
+    assert (w * 1).sum().item() == w.numpy().sum()
+  assert w.tolist() == [4.0] * 3
+
+def _lazy_assign(t: Tensor, v: Tensor) -> Tensor: return Tensor(UOp(Ops.ASSIGN, t.dtype, (t.uop, v.uop)))
+
+def test_reader_runs_before_writer_in_one_schedule():
+  a, b = Tensor([1.0, 2.0]).realize(), Tensor([3.0, 4.0]).realize()
+  s = (a * 10).contiguous()
+  Tensor.realize_all(_lazy_assign(a, b + 0), s)   # s reads a's old value
+  assert s.tolist() == [10.0, 20.0] and a.tolist() == [3.0, 4.0]
+
+def test_write_cycle_is_refused():
+  a, b = Tensor([1.0, 2.0]).realize(), Tensor([3.0, 4.0]).realize()
+  with pytest.raises(RuntimeError, match="cycle"):
+    Tensor.realize_all(_lazy_assign(a, b + 0), _lazy_assign(b, a + 0))
+
+def test_cat_of_reduces_realizes_pieces():
+  x, y = Tensor.rand(8, 4).realize(), Tensor.rand(8, 4).realize()
+  GlobalCounters.reset()
+  out = x.sum(0).cat(y.sum(0)).realize()
+  assert GlobalCounters.kernel_count == 3   # each piece once, then the cheap cat
+  assert abs(out.sum().item() - (x.sum() + y.sum()).item()) < 1e-4
