@@ -217,7 +217,8 @@ class CStyleRenderer(Renderer):
       if dt.is_bool: return f"({fr(0)} != 0)"
       return f"(({self.types[dt]})({fr(0)}))"
     if op is Ops.BITCAST:
-      return f"({{{self.types[dt]} __o; {self.types[src[0].dtype]} __i = {a[0]}; memcpy(&__o, &__i, sizeof(__o)); __o;}})"
+      # a union compound literal (not memcpy): compilers vectorize loops around it
+      return f"((union {{{self.types[src[0].dtype]} i; {self.types[dt]} o;}}){{.i = {a[0]}}}).o"
     if op is Ops.WHERE: return f"({a[0]} ? {a[1]} : {a[2]})"
     if any(s.dtype == dtypes.bfloat16 for s in src):   # compute in float, round the result back to bfloat16
       inner = self._alu_str(op, [fr(i) for i in range(len(src))], src, dtypes.float32)
