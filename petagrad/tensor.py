@@ -969,6 +969,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     bx, bw = xv.shape[:-2], wv.shape[:-2]
     for a, b in zip(reversed(bx), reversed(bw)):
       if a != b and a != 1 and b != 1: raise _fail(ValueError, "matmul", f"batch dimensions {bx} and {bw} are not broadcastable", x, w)
+    wv = _panel_layout(wv)
     # (..., n, 1, k) * (..., 1, m, k) -> sum over k
     xr = xv.reshape(xv.shape[:-1] + (1, kx))
     wr = wv.transpose(-1, -2).reshape(wv.shape[:-2] + (1, wv.shape[-1], kw))
@@ -999,6 +1000,17 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     m = (m.abs() == float("inf")).where(0.0, m)
     out = (x - m).exp().sum(axis, keepdim=True).log() + m
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in self._axes("logsumexp", axis)))
+
+PANEL = 32
+def _panel_layout(w: Tensor) -> Tensor:
+  """A big row-major right operand whose rows are a multiple of 1 KiB apart is read column panel by
+  column panel, each row of a panel at the same cache-set offset: the panel thrashes the cache. Copying
+  it once into (N/32, K, 32) panels (and reading that through a view) keeps a panel contiguous.
+  Values and gradients are unchanged; this costs one O(K*N) copy kernel."""
+  if w.ndim != 2 or w.shape[0] < 512 or w.shape[1] < 256 or w.shape[1] % PANEL or (w.shape[1] * w.dtype.itemsize) % 1024: return w
+  k, n = w.shape
+  packed = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
+  return packed.permute(1, 0, 2).reshape(k, n)
 
 def _hash32(x: int) -> int:
   x &= 0xffffffff
