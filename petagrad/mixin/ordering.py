@@ -1,9 +1,16 @@
 """Ordering and scans: sort, topk, cumsum & co, tril/triu, roll, diag, einsum, one_hot, meshgrid, unique.
 
-Costs (documented, to be improved): sort/argsort/topk rank each element by comparing it with every
-other element of its row, O(n^2) per row of length n (two reduce kernels). The scans (cumsum, cumprod,
-cummax, cummin, logcumsumexp) are a masked reduce over a lower-triangular (n, n) window, O(n^2) per
-row, one reduce kernel each (cummax/cummin: three). Fine for rows of a few thousand elements.
+Costs (documented, to be improved):
+  * sort / argsort / topk / unique: rows up to SORT_DIRECT (65536) elements rank each element by
+    comparing it with every other element of its row: O(n^2) work, two reduce kernels. Longer rows go
+    through a bitonic network over (value, index) pairs: O(n log^2 n) work, one kernel per stage
+    (~log2(n)^2 / 2 stages, each compiled once per size). There is no data-dependent load in the IR, so
+    no O(n log n) merge sort.
+  * cumsum / cumprod / cummax / cummin / logcumsumexp: rows up to SCAN_DIRECT (256) elements are one
+    masked reduce over a lower-triangular (n, n) window (O(n^2), one kernel); longer rows are scanned in
+    blocks of SCAN_BLOCK (128): scan inside each block, scan the block totals (recursively), combine,
+    O(n * SCAN_BLOCK), about 4 kernels per level. On long rows, cummax/cummin share the gradient among
+    tied maxima (torch gives it all to the returned index); short rows match torch exactly.
 
 `unique` and `one_hot(-1)` / `repeat_interleave` with per-element repeats have data-dependent shapes:
 they realize their input (compute it and read it back) at the call.
@@ -40,7 +47,8 @@ class OrderingMixin:
   # ------------------------------------------------------------------ sorting
   def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along `dim`. Always stable (equal values keep their order); NaN sorts
-    as the largest value, like torch. O(n^2) comparisons per row (see the module doc).
+    as the largest value, like torch. Rows up to SORT_DIRECT elements: ranks from pairwise comparisons
+    (O(n^2), two kernels); longer rows: a bitonic network (O(n log^2 n), one kernel per stage).
 
     >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
     [[1, 2, 3], [1, 2, 0]]
@@ -53,6 +61,9 @@ class OrderingMixin:
     x = self.transpose(d, -1)
     n = x.shape[-1]
     if n == 0 or x.numel() == 0: return self, T.zeros(self.shape, dtype=dtypes.int64, device=self.device)
+    if n > SORT_DIRECT and not self.requires_grad:   # the network's backward fuses into one huge kernel (bugs_core.md)
+      values, indices = _bitonic(x, descending)
+      return values.transpose(d, -1), indices.transpose(d, -1)
     rank = _rank(x, descending)                                           # (..., n)
     oh = rank.unsqueeze(-2) == T.arange(n, device=self.device).reshape(n, 1)   # (..., n_r, n_i)
     values = _pick(x.unsqueeze(-2), oh, -1)
@@ -77,53 +88,69 @@ class OrderingMixin:
     return v.shrink(sl), i.shrink(sl)
 
   # ------------------------------------------------------------------ scans
-  def _scan_input(self, op: str, dim: int) -> tuple[Tensor, int, Tensor]:
-    """Self with `dim` moved last and a (n_i, n_j) j<=i mask."""
+  def _scan_input(self, op: str, dim: int) -> tuple[Tensor, int]:
+    """Self with `dim` moved last."""
     if self.ndim == 0:
       _resolve(op, dim, 0, self)
-      return self.reshape(1), 0, _tri(type(self), 1, self.device)
+      return self.reshape(1), 0
     d = _resolve(op, dim, self.ndim, self)
-    x = self.transpose(d, -1)
-    return x, d, _tri(type(self), x.shape[-1], self.device)
+    return self.transpose(d, -1), d
 
   def _scan_output(self, out: Tensor, d: int) -> Tensor:
     return out.reshape(()) if self.ndim == 0 else out.transpose(d, -1)
 
   def cumsum(self, dim: int = 0, dtype=None) -> Tensor:
-    """Cumulative sum along `dim` (ints and bools give int64, like torch). O(n^2) per row.
+    """Cumulative sum along `dim` (ints and bools give int64, like torch). See the module doc for the cost.
 
     >>> Tensor([1, 2, 3]).cumsum(0).tolist()
     [1, 3, 6]
     """
-    x, d, m = self._scan_input("cumsum", dim)
+    x, d = self._scan_input("cumsum", dim)
     if dtype is not None: x = x.cast(dtype)
-    return self._scan_output(m.where(x.unsqueeze(-2), _zero_of(x.dtype)).sum(-1), d)
+    if x.dtype.is_bool or (x.dtype.is_int and dtype is None): x = x.cast(dtypes.int64 if not x.dtype.is_unsigned or x.dtype.itemsize < 8 else x.dtype)
+    return self._scan_output(_scan(x, "sum") if x.numel() else x, d)
 
   def cumprod(self, dim: int = 0, dtype=None) -> Tensor:
-    """Cumulative product along `dim` (ints and bools give int64). O(n^2) per row."""
-    x, d, m = self._scan_input("cumprod", dim)
+    """Cumulative product along `dim` (ints and bools give int64)."""
+    x, d = self._scan_input("cumprod", dim)
     if dtype is not None: x = x.cast(dtype)
-    if x.dtype.is_bool: x = x.cast(dtypes.int64)
-    return self._scan_output(m.where(x.unsqueeze(-2), 1).prod(-1), d)
+    if x.dtype.is_bool or (x.dtype.is_int and dtype is None): x = x.cast(dtypes.int64)
+    return self._scan_output(_scan(x, "prod") if x.numel() else x, d)
 
   def _cum_extreme(self, op: str, dim: int, largest: bool) -> tuple[Tensor, Tensor]:
     T = type(self)
-    x, d, m = self._scan_input(op, dim)
+    x, d = self._scan_input(op, dim)
     n = x.shape[-1]
     if x.numel() == 0: return self, T.zeros(self.shape, dtype=dtypes.int64, device=self.device)
-    xj = x.unsqueeze(-2)                                                   # (..., 1, n_j)
-    xd = xj.detach()
-    ident = x.dtype.min if largest else x.dtype.max
-    masked = m.where(xd, ident)
-    ext = masked.max(-1, keepdim=True) if largest else masked.min(-1, keepdim=True)   # (..., n_i, 1)
-    hit = xd == ext
-    if x.dtype.is_float:   # a NaN wins from where it appears on, like torch
-      isnan = xd != xd
-      any_nan = (m & isnan).any(-1, keepdim=True)
-      hit = any_nan.where(isnan, hit)
-    j = T.arange(n, device=self.device).reshape(1, n)
-    idx = (m & hit).where(j, -1).max(-1)                                   # the last position that attains it
-    values = _pick(xj, j == idx.unsqueeze(-1), -1)                         # gradient goes to that element, like torch
+    j = T.arange(n, device=self.device)
+    if n <= SCAN_DIRECT:
+      m = _tri(T, n, self.device)
+      xj = x.unsqueeze(-2)                                                 # (..., 1, n_j)
+      xd = xj.detach()
+      ident = x.dtype.min if largest else x.dtype.max
+      masked = m.where(xd, ident)
+      ext = masked.max(-1, keepdim=True) if largest else masked.min(-1, keepdim=True)   # (..., n_i, 1)
+      hit = xd == ext
+      if x.dtype.is_float:   # a NaN wins from where it appears on, like torch
+        isnan = xd != xd
+        hit = (m & isnan).any(-1, keepdim=True).where(isnan, hit)
+      idx = (m & hit).where(j.reshape(1, n), -1).max(-1)                  # the last position that attains it
+      values = _pick(xj, j.reshape(1, n) == idx.unsqueeze(-1), -1)         # gradient goes to that element, like torch
+      return self._scan_output(values, d), self._scan_output(idx, d)
+    # long rows: running extreme by a blocked scan (ties share the gradient, unlike torch); the index is
+    # the running max of the positions where x equals its running extreme
+    key = x if largest else (-x if x.dtype.is_float else x.bitwise_not())
+    if key.dtype.is_float:
+      isnan = key != key
+      v = _scan(isnan.where(-math.inf, key), "max")
+      seen = _scan(isnan.detach().cast(dtypes.int8), "max") > 0
+      v = seen.where(math.nan, v)
+      hit = seen.where(isnan, key.detach() == v.detach())
+    else:
+      v = _scan(key, "max")
+      hit = key == v
+    idx = _scan(hit.where(j, -1), "max")
+    values = v if largest else (-v if x.dtype.is_float else v.bitwise_not())
     return self._scan_output(values, d), self._scan_output(idx, d)
 
   def cummax(self, dim: int = 0) -> tuple[Tensor, Tensor]:
@@ -135,15 +162,10 @@ class OrderingMixin:
     return self._cum_extreme("cummin", dim, False)
 
   def logcumsumexp(self, dim: int = 0) -> Tensor:
-    """log(cumsum(exp(x))) along `dim`, computed stably (shifted by the running max). O(n^2) per row."""
-    x, d, m = self._scan_input("logcumsumexp", dim)
+    """log(cumsum(exp(x))) along `dim`, computed stably (each prefix shifted by its own max)."""
+    x, d = self._scan_input("logcumsumexp", dim)
     x = x._float("logcumsumexp")
-    if x.numel() == 0: return self._scan_output(x, d)
-    xj = x.unsqueeze(-2)
-    mx = m.where(xj, -math.inf).max(-1, keepdim=True).detach()            # (..., n_i, 1)
-    mx = (mx.abs() == math.inf).where(0.0, mx)
-    s = m.where(xj - mx, -math.inf).exp().sum(-1, keepdim=True)
-    return self._scan_output((s.log() + mx).squeeze(-1), d)
+    return self._scan_output(_scan(x, "lse") if x.numel() else x, d)
 
   # ------------------------------------------------------------------ triangles and diagonals
   def _tri_mask(self, op: str, diagonal: int, upper: bool) -> Tensor:
@@ -392,3 +414,92 @@ def _rank(x: Tensor, descending: bool) -> Tensor:
     eq = b == a
   j_first = T.arange(n, device=x.device).reshape(1, n) < T.arange(n, device=x.device).reshape(n, 1)   # j < i
   return (before | (eq & j_first)).cast(dtypes.int64).sum(-1)
+
+# rows up to this length sort by pairwise ranks (O(n^2), 2 kernels: on a CPU faster than the network up to ~64k,
+# whose ~log2(n)^2/2 stage kernels must each be compiled once); longer rows use the bitonic network
+SORT_DIRECT = 1 << 16
+# rows up to this length scan with one masked (n, n) reduce; longer rows are scanned in blocks of SCAN_BLOCK
+SCAN_DIRECT, SCAN_BLOCK = 256, 128
+# bitonic stages fused into one kernel (each output recomputes 2**BITONIC_FUSE inputs; fewer kernels to compile and launch)
+BITONIC_FUSE = 1
+
+def _scan_ident(x: Tensor, op: str):
+  return {"sum": 0, "prod": 1, "max": x.dtype.min, "lse": -math.inf}[op]
+
+def _lse_combine(a: Tensor, b: Tensor) -> Tensor:
+  m = a.detach().maximum(b.detach())
+  m = (m.abs() == math.inf).where(0.0, m)
+  return ((a - m).exp() + (b - m).exp()).log() + m
+
+def _scan(x: Tensor, op: str) -> Tensor:
+  """Inclusive scan along the last dim: op 'sum', 'prod', 'max' (NaN is not handled) or 'lse' (log-sum-exp).
+
+  Short rows: one reduce over a lower-triangular (n, n) window, O(n^2). Long rows: split into blocks of
+  SCAN_BLOCK, scan inside the blocks, scan the block totals (recursively) and combine, O(n * SCAN_BLOCK)."""
+  T = type(x)
+  n, lead = x.shape[-1], x.shape[:-1]
+  if n <= SCAN_DIRECT:
+    m = _tri(T, n, x.device)
+    xj = x.unsqueeze(-2)
+    if op == "sum": return m.where(xj, 0).sum(-1, dtype=x.dtype)
+    if op == "prod": return m.where(xj, 1).prod(-1, dtype=x.dtype)
+    if op == "max": return m.where(xj, x.dtype.min).max(-1)
+    mx = m.where(xj, -math.inf).max(-1, keepdim=True).detach()          # (..., n_i, 1)
+    mx = (mx.abs() == math.inf).where(0.0, mx)
+    return (m.where(xj - mx, -math.inf).exp().sum(-1, keepdim=True).log() + mx).squeeze(-1)
+  B = SCAN_BLOCK
+  nb = -(-n // B)
+  z = ((0, 0),) * len(lead)
+  ident = _scan_ident(x, op)
+  xp = x.pad(z + ((0, nb * B - n),), value=ident) if nb * B != n else x
+  inner = _scan(xp.reshape(lead + (nb, B)), op)                           # (..., nb, B)
+  tot = inner.shrink(tuple((0, s) for s in lead) + ((0, nb), (B - 1, B))).reshape(lead + (nb,))
+  pre = _scan(tot, op).pad(z + ((1, 0),), value=ident).shrink(tuple((0, s) for s in lead) + ((0, nb),)).unsqueeze(-1)
+  if op == "sum": out = inner + pre
+  elif op == "prod": out = inner * pre
+  elif op == "max": out = inner.maximum(pre)
+  else: out = _lse_combine(inner, pre)
+  return out.reshape(lead + (nb * B,)).shrink(tuple((0, s) for s in lead) + ((0, n),))
+
+def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
+  """Stable sort of the last dim by a bitonic network over (value, index) pairs, padded to a power of two.
+  Padding sorts last (it is recognized by its index); NaN is the largest value."""
+  T = type(x)
+  n, lead = x.shape[-1], x.shape[:-1]
+  N = 1 << (n - 1).bit_length()
+  z = ((0, 0),) * len(lead)
+  v = x.pad(z + ((0, N - n),)) if N != n else x
+  idx = T.arange(N, device=x.device).reshape((1,) * len(lead) + (N,)).expand(lead + (N,))
+  isf = x.dtype.is_float
+  def before(av, ai, bv, bi):
+    """Does (av, ai) sort strictly before (bv, bi)?"""
+    if isf:
+      na, nb_ = av != av, bv != bv
+      lt = ((av > bv) | (na & nb_.logical_not())) if descending else ((av < bv) | (nb_ & na.logical_not()))
+      tie = (av == bv) | (na & nb_)
+    else:
+      lt = (av > bv) if descending else (av < bv)
+      tie = av == bv
+    pa, pb = ai >= n, bi >= n
+    return (pb & pa.logical_not()) | ((pa == pb) & (lt | (tie & (ai < bi))))
+  full = tuple((0, s) for s in lead)
+  k, stage = 2, 0
+  while k <= N:
+    j = k // 2
+    while j >= 1:
+      g = N // (2 * j)
+      def halves(t):
+        r = t.reshape(lead + (g, 2, j))
+        return (r.shrink(full + ((0, g), (0, 1), (0, j))).reshape(lead + (g, j)), r.shrink(full + ((0, g), (1, 2), (0, j))).reshape(lead + (g, j)))
+      av, bv = halves(v)
+      ai, bi = halves(idx)
+      up = ((T.arange(g, device=x.device) * (2 * j)).bitwise_and(k) == 0).reshape(g, 1)   # this block sorts up
+      swap = up.where(before(bv, bi, av, ai), before(av, ai, bv, bi))
+      v = swap.where(bv, av).unsqueeze(-2).cat(swap.where(av, bv).unsqueeze(-2), dim=-2).reshape(lead + (N,))
+      idx = swap.where(bi, ai).unsqueeze(-2).cat(swap.where(ai, bi).unsqueeze(-2), dim=-2).reshape(lead + (N,))
+      stage += 1
+      if stage % BITONIC_FUSE == 0: v, idx = v.contiguous(), idx.contiguous()
+      j //= 2
+    k *= 2
+  keep = full + ((0, n),)
+  return v.shrink(keep), idx.shrink(keep)

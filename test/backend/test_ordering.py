@@ -218,3 +218,28 @@ def test_unique(device):
   helper_test_op(None, lambda x: x.unique(return_inverse=True), vals=[[7]], dtype="int64")
   helper_test_op(None, lambda x: x.unique(return_inverse=True, return_counts=True), vals=[np.zeros(0, np.int64)], dtype="int64")
   with pytest.raises(NotImplementedError, match=r"unique: dim is not supported yet"): Tensor([1]).unique(dim=0)
+
+# ------------------------------------------------------------------ long-row paths (thresholds lowered so tiny inputs take them)
+
+@pytest.fixture
+def small_thresholds(monkeypatch):
+  import petagrad.mixin.ordering as O
+  monkeypatch.setattr(O, "SCAN_DIRECT", 4)
+  monkeypatch.setattr(O, "SCAN_BLOCK", 3)     # n=11: blocks of 3, block totals scanned in blocks again
+  monkeypatch.setattr(O, "SORT_DIRECT", 2)
+
+def test_blocked_scans(device, small_thresholds):
+  helper_test_op([(2, 11)], lambda x: x.cumsum(1))
+  helper_test_op([(11,)], lambda x: x.logcumsumexp(0))
+  helper_test_op([(11,)], lambda x: x.cumprod(0), low=0.5, high=1.5)
+  v = [[1.0, 3.0, 3.0, 0.0, NAN, 2.0, 5.0, -1.0, NAN, 4.0, 0.0], [2.0, 2.0, 1.0, 1.0, 3.0, 0.0, 3.0, 3.0, -4.0, 9.0, 9.0]]
+  helper_test_op(None, lambda x: tuple(x.cummax(1)), vals=[v], forward_only=True)
+  helper_test_op(None, lambda x: tuple(x.cummin(1)), vals=[v], forward_only=True)
+  helper_test_op([(11,)], lambda x: tuple(x.cummin(0)), dtype="int32", low=-4, high=4)
+  helper_test_op([(11,)], lambda x: x.cummax(0)[0])   # distinct values: the gradient goes to the running max, like torch
+
+def test_bitonic_sort(device, small_thresholds):
+  helper_test_op(None, lambda x: tuple(x.sort(dim=-1, stable=True)), vals=[[[3.0, 1.0, 2.0, 1.0, -1.0], [0.5, 0.25, 0.5, 0.75, 0.0]]], forward_only=True)
+  helper_test_op(None, lambda x: tuple(x.sort(dim=-1, stable=True)), vals=[[0.5, 0.25, 0.5, 0.75, 0.0]])   # needs grad: the direct path
+  helper_test_op(None, lambda x: tuple(x.sort(dim=0, descending=True, stable=True)), vals=[[[2.0, 1.0], [NAN, 5.0], [2.0, -1.0], [-3.0, 5.0], [NAN, 0.0]]], forward_only=True)
+  helper_test_op(None, lambda x: tuple(x.topk(3)), vals=[[4, -1, 7, 0, 2, 6]], dtype="int32")
