@@ -1,0 +1,261 @@
+#!/usr/bin/env python3
+"""Write docs/ops.md: every public Tensor attribute (including the mixins), whether it is differentiable
+and which dtypes it supports, found by running it.
+
+For each public name of `Tensor` (dir(Tensor) without a leading underscore):
+  * a sample call is taken from SAMPLES below, or else found by trying a few generic calls
+    (`x.op()`, `x.op(y)`, `x.op(1)`, `x.op(0)`; `Tensor.op(x)`, `Tensor.op([x, y])`, `Tensor.op(2, 3)`)
+    on a small float32 tensor; the first one that runs is used;
+  * differentiable: the call is made on a float32 tensor with requires_grad=True and the sum of its
+    first float output is backpropagated. "yes": a gradient reaches the input; "zero": the gradient is
+    identically 0 (e.g. floor); "no": backward raised or left no gradient; "-": the output is not a
+    float tensor, or the name is not a tensor op (creation, plumbing, properties);
+  * dtypes: the same call on tiny inputs of each dtype, on the CPU device, realizing every tensor
+    output. "y": works, "-": raises (for some ops by design, e.g. bitwise ops on floats).
+
+Each name runs in its own subprocess (a crash in one op cannot stop the table; it shows as "crash").
+
+    python docs/gen_ops.py            # writes docs/ops.md (a few minutes the first time; the compile cache makes reruns fast)
+    python docs/gen_ops.py --one sort # the JSON record of one name
+"""
+from __future__ import annotations
+import argparse, json, os, subprocess, sys, textwrap
+from concurrent.futures import ThreadPoolExecutor
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "docs", "ops.md")
+DTYPES = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32", "float64"]
+SHORT = {"bool": "b", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i64", "uint8": "u8", "uint16": "u16", "uint32": "u32",
+         "uint64": "u64", "float16": "f16", "bfloat16": "bf16", "float32": "f32", "float64": "f64"}
+
+# names that are not tensor -> tensor ops: run per dtype, never differentiated
+PLUMBING = {"backward", "gradient", "realize", "realize_all", "numpy", "tolist", "item", "data", "numel", "size", "element_size",
+            "nbytes", "is_floating_point", "requires_grad_", "to", "assign", "manual_seed", "detach", "contiguous", "clone"}
+CREATION = {"arange", "empty", "eye", "full", "linspace", "ones", "zeros", "rand", "randn", "randint", "randperm", "uniform", "normal",
+            "glorot_normal", "glorot_uniform", "kaiming_normal", "kaiming_uniform", "xavier_normal", "xavier_uniform", "trunc_normal"}
+
+# name -> sample call. s is a namespace with: T (Tensor), x (2, 3), y (2, 3) without zeros, v (3,), m (2, 3) bool mask,
+# i (2, 3) int64 indices in [0, 2), mk(*shape) a tensor of the sample dtype, dt (the dtype), ib(*shape) int64 in [0, 2)
+SAMPLES: dict[str, str] = {
+  "add": "s.x.add(s.y)", "sub": "s.x.sub(s.y)", "mul": "s.x.mul(s.y)", "div": "s.x.div(s.y)", "floordiv": "s.x.floordiv(s.y)",
+  "mod": "s.x.mod(s.y)", "remainder": "s.x.remainder(s.y)", "pow": "s.y.pow(s.x)", "idiv": "s.x.idiv(s.y)", "fmod": "s.x.fmod(s.y)",
+  "maximum": "s.x.maximum(s.y)", "minimum": "s.x.minimum(s.y)", "atan2": "s.x.atan2(s.y)", "arctan2": "s.x.arctan2(s.y)",
+  "hypot": "s.x.hypot(s.y)", "copysign": "s.x.copysign(s.y)", "xlogy": "s.x.xlogy(s.y)", "lerp": "s.x.lerp(s.y, 0.25)",
+  "where": "s.m.where(s.x, s.y)", "clip": "s.x.clip(0, 1)", "clamp": "s.x.clamp(0, 1)",
+  "bitwise_and": "s.x.bitwise_and(s.y)", "bitwise_or": "s.x.bitwise_or(s.y)", "bitwise_xor": "s.x.bitwise_xor(s.y)",
+  "lshift": "s.x.lshift(1)", "rshift": "s.x.rshift(1)",
+  "logical_and": "s.x.logical_and(s.y)", "logical_or": "s.x.logical_or(s.y)", "logical_xor": "s.x.logical_xor(s.y)",
+  "eq": "s.x.eq(s.y)", "ne": "s.x.ne(s.y)", "lt": "s.x.lt(s.y)", "le": "s.x.le(s.y)", "gt": "s.x.gt(s.y)", "ge": "s.x.ge(s.y)",
+  "matmul": "s.x.matmul(s.y.T)", "dot": "s.x.dot(s.v)", "linear": "s.x.linear(s.y)", "outer": "s.v.outer(s.v)", "ger": "s.v.ger(s.v)",
+  "cat": "s.x.cat(s.y, dim=1)", "stack": "s.T.stack([s.x, s.y])", "einsum": "s.T.einsum('ij,kj->ik', s.x, s.y)",
+  "meshgrid": "s.T.meshgrid(s.v, s.v)", "split": "s.x.split(1, 1)", "chunk": "s.x.chunk(2, 1)",
+  "reshape": "s.x.reshape(3, 2)", "view": "s.x.view(6)", "permute": "s.x.permute(1, 0)", "transpose": "s.x.transpose(0, 1)",
+  "expand": "s.x.reshape(2, 1, 3).expand(2, 2, 3)", "expand_as": "s.v.expand_as(s.x)", "pad": "s.x.pad(((1, 0), (0, 2)))",
+  "pad_mode": "s.x.pad_mode(((1, 0), (0, 2)), 'reflect')", "shrink": "s.x.shrink(((0, 1), (1, 3)))", "flip": "s.x.flip(0)",
+  "squeeze": "s.x.reshape(2, 1, 3).squeeze(1)", "unsqueeze": "s.x.unsqueeze(0)", "flatten": "s.x.flatten()",
+  "unflatten": "s.x.unflatten(1, (3, 1))", "repeat": "s.x.repeat(2, 1)", "repeat_interleave": "s.x.repeat_interleave(2, 1)",
+  "roll": "s.x.roll(1, 1)", "tril": "s.x.tril()", "triu": "s.x.triu()", "diag": "s.v.diag()", "diag_embed": "s.x.diag_embed()",
+  "diagonal": "s.x.diagonal()", "trace": "s.x.trace()",
+  "cumsum": "s.x.cumsum(1)", "cumprod": "s.x.cumprod(1)", "cummax": "s.x.cummax(1)", "cummin": "s.x.cummin(1)",
+  "logcumsumexp": "s.x.logcumsumexp(1)", "sort": "s.x.sort()", "argsort": "s.x.argsort()", "msort": "s.x.msort()",
+  "topk": "s.x.topk(2)", "unique": "s.x.unique()",
+  "gather": "s.x.gather(1, s.i)", "take_along_dim": "s.x.take_along_dim(s.i, 1)", "index_select": "s.x.index_select(1, s.ib(2))",
+  "scatter": "s.x.scatter(1, s.i, s.y)", "scatter_add": "s.x.scatter_add(1, s.i, s.y)",
+  "scatter_reduce": "s.x.scatter_reduce(1, s.i, s.y, 'amax')", "masked_fill": "s.x.masked_fill(s.m, 1)",
+  "masked_select": "s.x.masked_select(s.m)", "nonzero": "s.x.nonzero()", "argwhere": "s.x.argwhere()",
+  "one_hot": "s.x.one_hot(3)", "norm": "s.x.norm()", "cross": "s.x.cross(s.y)", "cdist": "s.x.cdist(s.y)",
+  "sum": "s.x.sum(1)", "prod": "s.x.prod(1)", "max": "s.x.max(1)", "min": "s.x.min(1)", "amax": "s.x.amax(1)", "amin": "s.x.amin(1)",
+  "mean": "s.x.mean(1)", "var": "s.x.var(1)", "std": "s.x.std(1)", "var_mean": "s.x.var_mean(1)", "std_mean": "s.x.std_mean(1)",
+  "any": "s.x.any(1)", "all": "s.x.all(1)", "argmax": "s.x.argmax(1)", "argmin": "s.x.argmin(1)", "logsumexp": "s.x.logsumexp(1)",
+  "softmax": "s.x.softmax(1)", "log_softmax": "s.x.log_softmax(1)", "softmin": "s.x.softmin(1)",
+  "isinf": "s.x.isinf()", "nan_to_num": "s.x.nan_to_num()", "cast": "s.x.cast('float32')", "bitcast": "s.x.bitcast(s.x.dtype)",
+  "full_like": "s.x.full_like(2)", "threshold": "s.x.threshold(1, 0)", "multinomial": "s.x.multinomial(2, replacement=True)",
+  "bernoulli": "s.x.bernoulli(0.5)", "dropout": "s.x.dropout(0.5)", "glu": "s.mk(2, 4).glu()",
+  # losses and nn functionals
+  "mse_loss": "s.x.mse_loss(s.y)", "l1_loss": "s.x.l1_loss(s.y)", "huber_loss": "s.x.huber_loss(s.y)",
+  "smooth_l1_loss": "s.x.smooth_l1_loss(s.y)", "kl_div": "s.x.kl_div(s.y)", "binary_cross_entropy": "s.x.sigmoid().binary_cross_entropy(s.y.sigmoid())",
+  "binary_cross_entropy_with_logits": "s.x.binary_cross_entropy_with_logits(s.y.sigmoid())",
+  "binary_crossentropy": "s.x.sigmoid().binary_crossentropy(s.y.sigmoid())", "binary_crossentropy_logits": "s.x.binary_crossentropy_logits(s.y.sigmoid())",
+  "cross_entropy": "s.x.cross_entropy(s.ib(2))", "nll_loss": "s.x.log_softmax(1).nll_loss(s.ib(2))",
+  "sparse_categorical_crossentropy": "s.x.sparse_categorical_crossentropy(s.ib(2))",
+  "hinge_embedding_loss": "s.x.hinge_embedding_loss(s.y)", "margin_ranking_loss": "s.x.margin_ranking_loss(s.y, s.y)",
+  "cosine_similarity": "s.x.cosine_similarity(s.y)", "pairwise_distance": "s.x.pairwise_distance(s.y)", "normalize": "s.x.normalize()",
+  "layer_norm": "s.x.layer_norm((3,))", "layernorm": "s.x.layernorm()", "rms_norm": "s.x.rms_norm((3,))",
+  "group_norm": "s.mk(2, 4, 3).group_norm(2)", "instance_norm": "s.mk(2, 2, 3).instance_norm()",
+  "batch_norm": "s.x.batch_norm(None, None, training=True)", "batchnorm": "s.x.batchnorm(None, None, s.v[:1].reshape(1) * 0 + s.x.mean(0), s.x.mean(0) * 0 + 1)",
+  "conv1d": "s.mk(1, 2, 5).conv1d(s.mk(3, 2, 2))", "conv2d": "s.mk(1, 2, 4, 4).conv2d(s.mk(3, 2, 2, 2))", "conv3d": "s.mk(1, 1, 3, 3, 3).conv3d(s.mk(2, 1, 2, 2, 2))",
+  "conv_transpose1d": "s.mk(1, 2, 4).conv_transpose1d(s.mk(2, 3, 2))", "conv_transpose2d": "s.mk(1, 2, 3, 3).conv_transpose2d(s.mk(2, 3, 2, 2))",
+  "conv_transpose3d": "s.mk(1, 1, 2, 2, 2).conv_transpose3d(s.mk(1, 2, 2, 2, 2))",
+  "max_pool1d": "s.mk(1, 2, 4).max_pool1d()", "max_pool2d": "s.mk(1, 2, 4, 4).max_pool2d()", "max_pool3d": "s.mk(1, 1, 2, 2, 2).max_pool3d()",
+  "avg_pool1d": "s.mk(1, 2, 4).avg_pool1d()", "avg_pool2d": "s.mk(1, 2, 4, 4).avg_pool2d()", "avg_pool3d": "s.mk(1, 1, 2, 2, 2).avg_pool3d()",
+  "adaptive_avg_pool1d": "s.mk(1, 2, 4).adaptive_avg_pool1d(2)", "adaptive_avg_pool2d": "s.mk(1, 2, 4, 4).adaptive_avg_pool2d(2)",
+  "adaptive_avg_pool3d": "s.mk(1, 1, 2, 2, 2).adaptive_avg_pool3d(1)", "adaptive_max_pool1d": "s.mk(1, 2, 4).adaptive_max_pool1d(2)",
+  "adaptive_max_pool2d": "s.mk(1, 2, 4, 4).adaptive_max_pool2d(2)", "adaptive_max_pool3d": "s.mk(1, 1, 2, 2, 2).adaptive_max_pool3d(1)",
+  "max_unpool1d": "s.mk(1, 1, 2).max_unpool1d(s.T([[[1, 2]]]))", "max_unpool2d": "s.mk(1, 1, 1, 2).max_unpool2d(s.T([[[[1, 2]]]]))",
+  "max_unpool3d": "s.mk(1, 1, 1, 1, 1).max_unpool3d(s.T([[[[[3]]]]]))",
+  "interpolate": "s.mk(1, 1, 3).interpolate(scale_factor=2)", "unfold": "s.mk(1, 1, 3, 3).unfold(2)",
+  "fold": "s.mk(1, 4, 4).fold((3, 3), 2)", "scaled_dot_product_attention": "s.mk(1, 2, 3).scaled_dot_product_attention(s.mk(1, 2, 3), s.mk(1, 2, 3))",
+  # plumbing
+  "assign": "s.x.contiguous().realize().assign(s.y)", "to": "s.x.to('CPU')", "gradient": "(s.x * s.x).sum().gradient(s.x)",
+  "backward": "(s.mk(2, 3).requires_grad_() * 2).sum().backward()", "item": "s.x[0, 0].item()", "size": "s.x.size(1)",
+  "realize_all": "s.T.realize_all(s.x, s.y)", "manual_seed": "s.T.manual_seed(1)", "requires_grad_": "s.x.detach().requires_grad_()",
+  # creation: the sample dtype is passed as dtype=
+  "arange": "s.T.arange(4, dtype=s.dt)", "empty": "s.T.empty(2, 3, dtype=s.dt)", "eye": "s.T.eye(3, dtype=s.dt)",
+  "full": "s.T.full((2, 3), 1, dtype=s.dt)", "linspace": "s.T.linspace(0, 4, 5, dtype=s.dt)", "ones": "s.T.ones(2, 3, dtype=s.dt)",
+  "zeros": "s.T.zeros(2, 3, dtype=s.dt)", "rand": "s.T.rand(2, 3, dtype=s.dt)", "randn": "s.T.randn(2, 3, dtype=s.dt)",
+  "randint": "s.T.randint(2, 3, dtype=s.dt)", "randperm": "s.T.randperm(5, dtype=s.dt)", "uniform": "s.T.uniform(2, 3, dtype=s.dt)",
+  "normal": "s.T.normal(2, 3, dtype=s.dt)", "glorot_normal": "s.T.glorot_normal(2, 3, dtype=s.dt)", "glorot_uniform": "s.T.glorot_uniform(2, 3, dtype=s.dt)",
+  "kaiming_normal": "s.T.kaiming_normal(2, 3, dtype=s.dt)", "kaiming_uniform": "s.T.kaiming_uniform(2, 3, dtype=s.dt)",
+  "xavier_normal": "s.T.xavier_normal(2, 3, dtype=s.dt)", "xavier_uniform": "s.T.xavier_uniform(2, 3, dtype=s.dt)",
+  "trunc_normal": "s.T.trunc_normal(2, 3, dtype=s.dt)",
+}
+
+def _generic_calls(name: str, static: bool) -> list[str]:
+  if static: return [f"s.T.{name}(s.x)", f"s.T.{name}([s.x, s.y])", f"s.T.{name}(2, 3, dtype=s.dt)", f"s.T.{name}(2, 3)"]
+  return [f"s.x.{name}()", f"s.x.{name}(s.y)", f"s.x.{name}(1)", f"s.x.{name}(0)"]
+
+class _Sample:
+  """The inputs of one sample call, in one dtype."""
+  def __init__(self, dt: str, grad: bool = False):
+    from petagrad import Tensor, dtypes
+    self.T, self.dt, self.grad, self.made = Tensor, getattr(dtypes, dt), grad, []
+    self.x = self.mk(2, 3, vals=[1, 2, 0, 3, 1, 2])
+    self.y = self.mk(2, 3, vals=[2, 1, 1, 1, 3, 2])
+    self.v = self.mk(3, vals=[1, 0, 2])
+    self.m = Tensor([[True, False, True], [False, True, True]])
+    self.i = Tensor([[0, 1, 1], [1, 0, 0]])
+  def mk(self, *shape, vals=None):
+    from petagrad import Tensor, dtypes
+    from petagrad.helpers import prod
+    n = prod(shape)
+    vals = vals if vals is not None else [(k * 7 % 5) * 0.5 for k in range(n)]
+    if not self.dt.is_float: vals = [int(v) for v in vals]
+    if self.dt.is_bool: vals = [bool(v) for v in vals]
+    t = Tensor(vals, dtype=self.dt if self.dt != dtypes.bfloat16 else dtypes.float32).reshape(shape).cast(self.dt).contiguous().realize()
+    if self.grad and self.dt.is_float: t.requires_grad = True
+    self.made.append(t)
+    return t
+  def ib(self, *shape):
+    from petagrad import Tensor
+    from petagrad.helpers import prod
+    return Tensor([k % 2 for k in range(prod(shape))]).reshape(shape)
+
+def _tensors(out) -> list:
+  from petagrad import Tensor
+  if isinstance(out, Tensor): return [out]
+  if isinstance(out, (list, tuple)): return [t for o in out for t in _tensors(o)]
+  return []
+
+def _run(expr: str, dt: str, grad: bool = False):
+  s = _Sample(dt, grad)
+  out = eval(expr, {"s": s})
+  ts = _tensors(out)
+  if ts:
+    from petagrad import Tensor
+    Tensor.realize_all(*ts)
+  return s, out, ts
+
+def record(name: str) -> dict:
+  """Run one public name: its kind, the sample call used, differentiability and per-dtype support."""
+  import inspect
+  from petagrad import Tensor
+  from petagrad.helpers import Context
+  attr = inspect.getattr_static(Tensor, name)
+  doc = (getattr(Tensor, name).__doc__ or "").strip().split("\n")[0] if callable(getattr(Tensor, name, None)) else ""
+  if isinstance(attr, property) or not callable(getattr(Tensor, name, None)):
+    return {"name": name, "kind": "property" if isinstance(attr, property) else "attribute", "call": "", "grad": "-", "dtypes": {}, "doc": doc}
+  static = isinstance(attr, staticmethod)
+  kind = "creation" if name in CREATION else "plumbing" if name in PLUMBING else "static" if static else "method"
+  with Context(DEV="CPU"):
+    candidates = [SAMPLES[name]] if name in SAMPLES else _generic_calls(name, static)
+    call, err = None, ""
+    for probe in ("float32", "int32", "bool"):   # bitwise ops, one_hot, ... only run on ints
+      for c in candidates:
+        try:
+          _run(c, probe); call = c; break
+        except Exception as e: err = err or f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+      if call is not None: break
+    if call is None: return {"name": name, "kind": kind, "call": "", "grad": "?", "dtypes": {}, "doc": doc, "error": err}
+    grad = "-"
+    try: _run(call, "float32"); on_float = True
+    except Exception: on_float = False
+    if kind in ("method", "static") and on_float:
+      try:
+        s, out, ts = _run(call, "float32", grad=True)
+        fl = [t for t in ts if t.dtype.is_float]
+        if fl:
+          grad = "no"
+          loss = fl[0].float().sum()
+          loss.backward()
+          gs = [t.grad for t in s.made if t.grad is not None]
+          if gs: grad = "yes" if any(g.abs().sum().item() != 0 for g in gs) else "zero"
+      except Exception: grad = "no"
+    res = {}
+    for dt in DTYPES:
+      try: _run(call, dt); res[dt] = "y"
+      except Exception: res[dt] = "-"
+  return {"name": name, "kind": kind, "call": call.replace("s.", ""), "grad": grad, "dtypes": res, "doc": doc}
+
+def public_names() -> list[str]:
+  sys.path.insert(0, ROOT)
+  from petagrad import Tensor
+  return sorted(n for n in dir(Tensor) if not n.startswith("_"))
+
+def _one_in_subprocess(name: str) -> dict:
+  try:
+    p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name], capture_output=True, text=True, timeout=600, cwd=ROOT,
+                       env={**os.environ, "THREADS": "1"})
+    if p.returncode == 0: return json.loads(p.stdout.strip().splitlines()[-1])
+    return {"name": name, "kind": "?", "call": "", "grad": "crash", "dtypes": {}, "doc": "", "error": (p.stderr.strip().splitlines() or ["crash"])[-1][:160]}
+  except subprocess.TimeoutExpired:
+    return {"name": name, "kind": "?", "call": "", "grad": "timeout", "dtypes": {}, "doc": "", "error": "timeout"}
+
+def render(records: list[dict]) -> str:
+  head = "| op | kind | grad | " + " | ".join(SHORT[d] for d in DTYPES) + " | sample call / note |"
+  sep = "|" + "---|" * (4 + len(DTYPES))
+  lines = [
+    "# Tensor ops: differentiability and dtype support",
+    "",
+    "Generated by `python docs/gen_ops.py` (do not edit by hand); `test_math.py::test_ops_md_lists_every_public_name`",
+    "fails when a public `Tensor` name is missing here. Every public name of `Tensor` (its mixins included) has a row.",
+    "",
+    "* **grad**: `yes` the sample call's first float output backpropagates a gradient to its float32 input; `zero` the",
+    "  gradient exists but is identically 0 (piecewise-constant ops); `no` backward fails or gives nothing; `-` not a float",
+    "  tensor output, or not a tensor op (creation, plumbing, properties); `?` no sample call ran (see the note).",
+    "* **dtype columns**: `y` the sample call runs on tiny inputs of that dtype on the CPU device (outputs realized);",
+    "  `-` it raises (often by design: e.g. bitwise ops on floats, `rand` with an integer dtype).",
+    "  Nothing here says the results are right: the tests against PyTorch do that.",
+    "* **kind**: `method`, `static` (called on the class), `creation` (takes `dtype=`), `plumbing` (realize, export, autograd",
+    "  entry points), `property`/`attribute`.",
+    "",
+    head, sep,
+  ]
+  for r in records:
+    cells = [r["dtypes"].get(d, "") for d in DTYPES] if r["dtypes"] else [""] * len(DTYPES)
+    note = f"`{r['call']}`" if r["call"] else (r.get("error", "") or r.get("doc", ""))
+    note = note.replace("|", "\\|")
+    lines.append(f"| `{r['name']}` | {r['kind']} | {r['grad']} | " + " | ".join(cells) + f" | {note} |")
+  n_ops = sum(1 for r in records if r["kind"] in ("method", "static"))
+  n_grad = sum(1 for r in records if r["grad"] == "yes")
+  lines += ["", f"{len(records)} public names; {n_ops} tensor ops, {n_grad} of them with a nonzero gradient on the sample call.", ""]
+  return "\n".join(lines)
+
+def main() -> int:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--one", help="print the JSON record of one public name and exit")
+  ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+  ap.add_argument("--out", default=OUT)
+  args = ap.parse_args()
+  if args.one:
+    sys.path.insert(0, ROOT)
+    print(json.dumps(record(args.one)))
+    return 0
+  names = public_names()
+  with ThreadPoolExecutor(max(1, args.jobs)) as ex: records = list(ex.map(_one_in_subprocess, names))
+  with open(args.out, "w", encoding="utf-8") as f: f.write(render(records))
+  bad = [r["name"] for r in records if r["grad"] in ("crash", "timeout", "?")]
+  print(f"wrote {os.path.relpath(args.out, ROOT)}: {len(records)} names" + (f"; no working sample for: {', '.join(bad)}" if bad else ""))
+  return 0
+
+if __name__ == "__main__":
+  sys.exit(main())
