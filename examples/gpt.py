@@ -11,7 +11,7 @@ embedding. Training uses AdamW (no weight decay on biases, norms and embeddings)
 decay of the learning rate, and gradient-norm clipping; the whole step runs under TinyJit. Sampling feeds a
 fixed window of the last `--seq` bytes (one shape, so it is jitted too) and draws with temperature.
 
-    python examples/gpt.py                    # defaults: a few minutes on 2 cores, loss ~2.0 nats/byte
+    python examples/gpt.py                    # defaults: a few minutes on 2 cores
     python examples/gpt.py --steps 20 --sample-bytes 64    # CI smoke run
 """
 from __future__ import annotations
@@ -77,17 +77,17 @@ def get_batch(data: bytes, batch: int, seq: int, rng: random.Random) -> Tensor:
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   ap.add_argument("--text", default=None, help="a UTF-8 text file to train on (default: Python's pydoc_data/topics.py texts)")
-  ap.add_argument("--steps", type=int, default=600, help="training steps")
+  ap.add_argument("--steps", type=int, default=300, help="training steps")
   ap.add_argument("--batch-size", type=int, default=16)
   ap.add_argument("--seq", type=int, default=64, help="context length in bytes")
   ap.add_argument("--layers", type=int, default=2)
-  ap.add_argument("--dim", type=int, default=128)
+  ap.add_argument("--dim", type=int, default=64, help="model width (bench/train.py times dim 128; petagrad's backward is still slow there)")
   ap.add_argument("--heads", type=int, default=4)
   ap.add_argument("--lr", type=float, default=3e-3, help="peak learning rate")
   ap.add_argument("--warmup", type=int, default=None, help="warmup steps (default: 5%% of --steps)")
   ap.add_argument("--weight-decay", type=float, default=0.1)
   ap.add_argument("--clip", type=float, default=1.0, help="clip the gradients' global L2 norm to this")
-  ap.add_argument("--eval-every", type=int, default=100, help="print the validation loss every N steps")
+  ap.add_argument("--eval-every", type=int, default=50, help="print the validation loss every N steps")
   ap.add_argument("--sample-bytes", type=int, default=300, help="bytes to sample after training (0: none)")
   ap.add_argument("--temperature", type=float, default=0.8)
   ap.add_argument("--prompt", default="The ")
