@@ -35,10 +35,10 @@ MEAN, STD = 0.2860, 0.3530   # Fashion-MNIST pixel statistics (0..1 scale)
 CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
 
 class Model:
-  """conv 4x4 stride 2 (1 -> 32 channels, 28x28 -> 14x14) + BatchNorm + ReLU, then a 6272-128-10 MLP.
-  One convolution with a stride instead of conv + max-pool stacks: on the CPU it trains several times faster
-  per step for the same accuracy at this size."""
-  def __init__(self, channels: int = 32, hidden: int = 128):
+  """conv 4x4 stride 2 (1 -> 16 channels, 28x28 -> 14x14) + BatchNorm + ReLU, then a 3136-128-10 MLP with dropout.
+  One strided convolution instead of a conv + max-pool stack: petagrad's convolution backward is still slow on the
+  CPU (see /work/bugs_core.md), and this reaches ~90% in a few minutes on 2 cores; deeper CNNs reach 92-93%."""
+  def __init__(self, channels: int = 16, hidden: int = 128):
     self.conv = nn.Conv2d(1, channels, 4, stride=2, padding=1)
     self.bn = nn.BatchNorm2d(channels)
     self.fc1 = nn.Linear(channels * 14 * 14, hidden)
@@ -166,15 +166,16 @@ def save_plot(path: str, losses: list[float], steps_per_epoch: int) -> bool:
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  ap.add_argument("--epochs", type=int, default=4, help="passes over the 60,000 training images")
+  ap.add_argument("--epochs", type=int, default=6, help="passes over the 60,000 training images")
   ap.add_argument("--steps", type=int, default=None, help="stop after this many steps in all (e.g. 20 for a smoke run)")
-  ap.add_argument("--batch-size", type=int, default=128)
+  ap.add_argument("--batch-size", type=int, default=256)
   ap.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="Adam, or SGD with momentum 0.9 (nesterov)")
-  ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 2e-3 for Adam, 0.05 for SGD); cosine decay to 0 over the run")
-  ap.add_argument("--channels", type=int, default=32, help="conv channels")
+  ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 3e-3 for Adam, 0.05 for SGD); cosine decay to 0 over the run")
+  ap.add_argument("--channels", type=int, default=16, help="conv channels")
   ap.add_argument("--hidden", type=int, default=128, help="hidden units of the MLP head")
   ap.add_argument("--augment", action=argparse.BooleanOptionalAction, default=True, help="random left-right flips of the training images")
-  ap.add_argument("--label-smoothing", type=float, default=0.1)
+  ap.add_argument("--label-smoothing", type=float, default=0.0)
+  ap.add_argument("--eval-each-epoch", action="store_true", help="also print the test accuracy after every epoch (~5s each)")
   ap.add_argument("--eval-limit", type=int, default=None, help="evaluate on the first N test images only")
   ap.add_argument("--checkpoint", default="mnist.safetensors", help="where to save weights + optimizer state after each epoch ('' = never)")
   ap.add_argument("--resume", action="store_true", help="continue from --checkpoint (weights, optimizer state, epoch)")
@@ -184,7 +185,7 @@ def main() -> None:
   ap.add_argument("--no-jit", action="store_true", help="run the step eagerly (for debugging; much slower)")
   ap.add_argument("--quiet", action="store_true", help="no progress bar")
   args = ap.parse_args()
-  lr = args.lr if args.lr is not None else (2e-3 if args.optimizer == "adam" else 0.05)
+  lr = args.lr if args.lr is not None else (3e-3 if args.optimizer == "adam" else 0.05)
 
   t_start = time.perf_counter()
   try: X_train, Y_train, X_test, Y_test = mnist(fashion=True, path=args.data)
@@ -205,6 +206,8 @@ def main() -> None:
   if args.resume:
     if not args.checkpoint or not os.path.exists(args.checkpoint): sys.exit(f"error: --resume: no checkpoint at {args.checkpoint!r}")
     meta = load_checkpoint(args.checkpoint, model, opt)
+    if meta.get("batch_size", args.batch_size) != args.batch_size:
+      sys.exit(f"error: --resume: the checkpoint was trained with --batch-size {meta['batch_size']}, not {args.batch_size} (its position counts batches)")
     start_epoch, skip, losses = meta.get("epoch", 0), meta.get("batch", 0), meta.get("losses", [])
     print(f"resumed from {args.checkpoint}: epoch {start_epoch + 1}, batch {skip} (step {start_epoch * len(batches) + skip})")
   step_no = start_epoch * len(batches) + skip
@@ -225,7 +228,7 @@ def main() -> None:
     return loss
   step = train_step if args.no_jit else TinyJit(train_step)
 
-  t_train = time.perf_counter()
+  t_train, acc = time.perf_counter(), None
   for epoch in range(start_epoch, args.epochs):
     if step_no >= total_steps: break
     batches.set_epoch(epoch)   # the order of an epoch depends on (seed, epoch) only: a resumed run sees the same batches
@@ -243,14 +246,14 @@ def main() -> None:
       bar.update(loss)
     bar.close()
     n, dt, skip = step_no - first, time.perf_counter() - et, 0
-    acc = evaluate(model, X_test, Y_test, mirror=args.augment)
-    print(f"epoch {epoch + 1}: loss {sum(losses[-n:]) / max(n, 1):.4f}, {n} steps in {dt:.1f}s ({n / max(dt, 1e-9):.2f} steps/s), "
-          f"test accuracy {acc * 100:.2f}%", flush=True)
+    acc = evaluate(model, X_test, Y_test, mirror=args.augment) if args.eval_each_epoch else None
+    print(f"epoch {epoch + 1}: loss {sum(losses[-n:]) / max(n, 1):.4f}, {n} steps in {dt:.1f}s ({n / max(dt, 1e-9):.2f} steps/s)" +
+          (f", test accuracy {acc * 100:.2f}%" if acc is not None else ""), flush=True)
     if args.checkpoint:
       pos = {"epoch": epoch + 1, "batch": 0} if todo == len(batches) else {"epoch": epoch, "batch": todo}
-      save_checkpoint(args.checkpoint, model, opt, {**pos, "losses": losses})
+      save_checkpoint(args.checkpoint, model, opt, {**pos, "batch_size": args.batch_size, "losses": losses})
       print(f"saved {args.checkpoint} (weights, optimizer state, position: epoch {pos['epoch'] + 1}, batch {pos['batch']})")
-  if step_no == start_epoch * len(batches) + skip: acc = evaluate(model, X_test, Y_test, mirror=args.augment)   # nothing left to train
+  if acc is None: acc = evaluate(model, X_test, Y_test, mirror=args.augment)
   print(f"test accuracy: {acc * 100:.2f}% on {X_test.shape[0]} images (total {time.perf_counter() - t_start:.1f}s, "
         f"training and evaluation {time.perf_counter() - t_train:.1f}s)")
   if args.plot and losses:
