@@ -180,7 +180,7 @@ def main() -> None:
   ap.add_argument("--checkpoint", default="mnist.safetensors", help="where to save weights + optimizer state after each epoch ('' = never)")
   ap.add_argument("--resume", action="store_true", help="continue from --checkpoint (weights, optimizer state, epoch)")
   ap.add_argument("--plot", default="mnist_loss.png", help="loss curve PNG (needs matplotlib; '' = none)")
-  ap.add_argument("--data", default=None, help="folder with the IDX files (else MNIST_PATH, the Debian package, the download cache)")
+  ap.add_argument("--data", default=None, help="folder with the IDX files (the only place looked; default: MNIST_PATH, the Debian package, the download cache, a download)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the weight init, dropout and batch order")
   ap.add_argument("--no-jit", action="store_true", help="run the step eagerly (for debugging; much slower)")
   ap.add_argument("--quiet", action="store_true", help="no progress bar")

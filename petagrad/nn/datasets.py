@@ -4,7 +4,7 @@
 images as uint8 tensors of shape (N, 1, 28, 28) (pixels 0..255), labels as uint8 tensors of shape (N,).
 It looks for the four IDX files (gzipped or not) in this order, and uses the first folder that has all four:
 
-1. the `path` argument, then the folder in the `MNIST_PATH` environment variable;
+1. the `path` argument (then nowhere else), else the folder in the `MNIST_PATH` environment variable;
 2. the files of a system package: Debian's `dataset-fashion-mnist` (`apt-get install -y dataset-fashion-mnist`)
    installs Fashion-MNIST in /usr/share/datasets/fashion-mnist;
 3. petagrad's download cache (`<cache dir>/datasets/mnist` or `.../fashion-mnist`, see CACHEDIR);
@@ -121,11 +121,15 @@ def _download(urls: Sequence[str], folder: str, timeout: float) -> tuple[list[st
 
 def mnist_files(fashion: bool = False, path: str | os.PathLike | None = None, download: bool = True, timeout: float = 15.0) -> list[str]:
   """Paths of the four MNIST (or Fashion-MNIST) IDX files: train images, train labels, test images, test labels.
-  Raises FileNotFoundError listing every place it looked (see the module doc for the order)."""
+  path: look only there. Raises FileNotFoundError listing every place it looked (see the module doc for the order)."""
   name = "fashion-mnist" if fashion else "mnist"
+  files = ", ".join(n + "[.gz]" for n in MNIST_FILES)
+  if path is not None:   # an explicit folder is the only place looked
+    if (found := _find_in(os.fspath(path))) is not None: return found
+    raise FileNotFoundError(f"{'Fashion-MNIST' if fashion else 'MNIST'} not found in {os.fspath(path)}" + ("" if os.path.isdir(path) else " (no such folder)") +
+                            f": it needs all of {files}")
   looked: list[str] = []
   candidates: list[tuple[str, str]] = []
-  if path is not None: candidates.append(("path argument", os.fspath(path)))
   if os.environ.get("MNIST_PATH"): candidates.append(("MNIST_PATH", os.environ["MNIST_PATH"]))
   else: looked.append("  MNIST_PATH: (not set)")
   candidates += [("system package", d) for d in (FASHION_MNIST_SYSTEM_DIRS if fashion else MNIST_SYSTEM_DIRS)]
@@ -139,7 +143,6 @@ def mnist_files(fashion: bool = False, path: str | os.PathLike | None = None, do
     if found is not None: return found
     looked += [f"  download: {e}" for e in errors]
   else: looked.append("  download: not tried (download=False)")
-  files = ", ".join(n + "[.gz]" for n in MNIST_FILES)
   how = ("  apt-get install -y dataset-fashion-mnist    (Debian/Ubuntu: installs them in /usr/share/datasets/fashion-mnist)\n" if fashion else
          "  (no system package ships the digits; Fashion-MNIST has one: mnist(fashion=True) after apt-get install -y dataset-fashion-mnist)\n") + \
         f"  or put the four files in a folder and set MNIST_PATH=/that/folder\n  or download them (when online) from {(FASHION_MNIST_URLS if fashion else MNIST_URLS)[0]}"

@@ -96,15 +96,22 @@ def test_fashion_from_system_dir(no_system):
 
 def test_missing_lists_every_place(no_system, monkeypatch):
   monkeypatch.setenv("MNIST_PATH", str(no_system / "nowhere"))
-  fake_mnist(no_system / "partial")
-  os.remove(no_system / "partial" / "t10k-labels-idx1-ubyte.gz")   # three of four files is not enough
-  with pytest.raises(FileNotFoundError) as e: mnist(fashion=True, path=no_system / "partial")
+  with pytest.raises(FileNotFoundError) as e: mnist(fashion=True)
   msg = str(e.value)
-  for where in (f"path argument: {no_system / 'partial'}", f"MNIST_PATH: {no_system / 'nowhere'} (no such folder)",
+  for where in (f"MNIST_PATH: {no_system / 'nowhere'} (no such folder)",
                 f"system package: {no_system / 'system-fashion'}", f"download cache: {no_system / 'cache' / 'datasets' / 'fashion-mnist'}",
                 "download: http://fashion-mnist", "network is unreachable", "apt-get install -y dataset-fashion-mnist", "MNIST_PATH=/that/folder"):
     assert where in msg, (where, msg)
   assert not os.path.exists(no_system / "cache" / "datasets" / "fashion-mnist")   # a failed download leaves no empty folder
+
+def test_explicit_path_is_the_only_place(no_system):
+  fake_mnist(no_system / "system-fashion")
+  fake_mnist(no_system / "partial")
+  os.remove(no_system / "partial" / "t10k-labels-idx1-ubyte.gz")   # three of four files is not enough
+  with pytest.raises(FileNotFoundError, match=re.escape(f"Fashion-MNIST not found in {no_system / 'partial'}: it needs all of")):
+    mnist(fashion=True, path=no_system / "partial")
+  with pytest.raises(FileNotFoundError, match="no such folder"): mnist(fashion=True, path=no_system / "nope")
+  assert mnist(fashion=True)[0].shape == (6, 1, 3, 2)   # without the argument the system folder is found
 
 def test_missing_without_download(no_system):
   with pytest.raises(FileNotFoundError, match=r"MNIST_PATH: \(not set\)[\s\S]*download: not tried"): mnist_files(download=False)
