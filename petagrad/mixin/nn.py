@@ -514,15 +514,7 @@ class NNMixin:
   def pad_mode(self, padding: Sequence, mode: str = "constant", value: float = 0.0) -> Tensor:
     """Pad with mode 'constant', 'reflect', 'replicate' or 'circular' (torch.nn.functional.pad). `padding` is torch's flat
     form (last dim first: left, right, top, bottom, ...) or one (before, after) pair per dim."""
-    if mode == "constant": return self.pad(padding, value=value)
-    if all(_is_int(p) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise _fail(ValueError, "pad", f"bad flat padding {tuple(padding)}", self)
-      pairs = [(0, 0)] * self.ndim
-      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
-    else:
-      if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"padding {tuple(padding)} must have one pair per dim ({self.ndim})", self)
-      pairs = [(0, 0) if p is None else tuple(p) for p in padding]
-    return self._pad_mode(pairs, mode)
+    return self.pad(padding, mode=mode, value=value)   # Tensor.pad parses the padding and routes the modes here
   def _pad_mode(self, pairs: Sequence[tuple[int, int]], mode: str) -> Tensor:
     """Non-constant padding with one (before, after) pair per dim (the hook the core Tensor.pad calls)."""
     if mode == "reflect": return self._pad_reflect(pairs)
