@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse, importlib.util, math, os, random, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # run from a clone without installing
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")   # sleeping OpenMP waits: much faster on a busy machine (see examples/mnist.py)
 from petagrad import Tensor, nn, dtypes
 from petagrad.nn import optim
 from petagrad.nn.state import get_state_dict, safe_save

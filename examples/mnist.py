@@ -22,9 +22,6 @@ from __future__ import annotations
 import argparse, json, math, os, sys, time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # run from a clone without installing
-# OpenMP threads that spin while they wait lose most of their time on a busy machine (2-3x fewer steps/s here
-# when other processes run); sleeping waits cost nothing measurable on an idle one. Read when the first kernel loads.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 from petagrad import Tensor, nn
 from petagrad.nn import optim
 from petagrad.nn.state import get_state_dict, load_state_dict, safe_save, safe_load

@@ -76,3 +76,12 @@ def test_realized_tensor_is_not_recomputed(device):
 def test_views_of_buffers_need_no_kernel(device):
   x = Tensor.rand(4, 4).realize()
   assert kernels(x.T.reshape(16)) == 0
+
+def test_contiguous_keeps_its_boundary_in_backward(device):
+  # each stage reads the previous one at two views; fused into one backward kernel the expression would double per stage
+  x = Tensor.rand(1, 16, requires_grad=True)
+  y, n = x, 12
+  for _ in range(n): y = (y.flip(1) * 0.5 + y).contiguous()
+  y.sum().backward()
+  assert kernels(x.grad) >= n
+  np.testing.assert_allclose(x.grad.numpy(), np.full((1, 16), 1.5 ** n), rtol=1e-5)
