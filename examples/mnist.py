@@ -215,16 +215,13 @@ def main() -> None:
   offset = step_no
   sched = optim.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s + offset, sched_steps) / sched_steps)))
 
-  # BatchNorm's running statistics are written lazily: realize them with the step, or a TinyJit replay (which
-  # only runs the kernels of what the step realized) would never update them
-  buffers = [t for t in get_state_dict(model).values() if not t.requires_grad]
   def train_step(x: Tensor, y: Tensor) -> Tensor:
     with nn.train():
       opt.zero_grad()
       x = preprocess(x)
       loss = model(augment(x) if args.augment else x).cross_entropy(y.int(), label_smoothing=args.label_smoothing)
       loss.backward()
-      Tensor.realize_all(loss, *opt.schedule_step(), *buffers)   # loss, gradients, the update and the BatchNorm stats: one schedule
+      Tensor.realize_all(loss, *opt.schedule_step())   # loss, gradients and the update: one schedule
     return loss
   step = train_step if args.no_jit else TinyJit(train_step)
 

@@ -7,6 +7,13 @@ It refuses, with a clear error, what it cannot replay: inputs whose shape, dtype
 Python (non-tensor) arguments that changed, and reading a value to Python (`.item()`, `.numpy()`,
 `.tolist()`) inside the function. Random numbers drawn inside are advanced on every replay.
 
+State the function changes but does not realize is realized at the end of the call, so that its kernels
+are captured too: a lazy write (BatchNorm's running statistics, a lazy assign, a tensor rebound to a new
+lazy value) that existed before the call, or a lazy tensor created during the call and kept alive. A
+tensor that held a buffer before the capture and holds a new value after it gets the new value written
+into its old buffer (in place), so replays, which read that buffer, see every update. A new value that
+cannot be written in place (an expanded view, another shape) raises JitError naming the tensor.
+
 >>> from petagrad import Tensor
 >>> from petagrad.engine.jit import TinyJit
 >>> f = TinyJit(lambda x: (x * 2 + 1).realize())
@@ -14,7 +21,7 @@ Python (non-tensor) arguments that changed, and reading a value to Python (`.ite
 [5.0, 3.0]
 """
 from __future__ import annotations
-import functools
+import functools, gc
 from typing import Any, Callable, Generic, TypeVar
 from petagrad.engine.realize import ExecItem, capture_hooks
 from petagrad.device import Buffer
@@ -78,13 +85,15 @@ class TinyJit(Generic[R]):
       if DEBUG >= 1: print(f"jit replay {self.fxn.__name__}: {len(self.captured)} kernels")
       return _rebuild(self.ret_views)
 
+    before = _tensor_states()
     jit_active.append(self.fxn.__name__)
     recorded: list[ExecItem] = []
     if self.cnt == 1: capture_hooks.append(recorded.append)
     try:
       ret = self.fxn(*args, **kwargs)
       out = [t for t in _leaves(ret) if isinstance(t, Tensor)]
-      Tensor.realize_all(*out)
+      # outputs and pending state in one schedule (readers of a buffer's old value run before its writes)
+      Tensor.realize_all(*out, *_pending_state(self.fxn.__name__, before, {id(t) for t in out}, self.cnt == 1))
     finally:
       jit_active.pop()
       if self.cnt == 1: capture_hooks.remove(recorded.append)
@@ -98,6 +107,57 @@ class TinyJit(Generic[R]):
       if DEBUG >= 1: print(f"jit captured {self.fxn.__name__}: {len(self.captured)} kernels, {len(self.input_slots)} input slots")
     self.cnt += 1
     return ret
+
+def _tensor_states() -> dict[int, tuple[Any, Any, Any]]:
+  """Every live Tensor: id -> (tensor, its Buffer if it views a realized one else its lazy UOp, its UOp)."""
+  from petagrad.tensor import Tensor
+  return {id(o): (o, _state(o), o.uop) for o in gc.get_objects() if issubclass(type(o), Tensor)}   # type(): no __class__ lookups on foreign objects
+
+def _state(t: Any) -> Any:
+  b = t.uop.base
+  return b.buffer if b.op.name == "BUFFER" else t.uop
+
+def _is_pending(t: Any, new: bool) -> bool:
+  """Is t a lazy value (not a view of a realized buffer, not realized already)? A tensor created during the call
+  counts only when it depends on some buffer (a lazy constant is the same on every call)."""
+  from petagrad.tensor import _realized
+  u = t.uop
+  if u.base.op.name == "BUFFER" or u in _realized: return False
+  return not new or any(n.op.name == "BUFFER" for n in u.toposort())
+
+def _pending_state(name: str, before: dict[int, tuple[Any, Any, Any]], skip: set[int], capture: bool) -> list:
+  """The tensors whose state the call changed without realizing it (see the module docstring), made ready to
+  realize. In the capture call, a tensor that viewed a buffer before the call gets its new value written into
+  that buffer (the warm-up call behaves like an eager one)."""
+  from petagrad.tensor import _reads_other_view
+  from petagrad.uop.ops import Ops, GroupOp
+  from petagrad.uop.uop import UOp
+  from petagrad.schedule.schedule import new_buffer_node, substitute
+  todo: list = []
+  for i, (t, st, _) in _tensor_states().items():
+    if i in skip: continue
+    old = before.get(i)
+    if old is not None and old[0] is not t: old = None   # an id reused by a new tensor
+    if old is not None and old[1] is st: continue      # unchanged: the same buffer, or the same lazy graph
+    was_buffer = old is not None and isinstance(old[1], Buffer)
+    if not (_is_pending(t, old is None) or (was_buffer and isinstance(st, Buffer))): continue
+    if not was_buffer or not capture:
+      if _is_pending(t, old is None): todo.append(t)   # new, or lazy before the call too: realizing it into a new buffer is enough
+      continue
+    # t viewed a buffer before the call and holds another value now: write the value into that buffer, in place
+    view = old[2]
+    movements = []
+    u = view
+    while u.op in GroupOp.Movement: movements.append(u.op); u = u.src[0]
+    if view.shape != t.shape or view.dtype != t.dtype or Ops.EXPAND in movements or Ops.PAD in movements:
+      raise JitError(f"TinyJit({name}): the call gave {t!r} (before: a view {view.shape} of a buffer) a new value without "
+                     "writing it into its buffer, so replays would not update it; write it in place with t.assign(value)")
+    target = substitute(view, {view.base: new_buffer_node(old[1], view.base.dtype)})   # a fresh node: no stale cached graphs
+    value = t.uop
+    if _reads_other_view(value, view): value = UOp(Ops.CONTIGUOUS, value.dtype, (value,))
+    t.uop = UOp(Ops.ASSIGN, t.dtype, (target, value))
+    todo.append(t)
+  return todo
 
 def _views(x: Any) -> Any:
   from petagrad.tensor import Tensor

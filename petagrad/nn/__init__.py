@@ -23,7 +23,6 @@ from petagrad.dtype import dtypes
 from petagrad.helpers import prod
 from petagrad.nn import state, optim   # noqa: F401  (nn.state, nn.optim like tinygrad)
 from petagrad.nn.state import get_state_dict, get_parameters, load_state_dict   # noqa: F401
-from petagrad.nn._inplace import renew
 
 # ====================================================================== train / eval
 
@@ -192,7 +191,6 @@ class BatchNorm:
       self.running_mean.assign(self.running_mean + (mean.detach() - self.running_mean) * f)
       self.running_var.assign(self.running_var + (var.detach() * (n / max(n - 1, 1)) - self.running_var) * f)
       out = x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)
-    for t in (self.running_mean, self.running_var, self.num_batches_tracked): renew(t)
     return out
 
 BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
@@ -215,9 +213,7 @@ class InstanceNorm:
       raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *spatial), got shape {x.shape}")
     use_input_stats = Tensor.training or not self.track_running_stats
     if self.track_running_stats and Tensor.training:   # (like torch, num_batches_tracked is not counted)
-      out = x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, True, self.momentum, self.eps)
-      for t in (self.running_mean, self.running_var): renew(t)   # type: ignore[arg-type]
-      return out
+      return x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, True, self.momentum, self.eps)
     return x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, use_input_stats, self.momentum, self.eps)
 
 InstanceNorm1d = InstanceNorm2d = InstanceNorm3d = InstanceNorm

@@ -1,18 +1,16 @@
-"""In-place writes for optimizers, schedulers and loaders, batched into one schedule.
+"""Lazy in-place writes for optimizers, the GradScaler and state-dict loading, batched into one schedule.
 
-Two gaps of the core are bridged here (both are reported in /work/bugs_core.md; delete this module's
-workarounds once the core covers them):
+`Tensor.assign` realizes at once (one realize per call; reported in /work/bugs_core.md), so N parameter
+updates would be N separate realizes. `write()` records the update as a lazy ASSIGN node instead
+(tinygrad's semantics: the tensor now *is* the pending write, so later reads in the same step see the new
+value); `commit()` realizes every pending write in ONE `Tensor.realize_all` call. Delete this module once
+the core has a lazy assign.
 
-* `Tensor.assign` realizes at once, so N parameter updates would be N separate realizes. `write()`
-  records the update as a lazy ASSIGN node instead (tinygrad's semantics: the tensor now *is* the
-  pending write, so later reads in the same step see the new value); `commit()` realizes every pending
-  write in ONE `Tensor.realize_all` call.
-* A realized result is cached by graph structure (`petagrad.tensor._realized`), and a buffer node keeps
-  its identity after a write. A graph rebuilt after a write (the next step's forward on the same batch)
-  would be structurally equal to the old one and read the stale cached value. `write()` therefore writes
-  through a fresh BUFFER node over the same memory (and `renew()` does that after a core `Tensor.assign`),
-  so graphs built after the write are new graphs. This also holds when the writes are realized by a plain
-  `Tensor.realize_all(loss, *opt.schedule_step())`.
+A realized result is cached by graph structure (`petagrad.tensor._realized`). The core gives every tensor
+viewing a buffer a fresh BUFFER node when an eager write lands, but a lazy ASSIGN is realized back onto its
+target node; `write()` therefore writes through a fresh BUFFER node over the same memory, so graphs built
+after the write are new graphs (no stale cached results). Under TinyJit, writes left pending at the end of
+the jitted function are realized (and captured) by the JIT itself.
 """
 from __future__ import annotations
 from typing import Iterable
@@ -72,14 +70,3 @@ def _fresh(view: UOp) -> UOp:
   nb = UOp(Ops.BUFFER, base.dtype, (), (base.arg[0], base.arg[1], next(_buffer_ids)))
   nb.buffer = base.buffer
   return substitute(view, {base: nb})
-
-def renew(t: Tensor) -> Tensor:
-  """Point t at a fresh BUFFER node over the same memory (after a `Tensor.assign`; see the module docstring)."""
-  if t.uop.base.op is Ops.BUFFER: t.uop = _fresh(t.uop)
-  return t
-
-def assign_now(target: Tensor, value: Tensor) -> Tensor:
-  """target.assign(value) realized now (one kernel), leaving target safe to use in new graphs."""
-  write(target, value)
-  commit(target)
-  return target

@@ -27,8 +27,7 @@ def set_lr(group: dict[str, Any], value: float) -> None:
   """Set a param group's learning rate, in place when it is a Tensor."""
   lr = group["lr"]
   if isinstance(lr, Tensor):
-    from petagrad.nn._inplace import assign_now
-    assign_now(lr, Tensor([float(value)], dtype=lr.dtype, device=lr.device).reshape(lr.shape))
+    lr.assign(Tensor([float(value)], dtype=lr.dtype, device=lr.device).reshape(lr.shape))   # realized now, in place
     group["_lr_value"] = float(value)
   else: group["lr"] = float(value)
 

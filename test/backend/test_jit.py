@@ -74,3 +74,68 @@ def test_training_step_in_jit():
   losses = [step(x, y).item() for _ in range(6)]
   assert losses[-1] < losses[0]
   wn, xn, yn = None, x.numpy(), y.numpy()
+
+# ---------------------------------------------------------------- state the function changes without realizing it
+
+def test_batchnorm_running_stats_update_on_replay():
+  from petagrad import nn
+  bn, ref = nn.BatchNorm2d(2), nn.BatchNorm2d(2)
+  @TinyJit
+  def f(x):
+    with nn.train(): return bn(x).sum().realize()   # realizes only the output: the running stats are lazy writes
+  for i in range(5):
+    x = Tensor.ones(4, 2, 3, 3).contiguous() * (i + 1)
+    f(x)
+    with nn.train(): ref(x).realize()
+  assert bn.num_batches_tracked.item() == 5
+  np.testing.assert_allclose(bn.running_mean.numpy(), ref.running_mean.numpy(), rtol=1e-6)
+  np.testing.assert_allclose(bn.running_mean.numpy(), [1.31441] * 2, rtol=1e-5)
+  np.testing.assert_allclose(bn.running_var.numpy(), ref.running_var.numpy(), rtol=1e-6)
+
+def test_lazy_assign_is_captured():
+  from petagrad.uop.ops import Ops
+  from petagrad.uop.uop import UOp
+  w = Tensor.zeros(3).contiguous().realize()
+  @TinyJit
+  def f(x):
+    w.uop = UOp(Ops.ASSIGN, w.dtype, (w.uop, (w + x).uop))   # a lazy in-place write nobody realizes
+    return (x * 2).realize()
+  for _ in range(6): f(Tensor.ones(3))
+  np.testing.assert_allclose(w.numpy(), [6.0] * 3)
+
+def test_rebound_tensor_is_written_in_place():
+  s = Tensor.zeros(2, 2).contiguous().realize()
+  @TinyJit
+  def f(x):
+    s.uop = (s + x).uop   # rebinding to a lazy value (not an assign): the JIT writes it into s's buffer
+    return x.sum().realize()
+  for i in range(5): f(Tensor.full((2, 2), float(i)))
+  np.testing.assert_allclose(s.numpy(), np.full((2, 2), 10.0))
+
+def test_rebound_to_a_new_buffer_is_copied_back():
+  s = Tensor.zeros(4).contiguous().realize()
+  @TinyJit
+  def f(x):
+    s.uop = (s + x).realize().uop   # realized into a new buffer: replays would read the old one forever
+    return x.realize()
+  for _ in range(5): f(Tensor.ones(4))
+  np.testing.assert_allclose(s.numpy(), [5.0] * 4)
+
+def test_new_lazy_tensor_kept_alive_is_realized():
+  keep: dict = {}
+  @TinyJit
+  def f(x):
+    keep["h"] = x * 3    # stored, never realized by the function
+    return x.sum().realize()
+  for i in range(4): f(Tensor.full((3,), float(i)))
+  np.testing.assert_allclose(keep["h"].numpy(), [9.0] * 3)
+
+def test_state_that_cannot_be_written_back_raises():
+  s = Tensor.zeros(8).contiguous().realize()
+  @TinyJit
+  def f(x):
+    s.uop = (s[1:] + 1).uop   # a new shape on every call: there is no buffer to write it into
+    return x.realize()
+  f(Tensor.ones(4))
+  with pytest.raises(JitError, match="assign"):
+    f(Tensor.ones(4))
