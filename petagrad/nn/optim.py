@@ -198,8 +198,11 @@ class Adam(Optimizer):
     step = self._set(self._group_step(group, device), self._group_step(group, device) + 1).float()
     b1, b2 = group["betas"]
     # 1 - beta**t without cancellation: -expm1(t * log(beta)); beta == 0 gives 1
-    self._bc1 = -(step * math.log(b1)).expm1() if b1 > 0 else 1.0
-    self._bc2 = -(step * math.log(b2)).expm1() if b2 > 0 else 1.0
+    bc1 = -(step * math.log(b1)).expm1() if b1 > 0 else step * 0 + 1
+    bc2 = -(step * math.log(b2)).expm1() if b2 > 0 else step * 0 + 1
+    # computed once per group in a tiny kernel of its own (contiguous): fused into the update, expm1 would run per element
+    bc = Tensor.stack([bc1, bc2, bc2.sqrt()]).contiguous()
+    self._bc1, self._bc2, self._sqrt_bc2 = bc[0], bc[1], bc[2]
 
   def _moments(self, group, p, g, state) -> tuple[Tensor, Tensor]:
     b1, b2 = group["betas"]
@@ -217,10 +220,8 @@ class Adam(Optimizer):
     if group["amsgrad"]:
       vmax = self._state(state, "max_exp_avg_sq", p)
       v = self._set(vmax, vmax.maximum(v))
-    denom = v.sqrt() / _sqrt(self._bc2) + group["eps"]
+    denom = v.sqrt() / self._sqrt_bc2 + group["eps"]
     return p - (lr / self._bc1) * (m / denom)
-
-def _sqrt(x: Tensor | float) -> Tensor | float: return x.sqrt() if isinstance(x, Tensor) else math.sqrt(x)
 
 class AdamW(Adam):
   """torch.optim.AdamW: Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the update);
