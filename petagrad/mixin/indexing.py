@@ -5,12 +5,17 @@ How tensor indices work: an index tensor `i` into a dim of size n becomes a one-
 one reduce kernel, it can never read out of bounds, and its gradient comes from the same composition.
 The price is O(len(i) * n) work per selected row instead of O(len(i)).
 
-Rules that differ from PyTorch (which checks indices on the device and raises):
-  * an out-of-range *tensor* index (>= n or < -n) selects nothing: the result is 0 (False for bool)
-    and no gradient flows. Negative indices count from the end, as in PyTorch. Python ints and
-    lists are checked at the call and raise IndexError.
-  * gather / scatter / scatter_reduce / take_along_dim follow the same rule (torch raises); scatter
-    with an out-of-range index writes nothing.
+Index range rules (the same on every device; nothing ever reads or writes out of bounds):
+  * valid indices: `-n <= i < n` for `x[i]`, `x[i] = v` and `take_along_dim` (negatives count from
+    the end, like PyTorch); `0 <= i < n` for `gather`, `scatter`, `scatter_add`, `scatter_reduce` and
+    `index_select` (PyTorch rejects negative indices there, and so does petagrad).
+  * known indices raise: Python ints, lists, tuples and numpy arrays, and index Tensors whose values
+    already sit in memory (made from Python data or realized, at most KNOWN_INDEX_LIMIT elements, seen
+    through reshape/expand/permute/flip only) are checked at the call: an invalid one raises IndexError
+    naming the op, the bad index, the dim and its size, the operands and the user's line.
+  * lazy indices (computed by a kernel that has not run yet, or read inside a TinyJit function) cannot
+    be checked without running it: an invalid one selects nothing. A read gives 0 (False for bool)
+    and passes no gradient; a write (setitem, scatter*) writes nothing there.
   * boolean masks (`x[mask]`, `masked_select`, `nonzero`) have a data-dependent shape: the mask is
     realized (computed and read back) at the call to learn how many elements are selected.
 """
@@ -40,11 +45,38 @@ def _pick(x: Tensor, mask: Tensor, axis, keepdim: bool = False) -> Tensor:
   if x.dtype.is_bool: return (mask & x).any(axis, keepdim)
   return mask.where(x, 0).sum(axis, keepdim, dtype=x.dtype if x.dtype.is_int else None)
 
-def _onehot(idx: Tensor, n: int) -> Tensor:
-  """idx.shape + (n,) booleans: idx[..., None] == arange(n). Negative indices count from the end."""
+def _onehot(idx: Tensor, n: int, wrap: bool = True) -> Tensor:
+  """idx.shape + (n,) booleans: idx[..., None] == arange(n). With wrap, negative indices count from the
+  end; an index outside the valid range matches nothing (an all-False row)."""
   i = idx.cast(dtypes.int64)
-  if not idx.dtype.is_unsigned: i = (i < 0).where(i + n, i)
+  if wrap and not idx.dtype.is_unsigned: i = (i < 0).where(i + n, i)
   return i.unsqueeze(-1) == type(idx).arange(n, device=idx.device)
+
+# index Tensors with at most this many elements whose values are already in a buffer are checked at the call
+KNOWN_INDEX_LIMIT = 1 << 16
+
+def _known_range(t: Tensor) -> tuple[int, int] | None:
+  """(min, max) of an integer index tensor whose values can be read without running a kernel: its node is
+  a BUFFER (made from Python data, or realized) seen through value-preserving views. None otherwise."""
+  from petagrad.uop.ops import Ops
+  if not t.dtype.is_int or t.numel() == 0: return None
+  u = t.uop
+  while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.FLIP): u = u.src[0]
+  buf = getattr(u, "buffer", None) if u.op is Ops.BUFFER else None
+  if buf is None or not buf.is_allocated or not 0 < buf.size <= KNOWN_INDEX_LIMIT: return None
+  from petagrad.engine.jit import jit_active
+  if jit_active: return None   # a jitted function's inputs change between calls
+  vals = memoryview(buf.as_bytes()).cast(t.dtype.fmt)
+  return min(vals), max(vals)
+
+def _check_range(op: str, rng: tuple[int, int] | None, n: int, dim: int, negative_ok: bool, *operands: Any) -> None:
+  """Raise IndexError when the known index range `rng` leaves the valid range of a dim of size n."""
+  if rng is None: return
+  lo = -n if negative_ok else 0
+  bad = rng[0] if rng[0] < lo else rng[1] if rng[1] >= n else None
+  if bad is None: return
+  why = f" ({op} takes no negative indices, like PyTorch)" if bad < 0 and -n <= bad else ""
+  raise _fail(IndexError, op, f"index {bad} is out of bounds for dim {dim} with size {n}{why}", *operands)
 
 def _mask_positions(mask: Tensor) -> list[int]:
   """Realize a mask and return the flat positions of its True elements (row-major)."""
@@ -181,10 +213,9 @@ class IndexingMixin:
         if i[2]: basic.append(None)
         else:
           size = self.shape[dim]
-          if size == 0 and t.numel(): raise _fail(IndexError, op, f"index is out of bounds for dim {dim} with size 0", self, t)
-          if len(i) > 3 and i[3] is not None and not (-size <= i[3][0] and i[3][1] < size):
-            bad = i[3][0] if i[3][0] < -size else i[3][1]
-            raise _fail(IndexError, op, f"index {bad} is out of bounds for dim {dim} with size {size}", self)
+          known = i[3] if len(i) > 3 and i[3] is not None else _known_range(t)
+          if known is None and size == 0 and t.numel(): raise _fail(IndexError, op, f"index is out of bounds for dim {dim} with size 0", self, t)
+          _check_range(op, known, size, dim, True, self, t)
           basic.append(slice(None)); dim += 1
         adv.append((out_dim, t)); out_dim += 1
       else:
@@ -246,25 +277,24 @@ class IndexingMixin:
 
   def gather(self, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather). index has self's number of dims and
-    index.size(d) <= self.size(d) for d != dim. Out-of-range indices give 0."""
-    from petagrad.tensor import Tensor
-    if not isinstance(index, Tensor) or not index.dtype.is_int: raise _fail(TypeError, "gather", "index must be an integer Tensor", self, index)
-    if index.ndim != self.ndim and not (self.ndim == 0 and index.ndim <= 1):
-      raise _fail(ValueError, "gather", f"index must have as many dims as the input ({self.ndim}), got {index.ndim}", self, index)
-    x = self.reshape((1,) * (index.ndim - self.ndim) + self.shape) if self.ndim == 0 else self
-    d = _resolve("gather", dim, x.ndim, self)
-    for k, (a, b) in enumerate(zip(index.shape, x.shape)):
-      if k != d and a > b: raise _fail(ValueError, "gather", f"index size {a} > input size {b} in dim {k}", self, index)
-    n = x.shape[d]
-    if n == 0 and index.numel(): raise _fail(IndexError, "gather", f"index is out of bounds for dim {d} with size 0", self, index)
-    x = x.shrink(tuple((0, s) if k != d else (0, n) for k, s in enumerate(index.shape)))
-    # oh: index.shape[:d+1] + (n,) + index.shape[d+1:]
-    oh = _onehot(index, n).reshape(index.shape + (n,)).permute(*range(d + 1), index.ndim, *range(d + 1, index.ndim))
-    return _pick(x.unsqueeze(d), oh, d + 1).reshape(index.shape)
+    index.size(d) <= self.size(d) for d != dim. Valid indices are 0 <= i < self.size(dim): a known
+    invalid index raises IndexError, a lazy one gives 0 (see the module doc).
+
+    >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[1, 1], [0, 1]])).tolist()
+    [[2, 2], [3, 4]]
+    """
+    return _gather(self, dim, index, "gather", wrap=False)
 
   def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
-    """torch.take_along_dim: gather with broadcasting of the non-`dim` dims (dim=None: flat)."""
-    if dim is None: return self.flatten().gather(0, indices.flatten())
+    """torch.take_along_dim: gather with broadcasting of the non-`dim` dims (dim=None: flat). Negative
+    indices count from the end (like PyTorch here).
+
+    >>> Tensor([[10, 30, 20]]).take_along_dim(Tensor([[1, -1]]), 1).tolist()
+    [[30, 20]]
+    """
+    from petagrad.tensor import Tensor
+    if not isinstance(indices, Tensor) or not indices.dtype.is_int: raise _fail(TypeError, "take_along_dim", "indices must be an integer Tensor", self, indices)
+    if dim is None: return _gather(self.flatten(), 0, indices.flatten(), "take_along_dim", wrap=True, user=self)
     if indices.ndim != self.ndim: raise _fail(ValueError, "take_along_dim", f"indices must have {self.ndim} dims, got {indices.ndim}", self, indices)
     d = _resolve("take_along_dim", dim, self.ndim, self)
     shape = []
@@ -274,16 +304,26 @@ class IndexingMixin:
       shape.append(max(a, b) if a and b else 0)
     xs = tuple(shape[:d]) + (self.shape[d],) + tuple(shape[d:])
     is_ = tuple(shape[:d]) + (indices.shape[d],) + tuple(shape[d:])
-    return self.expand(xs).gather(d, indices.expand(is_))
+    return _gather(self.expand(xs), d, indices.expand(is_), "take_along_dim", wrap=True, user=self)
 
   def index_select(self, dim: int, index: Tensor) -> Tensor:
-    """Select entries of `dim` at the positions in the 1-D `index` (torch.index_select)."""
+    """Select entries of `dim` at the positions in the 0-d or 1-D `index` (torch.index_select). Valid
+    indices are 0 <= i < self.size(dim) (a known invalid index raises, a lazy one selects zeros).
+
+    >>> Tensor([[1, 2, 3]]).index_select(1, Tensor([2, 0])).tolist()
+    [[3, 1]]
+    """
     from petagrad.tensor import Tensor
     if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim > 1:
       raise _fail(TypeError, "index_select", "index must be a 0-d or 1-D integer Tensor", self, index)
-    if self.ndim == 0: return self.reshape(1)[index.reshape(-1)].reshape(index.shape)
-    d = _resolve("index_select", dim, self.ndim, self)
-    return self[(slice(None),) * d + (index.reshape(-1),)]
+    if index.device != self.device: raise _fail(RuntimeError, "index_select", f"index is on {index.device}, tensor on {self.device}", self, index)
+    x = self.reshape(1) if self.ndim == 0 else self
+    d = _resolve("index_select", dim, x.ndim, self)
+    n = x.shape[d]
+    _check_range("index_select", _known_range(index), n, d, False, self, index)
+    if n == 0 and index.numel(): raise _fail(IndexError, "index_select", f"index is out of bounds for dim {d} with size 0", self, index)
+    out = _advanced(x, [(d, index.reshape(-1))], "index_select", wrap=False)
+    return out.reshape(index.shape) if self.ndim == 0 else out
 
   def masked_fill(self, mask: Tensor, value) -> Tensor:
     """Where mask is True, `value` (a scalar or 0-d tensor), else self. Keeps self's dtype."""
@@ -335,6 +375,26 @@ class IndexingMixin:
       raise _fail(ValueError, "scatter_reduce", f"reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got {reduce!r}", self)
     return _scatter(self, dim, index, src, "scatter_reduce", reduce, include_self)
 
+def _gather(self: Tensor, dim: int, index: Tensor, op: str, wrap: bool, user: Tensor | None = None) -> Tensor:
+  """gather along dim; wrap: negative indices count from the end. `user` is the tensor named in errors."""
+  from petagrad.tensor import Tensor
+  me = self if user is None else user
+  if not isinstance(index, Tensor) or not index.dtype.is_int: raise _fail(TypeError, op, "index must be an integer Tensor", me, index)
+  if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", me, index)
+  if index.ndim != self.ndim and not (self.ndim == 0 and index.ndim <= 1):
+    raise _fail(ValueError, op, f"index must have as many dims as the input ({self.ndim}), got {index.ndim}", me, index)
+  x = self.reshape((1,) * (index.ndim - self.ndim) + self.shape) if self.ndim == 0 else self
+  d = _resolve(op, dim, x.ndim, me)
+  for k, (a, b) in enumerate(zip(index.shape, x.shape)):
+    if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > input size {b} in dim {k}", me, index)
+  n = x.shape[d]
+  _check_range(op, _known_range(index), n, d, wrap, me, index)
+  if n == 0 and index.numel(): raise _fail(IndexError, op, f"index is out of bounds for dim {d} with size 0", me, index)
+  x = x.shrink(tuple((0, s) if k != d else (0, n) for k, s in enumerate(index.shape)))
+  # oh: index.shape[:d+1] + (n,) + index.shape[d+1:]
+  oh = _onehot(index, n, wrap).reshape(index.shape + (n,)).permute(*range(d + 1), index.ndim, *range(d + 1, index.ndim))
+  return _pick(x.unsqueeze(d), oh, d + 1).reshape(index.shape)
+
 def _advanced_shape(y: Tensor, adv: list) -> tuple[int, ...]:
   from petagrad.tensor import _broadcast_shape
   B = _broadcast_shape("getitem", *[t for _, t in adv])
@@ -343,7 +403,7 @@ def _advanced_shape(y: Tensor, adv: list) -> tuple[int, ...]:
   if pos == list(range(pos[0], pos[0] + len(pos))): return R[:pos[0]] + B + R[pos[0]:]
   return B + R
 
-def _advanced(y: Tensor, adv: list, op: str) -> Tensor:
+def _advanced(y: Tensor, adv: list, op: str, wrap: bool = True) -> Tensor:
   """Apply tensor indices: adv is [(dim of y, int index tensor)], each dim of y indexed at most once."""
   from petagrad.tensor import _broadcast_shape
   B = _broadcast_shape(op, *[t for _, t in adv])
@@ -355,7 +415,7 @@ def _advanced(y: Tensor, adv: list, op: str) -> Tensor:
   mask = None
   for j, (p, t) in enumerate(adv):
     n = y.shape[p]
-    oh = _onehot(t._broadcast_to(B, op) if t.shape != B else t, n)     # B + (n,)
+    oh = _onehot(t._broadcast_to(B, op) if t.shape != B else t, n, wrap)     # B + (n,)
     oh = oh.reshape(B + (1,) * j + (n,) + (1,) * (k - j - 1) + (1,) * len(R))
     mask = oh if mask is None else mask & oh
   assert mask is not None
@@ -380,10 +440,12 @@ def _scatter_flat(x: Tensor, pos: Tensor, v: Tensor, last_wins: bool) -> Tensor:
 def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | None, include_self: bool) -> Tensor:
   from petagrad.tensor import Tensor
   if not isinstance(index, Tensor) or not index.dtype.is_int: raise _fail(TypeError, op, "index must be an integer Tensor", self, index)
+  if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", self, index)
   if index.ndim != self.ndim: raise _fail(ValueError, op, f"index must have as many dims as self ({self.ndim}), got {index.ndim}", self, index)
   d = _resolve(op, dim, self.ndim, self) if self.ndim else 0
   if self.ndim == 0: return _scatter(self.reshape(1), 0, index.reshape(1), src.reshape(1) if isinstance(src, Tensor) else src, op, reduce, include_self).reshape(())
   if isinstance(src, Tensor):
+    if src.device != self.device: raise _fail(RuntimeError, op, f"src is on {src.device}, self on {self.device}", self, index, src)
     if src.ndim != self.ndim: raise _fail(ValueError, op, f"src must have as many dims as self ({self.ndim}), got {src.ndim}", self, index, src)
     for k, (a, b) in enumerate(zip(index.shape, src.shape)):
       if a > b: raise _fail(ValueError, op, f"index size {a} > src size {b} in dim {k}", self, index, src)
@@ -393,10 +455,12 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
     src = Tensor.full(index.shape, src, self.dtype, self.device)
   for k, (a, b) in enumerate(zip(index.shape, self.shape)):
     if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > self size {b} in dim {k}", self, index)
-  if index.numel() == 0: return self
   n = self.shape[d]
+  _check_range(op, _known_range(index), n, d, False, self, index)
+  if index.numel() == 0: return self
+  if n == 0: raise _fail(IndexError, op, f"index is out of bounds for dim {d} with size 0", self, index)
   # oh[..., j (dim d), ..., k]: index[..., j, ...] == k; moved so that k sits right after dim d
-  oh = _onehot(index, n).permute(*range(d + 1), index.ndim, *range(d + 1, index.ndim))   # I[:d+1] + (n,) + I[d+1:]
+  oh = _onehot(index, n, wrap=False).permute(*range(d + 1), index.ndim, *range(d + 1, index.ndim))   # I[:d+1] + (n,) + I[d+1:]
   s = src.unsqueeze(d + 1)
   hit = oh.any(d, keepdim=True)                                    # I[:d] + (1, n) + I[d+1:]
   if reduce is None:

@@ -66,11 +66,93 @@ def test_getitem_index_dtypes(device):
   for dt in (dtypes.int32, dtypes.uint8, dtypes.int8, dtypes.int16):
     assert x[Tensor([2, 0], dtype=dt)].tolist() == [[5.0, 6.0], [1.0, 2.0]]
 
-def test_getitem_tensor_out_of_range_selects_zero(device):
-  # documented rule: an out-of-range tensor index selects nothing (0), no error, no out-of-bounds read
+# ------------------------------------------------------------------ index range rules (module doc of petagrad/mixin/indexing.py)
+
+def lazy(v, dtype=dtypes.int64) -> Tensor:
+  """An index tensor whose values are computed by a kernel that has not run yet: not checkable at the call."""
+  return Tensor(v, dtype=dtype) + 0
+
+def test_lazy_out_of_range_selects_zero(device):
+  # an invalid lazy index selects nothing: 0 (False), no error, no out-of-bounds read (PYTHON checks every access)
   x = Tensor([[1.0, 2.0], [3.0, 4.0]])
-  assert x[Tensor([0, 2, -3, 1])].tolist() == [[1.0, 2.0], [0.0, 0.0], [0.0, 0.0], [3.0, 4.0]]
-  assert Tensor([True, True])[Tensor([5])].tolist() == [False]
+  assert x[lazy([0, 2, -3, 1, 10 ** 9, -10 ** 9])].tolist() == [[1.0, 2.0], [0.0, 0.0], [0.0, 0.0], [3.0, 4.0], [0.0, 0.0], [0.0, 0.0]]
+  assert x[lazy([-1, -2])].tolist() == [[3.0, 4.0], [1.0, 2.0]]       # negatives count from the end in getitem
+  assert Tensor([True, True])[lazy([5])].tolist() == [False]
+  assert x[:, lazy([2, 1], dtypes.uint8)].tolist() == [[0.0, 2.0], [0.0, 4.0]]
+  # gather / index_select take no negative indices (like PyTorch): a lazy negative one selects nothing too
+  assert x.gather(1, lazy([[1, -1], [2, 0]])).tolist() == [[2.0, 0.0], [0.0, 3.0]]
+  assert x.index_select(1, lazy([-1, 1, 7])).tolist() == [[0.0, 2.0, 0.0], [0.0, 4.0, 0.0]]
+  # take_along_dim counts negatives from the end (like PyTorch)
+  assert x.take_along_dim(lazy([[-1], [-3]]), 1).tolist() == [[2.0], [0.0]]
+
+def test_lazy_out_of_range_gradient(device):
+  # an invalid lazy index passes no gradient; the valid ones get theirs
+  x = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+  (x[lazy([1, 5, 1])] * Tensor([[1.0, 2.0]])).sum().backward()
+  assert x.grad is not None and x.grad.tolist() == [[0.0, 0.0], [2.0, 4.0]]
+  y = Tensor([1.0, 2.0, 3.0], requires_grad=True)
+  y.gather(0, lazy([0, -1, 3, 0])).sum().backward()
+  assert y.grad is not None and y.grad.tolist() == [2.0, 0.0, 0.0]
+
+def test_lazy_out_of_range_writes_nothing(device):
+  x = Tensor.zeros(3).contiguous().realize()
+  x[lazy([1, 3, -4])] = 5.0
+  assert x.tolist() == [0.0, 5.0, 0.0]
+  z = Tensor.zeros(2, 3)
+  assert z.scatter(1, lazy([[0, -1], [3, 2]]), 1.0).tolist() == [[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]
+  assert z.scatter_reduce(1, lazy([[7, 1]]), Tensor([[2.0, 3.0]]), "sum").tolist() == [[0.0, 3.0, 0.0], [0.0, 0.0, 0.0]]
+  assert z.scatter_add(0, lazy([[-1, 1, 0]]), Tensor([[2.0, 3.0, 4.0]])).tolist() == [[0.0, 0.0, 4.0], [0.0, 3.0, 0.0]]
+
+KNOWN_BAD = {
+  # name: (call, op named in the message, text in the message)
+  "getitem_tensor": (lambda x: x[Tensor([0, 2])], "getitem", "index 2 is out of bounds for dim 0 with size 2"),
+  "getitem_tensor_neg": (lambda x: x[:, Tensor([-4])], "getitem", "index -4 is out of bounds for dim 1 with size 3"),
+  "getitem_numpy": (lambda x: x[np.array([1, 9])], "getitem", "index 9 is out of bounds"),
+  "getitem_list": (lambda x: x[[0], [3]], "getitem", "index 3 is out of bounds for dim 1 with size 3"),
+  "getitem_realized": (lambda x: x[(Tensor([1, 2]) * 2).realize()], "getitem", "index 4 is out of bounds"),
+  "getitem_view": (lambda x: x[Tensor([[0, 5]]).T.expand(2, 3)], "getitem", "index 5 is out of bounds"),
+  "getitem_int32": (lambda x: x[Tensor([2], dtype=dtypes.int32)], "getitem", "index 2 is out of bounds"),
+  "setitem_tensor": (lambda x: x.__setitem__(Tensor([2]), 1.0), "setitem", "index 2 is out of bounds"),
+  "gather": (lambda x: x.gather(1, Tensor([[0], [3]])), "gather", "index 3 is out of bounds for dim 1 with size 3"),
+  "gather_negative": (lambda x: x.gather(0, Tensor([[-1, 0, 0]])), "gather", "no negative indices"),
+  "index_select": (lambda x: x.index_select(1, Tensor([3])), "index_select", "index 3 is out of bounds"),
+  "index_select_negative": (lambda x: x.index_select(0, Tensor([-1])), "index_select", "no negative indices"),
+  "take_along_dim": (lambda x: x.take_along_dim(Tensor([[-4], [0]]), 1), "take_along_dim", "index -4 is out of bounds"),
+  "take_along_dim_flat": (lambda x: x.take_along_dim(Tensor([6])), "take_along_dim", "index 6 is out of bounds for dim 0 with size 6"),
+  "scatter": (lambda x: x.scatter(0, Tensor([[2, 0, 0]]), 1.0), "scatter", "index 2 is out of bounds"),
+  "scatter_negative": (lambda x: x.scatter(1, Tensor([[-1]]), Tensor([[1.0]])), "scatter", "no negative indices"),
+  "scatter_add": (lambda x: x.scatter_add(1, Tensor([[3]]), Tensor([[1.0]])), "scatter_reduce", "index 3 is out of bounds"),
+  "scatter_reduce": (lambda x: x.scatter_reduce(0, Tensor([[0, 5, 1]]), Tensor([[1.0, 2.0, 3.0]]), "amax"), "scatter_reduce", "index 5"),
+}
+
+@pytest.mark.parametrize("name", list(KNOWN_BAD))
+def test_known_out_of_range_raises(device, name):
+  # index values that can be read without running a kernel are checked at the call, like PyTorch
+  import sys
+  fn, op, text = KNOWN_BAD[name]
+  x = Tensor.zeros(2, 3).contiguous().realize()
+  line = sys._getframe().f_lineno + 2
+  with pytest.raises(IndexError) as e:
+    fn(x)
+  msg = str(e.value)
+  assert msg.startswith(op + ":") and text in msg and "(2, 3) dtypes.float32" in msg, msg
+  assert "test_indexing.py" in msg, msg
+
+def test_known_in_range_matches_torch(device):
+  # negative indices where PyTorch takes them (getitem, setitem, take_along_dim), checked values in range
+  helper_test_op(None, lambda x, i: x[i], vals=[np.linspace(-1, 1, 6).reshape(2, 3), np.array([-2, 1, -1])], dtype=["float32", "int64"])
+  helper_test_op(None, lambda x, i: torch.take_along_dim(x, i, 1), lambda x, i: x.take_along_dim(i, 1),
+                 vals=[np.linspace(-1, 1, 6).reshape(2, 3), np.array([[-1, 0], [-3, 2]])], dtype=["float32", "int64"])
+  _setitem_both((4,), lambda x, L: x.__setitem__(V(L, [-1, -4]), V(L, [7.0, 8.0])))
+
+def test_known_check_skipped_in_jit(device):
+  # inside TinyJit the index is an input that changes between calls: not read back, the lazy rule applies
+  from petagrad.engine.jit import TinyJit
+  x = Tensor([1.0, 2.0, 3.0]).realize()
+  @TinyJit
+  def f(i: Tensor) -> Tensor: return (x[i] * 1).realize()
+  outs = [f(Tensor([k, 5])).tolist() for k in (0, 1, 2)]
+  assert outs == [[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]
 
 def test_getitem_errors(device):
   x = Tensor.ones(3, 4)
