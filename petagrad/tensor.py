@@ -683,13 +683,12 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     t = self.trunc()
     return (self > t).where(t + 1, t)
   def sigmoid(self) -> Tensor:
-    # each branch only sees the half of x it is used for, so exp never overflows and no gradient
-    # becomes inf * 0 = nan
+    # one exp of -|x| (in (0, 1]): it never overflows, so no gradient becomes inf * 0 = nan
     x = self._float("sigmoid")
     pos = x >= 0
-    xp, xn = pos.where(x, 0.0), pos.where(0.0, x)
-    en = xn.exp()
-    return pos.where(1 / (1 + (-xp).exp()), en / (1 + en))
+    e = pos.where(-x, x).exp()
+    r = (1 + e).reciprocal()
+    return pos.where(r, e * r)
   def tanh(self) -> Tensor: return 2 * (2 * self._float("tanh")).sigmoid() - 1
   def relu(self) -> Tensor: return ((self < 0) | (self == 0)).where(0, self)   # NaN stays NaN, like PyTorch
   def silu(self) -> Tensor: return self * self.sigmoid()

@@ -16,7 +16,7 @@ MIN_THREAD_WORK = 1 << 15   # loop iterations below which threads cost more than
 def lanes_for(itemsize: int) -> int: return max(1, min(16, 64 // itemsize))   # one 512-bit register
 
 def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool) -> Kernel:
-  k.merge_ranges()
+  k.normalize_ranges()
   if NOOPT: return k
   rs = k.ranges
   out = [r for r in rs if r.arg[2] == "global"]
@@ -59,7 +59,7 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
       # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
       others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)]
       if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
-      vector_outer = k.next_id - 2 if r.arg[1] > n else None   # the split left an outer range
+      vector_outer = r.arg[0] if r.arg[1] > n else None   # the split left an outer range (it keeps r's id)
       if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 4))
       # a matmul: two vectors per row (4x2 accumulators, 4 broadcasts and 2 vector loads per step);
       # a column reduction: wide strips (8 vectors) so each row read covers whole cache lines

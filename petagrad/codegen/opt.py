@@ -9,6 +9,8 @@ A range is a loop variable `RANGE(arg=(id, size, kind))`. Kinds:
 
 Optimizations split a range into (outer, inner) and give the inner part a new kind, or merge two
 adjacent ranges. The AST is rewritten by substituting each old range by an expression of the new ones.
+Loops nest in the order of the range ids: a split's outer part and a merge keep the id of the range they
+replace, so they keep its place.
 
 >>> from petagrad.codegen.opt import Opt, OptOps
 >>> Opt(OptOps.UPCAST, 0, 4)
@@ -80,10 +82,36 @@ class Kernel:
   def split(self, r: UOp, amount: int, kind: str) -> tuple[UOp, UOp]:
     size = r.arg[1]
     if amount <= 1 or size < amount or size % amount: raise OptError(f"range of size {size} does not split by {amount}")
-    outer = self.new_range(size // amount, r.arg[2])
+    outer = UOp(Ops.RANGE, dtypes.index, (), (r.arg[0], size // amount, r.arg[2]))   # keeps r's place in the loop order
     inner = self.new_range(amount, kind)
     self.replace_range(r, outer * _c(amount) + inner if size // amount > 1 else inner, (outer, inner) if size // amount > 1 else (inner,))
     return outer, inner
+
+  def normalize_ranges(self) -> None:
+    """The loop nest every optimization starts from: divided ranges split, then adjacent ranges merged."""
+    self.split_divided_ranges()
+    self.merge_ranges()
+
+  def split_divided_ranges(self) -> None:
+    """Split every range the index math divides (`r // c` and `r % c`, c dividing its size) into an outer
+    range of size/c and an inner one of c, nested in its place: the index math becomes linear (a permuted
+    view's reshape), so loads along the inner range are contiguous and vectorize. Ranges are then
+    renumbered in loop order."""
+    order = sorted((u for u in self.ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
+    while True:
+      found = next(((u.src[0], u.src[1].arg) for u in self.ast.toposort() if u.op in (Ops.IDIV, Ops.MOD)
+                    and u.src[0].op is Ops.RANGE and u.src[1].op is Ops.CONST and u.src[0].arg[2] in ("global", "reduce")
+                    and 1 < u.src[1].arg < u.src[0].arg[1] and u.src[0].arg[1] % u.src[1].arg == 0), None)
+      if found is None: break
+      r, c = found
+      outer, inner = self.split(r, c, r.arg[2])
+      i = order.index(r)
+      order[i:i + 1] = [outer, inner]
+    live = {u for u in self.ast.toposort() if u.op is Ops.RANGE}
+    order = [r for r in order if r in live]
+    if [r.arg[0] for r in order] != list(range(len(order))):
+      self.ast = substitute(self.ast, {r: UOp(Ops.RANGE, dtypes.index, (), (i, *r.arg[1:])) for i, r in enumerate(order)})
+      self.next_id = len(order)
 
   def merge_ranges(self) -> None:
     """Merge adjacent output (and reduce) ranges whose merged index math is no more complex: fewer
@@ -95,12 +123,11 @@ class Kernel:
         rs = [r for r in self.ranges if r.arg[2] == kind]
         for a, b in zip(rs, rs[1:]):
           if kind == "reduce" and not _same_reduce(self.ast, a, b): continue
-          m = self.new_range(a.arg[1] * b.arg[1], kind)
+          m = UOp(Ops.RANGE, dtypes.index, (), (a.arg[0], a.arg[1] * b.arg[1], kind))   # takes a's place in the loop order
           cand = self.replace_ranges({a: m // _c(b.arg[1]), b: m % _c(b.arg[1])}, (m,))
           if _divmod_count(cand) <= _divmod_count(self.ast):
             self.ast, changed = cand, True
             break
-          self.next_id -= 1
         if changed: break
 
   def apply(self, opt: Opt) -> None:

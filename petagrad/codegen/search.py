@@ -55,7 +55,7 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
   key = content_hash("beam", device, k.ast.key, str(width), str(cpu_threads()), type(dev.compiler).__name__, dev.compiler.cache_key)
   path = cache_dir() / "beam" / f"{key}.json"
   base = _clone(k)
-  base.merge_ranges()
+  base.normalize_ranges()
   if not DISABLE_DISK_CACHE and path.exists():
     for o in json.loads(path.read_text()): base.apply(Opt(OptOps[o[0]], o[1], o[2]))
     return base

@@ -6,7 +6,10 @@ Fusion rules (docs/fusion.md):
     reduce fuses into it; movement ops are index math;
   * a node is realized (gets its own buffer) when it is a target, a CONTIGUOUS, COPY or ASSIGN; a
     reduce is realized when its result is EXPANDed (fusing would recompute it once per expanded
-    element) or when two different kernels would compute it.
+    element) or when two different kernels would compute it;
+  * an elementwise chain a reduce reads through a large EXPAND (a matmul's prologue: the gradient flowing
+    into a weight gradient, an activation feeding the next layer) is realized when recomputing it per
+    expanded element would cost more than a few ops (RECOMPUTE_COST).
 """
 from __future__ import annotations
 import itertools
@@ -54,16 +57,55 @@ def substitute(root: UOp, subst: dict[UOp, UOp]) -> UOp:
 
 def _is_buffer_view(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
-def _kernel_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
-  """The REDUCE_AXIS nodes a kernel for `root` would compute."""
-  out, stack, seen = set(), [root], set()
+def _kernel_walk(roots, realized: set[UOp], stop=None):
+  """The nodes one kernel computes from `roots`, depth first: realized nodes and BUFFERs are yielded (they are
+  its inputs) but not looked below; nor are nodes for which stop(u) is true."""
+  stack, seen = list(roots), set()
   while stack:
     u = stack.pop()
     if u in seen: continue
     seen.add(u)
-    if u.op is Ops.REDUCE_AXIS: out.add(u)
-    stack.extend(s for s in u.src if s not in realized and s.op is not Ops.BUFFER)
-  return out
+    yield u
+    if u in realized or u.op is Ops.BUFFER or (stop is not None and stop(u)): continue
+    stack.extend(u.src)
+
+def _kernel_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
+  """The REDUCE_AXIS nodes a kernel for `root` computes below its root."""
+  srcs = root.src[1:] if root.op is Ops.ASSIGN else root.src
+  return {u for u in _kernel_walk(srcs, realized) if u.op is Ops.REDUCE_AXIS and u not in realized}
+
+def _top_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
+  """The outermost REDUCE_AXIS nodes under root that are not already realized."""
+  is_reduce = lambda u: u.op is Ops.REDUCE_AXIS
+  return {u for u in _kernel_walk((root,), realized, is_reduce) if is_reduce(u) and u not in realized}
+
+def _inputs(srcs: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
+  """The realized nodes directly under srcs (not looking below them)."""
+  return {u for u in _kernel_walk(srcs, realized) if u in realized}
+
+# Recomputing an elementwise chain below an EXPAND inside a reduce costs its ops once per expanded element (a
+# matmul's prologue runs N times per input element); past this many op-equivalents the chain gets a buffer.
+RECOMPUTE_COST, RECOMPUTE_FACTOR = 8, 4
+_OP_COST = {**{op: 1 for op in GroupOp.ALU}, **{op: 10 for op in GroupOp.Transcendental}, Ops.FDIV: 4, Ops.RECIPROCAL: 4}
+
+def _compute_base(u: UOp) -> UOp:
+  """The node a view is taken of: movement ops are index math, the buffer goes below them."""
+  while u.op in GroupOp.Movement: u = u.src[0]
+  return u
+
+def _chain_cost(root: UOp, realized: set[UOp]) -> int:
+  """Op-equivalents one element of root costs to compute inside another kernel (a load counts one)."""
+  return sum(1 if (u in realized or u.op is Ops.BUFFER) else _OP_COST.get(u.op, 0) for u in _kernel_walk((root,), realized))
+
+def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
+  """Give a buffer to every costly elementwise chain a reduce would read through a large EXPAND."""
+  for r in order:
+    if r.op is not Ops.REDUCE_AXIS: continue
+    for e in _kernel_walk(r.src, realize, stop=lambda u: u.op is Ops.EXPAND):
+      if e.op is not Ops.EXPAND or e in realize or prod(e.shape) < RECOMPUTE_FACTOR * prod(e.src[0].shape): continue
+      base = _compute_base(e.src[0])
+      if base in realize or base.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA): continue
+      if _chain_cost(base, realize) >= RECOMPUTE_COST: realize.add(base)
 
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels (in dependency order) that realize `targets`, and what each realized node becomes."""
@@ -83,12 +125,12 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       realize.update(_top_reduces(u.src[0], realize))
       has_reduce[u.src[0]] = False
     has_reduce[u] = u not in realize and (u.op is Ops.REDUCE_AXIS or any(has_reduce.get(s, False) for s in u.src))
+  _realize_expanded_chains(order, realize)
   # a reduce shared by two kernels gets its own buffer instead of being computed twice
   while True:
     counts: dict[UOp, int] = {}
     for r in realize:
-      for red in _kernel_reduces(r if r.op is not Ops.ASSIGN else r.src[1], realize):
-        if red is not r: counts[red] = counts.get(red, 0) + 1
+      for red in _kernel_reduces(r, realize): counts[red] = counts.get(red, 0) + 1
     shared = {red for red, c in counts.items() if c > 1}
     if not shared: break
     realize |= shared
@@ -137,26 +179,4 @@ def _order_writes_after_reads(items: list[ScheduleItem], producers: list[UOp], r
     if not ready: raise RuntimeError("these in-place writes read each other's old values in a cycle; realize one of them first")
     done.add(ready[0])
     out.append(items[ready[0]])
-  return out
-
-def _inputs(srcs: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
-  """The realized nodes directly under srcs (not looking below them)."""
-  out, stack, seen = set(), list(srcs), set()
-  while stack:
-    u = stack.pop()
-    if u in seen: continue
-    seen.add(u)
-    if u in realized: out.add(u); continue
-    stack.extend(u.src)
-  return out
-
-def _top_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
-  """The outermost REDUCE_AXIS nodes under root that are not already realized."""
-  out, stack, seen = set(), [root], set()
-  while stack:
-    u = stack.pop()
-    if u in seen or u in realized or u.op is Ops.BUFFER: continue
-    seen.add(u)
-    if u.op is Ops.REDUCE_AXIS: out.add(u); continue
-    stack.extend(u.src)
   return out
