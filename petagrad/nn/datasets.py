@@ -4,7 +4,8 @@
 images as uint8 tensors of shape (N, 1, 28, 28) (pixels 0..255), labels as uint8 tensors of shape (N,).
 It looks for the four IDX files (gzipped or not) in this order, and uses the first folder that has all four:
 
-1. the `path` argument (then nowhere else), else the folder in the `MNIST_PATH` environment variable;
+1. the `path` argument (then nowhere else), else the folder in the `MNIST_PATH` flag (environment
+   variable, or `Context(MNIST_PATH=...)`; see docs/env_vars.md);
 2. the files of a system package: Debian's `dataset-fashion-mnist` (`apt-get install -y dataset-fashion-mnist`)
    installs Fashion-MNIST in /usr/share/datasets/fashion-mnist;
 3. petagrad's download cache (`<cache dir>/datasets/mnist` or `.../fashion-mnist`, see CACHEDIR);
@@ -27,7 +28,7 @@ import array, gzip, os, random, struct, sys, tempfile, urllib.request
 from typing import Iterator, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import DType, dtypes
-from petagrad.helpers import prod, cache_dir
+from petagrad.helpers import prod, cache_dir, MNIST_PATH
 
 # ====================================================================== IDX files
 
@@ -130,7 +131,7 @@ def mnist_files(fashion: bool = False, path: str | os.PathLike | None = None, do
                             f": it needs all of {files}")
   looked: list[str] = []
   candidates: list[tuple[str, str]] = []
-  if os.environ.get("MNIST_PATH"): candidates.append(("MNIST_PATH", os.environ["MNIST_PATH"]))
+  if str(MNIST_PATH): candidates.append(("MNIST_PATH", str(MNIST_PATH)))
   else: looked.append("  MNIST_PATH: (not set)")
   candidates += [("system package", d) for d in (FASHION_MNIST_SYSTEM_DIRS if fashion else MNIST_SYSTEM_DIRS)]
   cache = os.path.join(str(cache_dir()), "datasets", name)

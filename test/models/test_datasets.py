@@ -1,7 +1,7 @@
 """nn.datasets: IDX parsing (on small files written here), where MNIST is looked for, the error that lists every
 place, the download path (urlopen faked), and the Batches iterator."""
 from __future__ import annotations
-import gzip, io, os, re, struct
+import gzip, io, os, re, struct, subprocess, sys
 import pytest
 from petagrad import Tensor, dtypes, Context
 from petagrad.nn import datasets
@@ -71,10 +71,9 @@ def no_system(monkeypatch, tmp_path):
   """No system package, no MNIST_PATH, an empty cache dir, and no network."""
   monkeypatch.setattr(datasets, "FASHION_MNIST_SYSTEM_DIRS", (str(tmp_path / "system-fashion"),))
   monkeypatch.setattr(datasets, "MNIST_SYSTEM_DIRS", ())
-  monkeypatch.delenv("MNIST_PATH", raising=False)
   def offline(*a, **k): raise OSError("network is unreachable (test)")
   monkeypatch.setattr(datasets.urllib.request, "urlopen", offline)
-  with Context(CACHEDIR=str(tmp_path / "cache")): yield tmp_path
+  with Context(CACHEDIR=str(tmp_path / "cache"), MNIST_PATH=""): yield tmp_path
 
 @pytest.mark.parametrize("gz", [True, False])
 def test_mnist_from_path(no_system, gz):
@@ -84,19 +83,25 @@ def test_mnist_from_path(no_system, gz):
   assert Xt.shape == (4, 1, 3, 2) and Yt.tolist() == [0, 1, 2, 3]
   assert X[1].flatten().tolist() == [6, 7, 8, 9, 10, 11]
 
-def test_mnist_path_env(no_system, monkeypatch):
+def test_mnist_path_flag(no_system):
   fake_mnist(no_system / "env")
-  monkeypatch.setenv("MNIST_PATH", str(no_system / "env"))
-  assert mnist(fashion=True)[0].shape == (6, 1, 3, 2)
+  with Context(MNIST_PATH=str(no_system / "env")): assert mnist(fashion=True)[0].shape == (6, 1, 3, 2)
+
+def test_mnist_path_env_var(tmp_path):
+  # read from the environment when petagrad is imported, like every flag
+  fake_mnist(tmp_path / "env")
+  code = "from petagrad.helpers import MNIST_PATH; from petagrad.nn.datasets import mnist_files; print(MNIST_PATH.value, len(mnist_files(download=False)))"
+  env = {**os.environ, "MNIST_PATH": str(tmp_path / "env"), "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))}
+  out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
+  assert out == [str(tmp_path / "env"), "4"]
 
 def test_fashion_from_system_dir(no_system):
   fake_mnist(no_system / "system-fashion", n_train=5)
   assert mnist(fashion=True)[0].shape[0] == 5
   with pytest.raises(FileNotFoundError): mnist(fashion=False, download=False)   # the system dir holds Fashion-MNIST only
 
-def test_missing_lists_every_place(no_system, monkeypatch):
-  monkeypatch.setenv("MNIST_PATH", str(no_system / "nowhere"))
-  with pytest.raises(FileNotFoundError) as e: mnist(fashion=True)
+def test_missing_lists_every_place(no_system):
+  with Context(MNIST_PATH=str(no_system / "nowhere")), pytest.raises(FileNotFoundError) as e: mnist(fashion=True)
   msg = str(e.value)
   for where in (f"MNIST_PATH: {no_system / 'nowhere'} (no such folder)",
                 f"system package: {no_system / 'system-fashion'}", f"download cache: {no_system / 'cache' / 'datasets' / 'fashion-mnist'}",
