@@ -85,3 +85,17 @@ def test_contiguous_keeps_its_boundary_in_backward(device):
   y.sum().backward()
   assert kernels(x.grad) >= n
   np.testing.assert_allclose(x.grad.numpy(), np.full((1, 16), 1.5 ** n), rtol=1e-5)
+
+def test_costly_prologue_of_matmul_is_realized(device):
+  x, w = Tensor.rand(8, 16).realize(), Tensor.rand(16, 32).realize()
+  out = x.gelu(approximate="tanh") @ w
+  assert kernels(out) == 2
+  xn = x.numpy()
+  g = 0.5 * xn * (1 + np.tanh(np.sqrt(2 / np.pi) * (xn + 0.044715 * xn ** 3)))
+  np.testing.assert_allclose(out.numpy(), g @ w.numpy(), rtol=1e-4)
+
+def test_cheap_prologue_of_matmul_stays_fused(device):
+  x, w = Tensor.rand(8, 16).realize(), Tensor.rand(16, 32).realize()
+  out = (x * 2 + 1) @ w
+  assert kernels(out) == 1
+  np.testing.assert_allclose(out.numpy(), (x.numpy() * 2 + 1) @ w.numpy(), rtol=1e-5)
