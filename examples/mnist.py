@@ -24,7 +24,7 @@ import argparse, json, math, os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # run from a clone without installing
 from petagrad import Tensor, nn
 from petagrad.nn import optim
-from petagrad.nn.state import get_state_dict, load_state_dict, safe_save, safe_load
+from petagrad.nn.state import get_state_dict, load_state_dict, safe_save, safe_load, flatten_state, unflatten_state
 from petagrad.nn.datasets import mnist, Batches
 from petagrad.engine.jit import TinyJit
 
@@ -53,49 +53,20 @@ def augment(x: Tensor) -> Tensor:
 
 # ---------------------------------------------------------------------- checkpoints
 
-def optimizer_state(opt: optim.Optimizer, names: dict[int, str]) -> dict[str, Tensor]:
-  """The optimizer's state tensors under names derived from the parameters' names ("optim.fc1.weight.exp_avg")."""
-  out: dict[str, Tensor] = {}
-  for i, g in enumerate(opt.param_groups):
-    if isinstance(g.get("step"), Tensor): out[f"optim.group{i}.step"] = g["step"]
-  for p, st in opt.state.items():
-    for k, t in st.items(): out[f"optim.{names[id(p)]}.{k}"] = t
-  return out
+def save_checkpoint(path: str, model: Model, opt: optim.Optimizer, meta: dict, sched: optim.LRScheduler | None = None) -> None:
+  """Model tensors, the optimizer's state (flattened: "optim.state.0.exp_avg", ...) and, in the metadata, the
+  optimizer's hyperparameters, the scheduler's state and `meta` (position in the run): one atomic safetensors file."""
+  opt_tensors, opt_spec = flatten_state(opt.state_dict(), "optim")
+  metadata = {"petagrad.example": json.dumps(meta), "optim": opt_spec}
+  if sched is not None: metadata["sched"] = json.dumps(sched.state_dict())
+  safe_save({**get_state_dict(model), **opt_tensors}, path, metadata=metadata)   # atomic: temp file + rename
 
-def _fresh(t: Tensor) -> Tensor:
-  """A new realized buffer holding t's values (the optimizer writes into its state tensors in place)."""
-  return Tensor(bytes(t.data()), dtype=t.dtype).reshape(t.shape).realize()
-
-def restore_optimizer(opt: optim.Optimizer, names: dict[int, str], saved: dict[str, Tensor]) -> int:
-  """Put saved state into the optimizer before its first step (it creates missing state lazily). Returns the count."""
-  n = 0
-  by_name = {v: p for p in opt.params for v in [names[id(p)]]}
-  for key in saved:
-    if not key.startswith("optim."): continue
-    rest = key[len("optim."):]
-    if rest.startswith("group") and rest.count(".") == 1:
-      gi, what = rest.split(".")
-      g = opt.param_groups[int(gi[len("group"):])]
-      if what == "step": g["step"] = _fresh(saved[key])
-      n += 1
-      continue
-    pname, sname = rest.rsplit(".", 1)
-    if pname in by_name:
-      opt.state.setdefault(by_name[pname], {})[sname] = _fresh(saved[key])
-      n += 1
-  return n
-
-def save_checkpoint(path: str, model: Model, opt: optim.Optimizer, meta: dict) -> None:
-  sd = get_state_dict(model)
-  names = {id(t): k for k, t in sd.items()}
-  safe_save({**sd, **optimizer_state(opt, names)}, path, metadata={"petagrad.example": json.dumps(meta)})   # atomic: temp file + rename
-
-def load_checkpoint(path: str, model: Model, opt: optim.Optimizer) -> dict:
+def load_checkpoint(path: str, model: Model, opt: optim.Optimizer, sched: optim.LRScheduler | None = None) -> dict:
+  """Restore what save_checkpoint wrote (into an optimizer before its first step is fine). Returns `meta`."""
   f = safe_load(path)
-  saved = {k: f[k] for k in f}
-  model_keys = set(get_state_dict(model))
-  load_state_dict(model, {k: v for k, v in saved.items() if k in model_keys})
-  restore_optimizer(opt, {id(t): k for k, t in get_state_dict(model).items()}, saved)
+  load_state_dict(model, {k: f[k] for k in f if not k.startswith("optim.")})
+  if "optim" in f.metadata: opt.load_state_dict(unflatten_state(f, f.metadata["optim"]))
+  if sched is not None and "sched" in f.metadata: sched.load_state_dict(json.loads(f.metadata["sched"]))
   return json.loads(f.metadata.get("petagrad.example", "{}"))
 
 # ---------------------------------------------------------------------- progress
@@ -201,19 +172,19 @@ def main() -> None:
   sched_steps = args.epochs * len(batches)
   total_steps = sched_steps if args.steps is None else min(args.steps, sched_steps)
 
+  # cosine decay to 0 over --epochs, by the global step (the scheduler's state is saved, so a resumed run continues the curve)
+  sched = optim.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s, sched_steps) / sched_steps)))
+
   start_epoch, skip, losses = 0, 0, []
   if args.resume:
     if not args.checkpoint or not os.path.exists(args.checkpoint): sys.exit(f"error: --resume: no checkpoint at {args.checkpoint!r}")
-    meta = load_checkpoint(args.checkpoint, model, opt)
+    meta = load_checkpoint(args.checkpoint, model, opt, sched)
     if meta.get("batch_size", args.batch_size) != args.batch_size:
       sys.exit(f"error: --resume: the checkpoint was trained with --batch-size {meta['batch_size']}, not {args.batch_size} (its position counts batches)")
     start_epoch, skip, losses = meta.get("epoch", 0), meta.get("batch", 0), meta.get("losses", [])
     done = start_epoch * len(batches) + skip
     print(f"resumed from {args.checkpoint}: " + (f"epoch {start_epoch + 1}, batch {skip} (step {done})" if done < total_steps else f"training is complete ({done} steps)"))
   step_no = start_epoch * len(batches) + skip
-  # cosine decay to 0 over --epochs; the lambda sees the global step, so a resumed run continues the same curve
-  offset = step_no
-  sched = optim.LambdaLR(opt, lambda s: 0.5 * (1 + math.cos(math.pi * min(s + offset, sched_steps) / sched_steps)))
 
   def train_step(x: Tensor, y: Tensor) -> Tensor:
     with nn.train():
@@ -248,7 +219,7 @@ def main() -> None:
           (f", test accuracy {acc * 100:.2f}%" if acc is not None else ""), flush=True)
     if args.checkpoint:
       pos = {"epoch": epoch + 1, "batch": 0} if todo == len(batches) else {"epoch": epoch, "batch": todo}
-      save_checkpoint(args.checkpoint, model, opt, {**pos, "batch_size": args.batch_size, "losses": losses})
+      save_checkpoint(args.checkpoint, model, opt, {**pos, "batch_size": args.batch_size, "losses": losses}, sched)
       print(f"saved {args.checkpoint} (weights, optimizer state, position: epoch {pos['epoch'] + 1}, batch {pos['batch']})")
   if acc is None: acc = evaluate(model, X_test, Y_test, mirror=args.augment)
   print(f"test accuracy: {acc * 100:.2f}% on {X_test.shape[0]} images (total {time.perf_counter() - t_start:.1f}s, "

@@ -52,6 +52,31 @@ class LRScheduler:
     for g, lr in zip(self.optimizer.param_groups, lrs): set_lr(g, lr)
     self._last_lr = list(lrs)
   def get_last_lr(self) -> list[float]: return self._last_lr
+  def state_dict(self) -> dict[str, Any]:
+    """The scheduler's plain-Python state (like torch: every attribute but the optimizer and functions, such as
+    LambdaLR's lambdas); a nested scheduler (LinearWarmup's `after`) as its own state dict.
+
+    >>> from petagrad import Tensor
+    >>> from petagrad.nn.optim import SGD
+    >>> opt = SGD([Tensor.ones(2, requires_grad=True)], lr=1.0)
+    >>> s = StepLR(opt, step_size=2); s.step(); s.step()
+    >>> s.state_dict()["last_epoch"], s.get_last_lr()
+    (2, [0.1])
+    """
+    out: dict[str, Any] = {}
+    for k, v in self.__dict__.items():
+      if k == "optimizer" or callable(v) or (isinstance(v, list) and v and all(callable(f) for f in v)): continue
+      out[k] = v.state_dict() if isinstance(v, LRScheduler) else v
+    return out
+  def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    """Restore what state_dict() returned. It does not write the learning rates: the optimizer's own
+    load_state_dict restores them (like torch)."""
+    if not isinstance(state_dict, dict) or "last_epoch" not in state_dict:
+      raise TypeError(f"{type(self).__name__}.load_state_dict: expected what state_dict() returns (a dict with 'last_epoch'), got {state_dict!r:.80}")
+    for k, v in state_dict.items():
+      cur = self.__dict__.get(k)
+      if isinstance(cur, LRScheduler): cur.load_state_dict(v)
+      else: self.__dict__[k] = v
 
 class LambdaLR(LRScheduler):
   """lr = base_lr * lr_lambda(epoch) (one function, or one per group)."""

@@ -28,7 +28,7 @@ Optimizer state (momentum, Adam moments) is float32 for such parameters. See Gra
 """
 from __future__ import annotations
 import math
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
 from petagrad.nn._inplace import write, commit, is_buffer
@@ -149,11 +149,115 @@ class Optimizer:
     """Update every parameter that has a gradient: one realize for the whole step (see schedule_step)."""
     commit(*self.schedule_step(skip))
 
+  # ---------------------------------------------------------------- state dict (torch's format)
+
+  def state_dict(self) -> dict[str, Any]:
+    """The optimizer's state in torch.optim's format: {"state": {i: {name: Tensor}}, "param_groups": [{...,
+    "params": [i, ...]}]}, where i numbers the parameters across the groups in order. Tensors are the live state
+    tensors (like torch: not copies). A group's step counter (Adam-like optimizers keep one per group) appears as
+    "step" in the state of each of its parameters, like torch's per-parameter step. Python values (lr as a float,
+    betas, ...) are in "param_groups". Works before the first step too (then "state" is empty).
+
+    >>> from petagrad import Tensor
+    >>> w = Tensor.ones(2, requires_grad=True)
+    >>> opt = Adam([w], lr=0.1)
+    >>> _ = (w * w).sum().backward(); opt.step()
+    >>> sd = opt.state_dict()
+    >>> sorted(sd["state"][0]), sd["param_groups"][0]["params"], sd["param_groups"][0]["lr"]
+    (['exp_avg', 'exp_avg_sq', 'step'], [0], 0.1)
+    """
+    from petagrad.nn.lr_scheduler import _lr_value
+    state: dict[int, dict[str, Tensor]] = {}
+    groups: list[dict[str, Any]] = []
+    i = 0
+    for g in self.param_groups:
+      ids = list(range(i, i + len(g["params"])))
+      for j, p in zip(ids, g["params"]):
+        if p in self.state and self.state[p]:
+          state[j] = dict(self.state[p])
+          if isinstance(g.get("step"), Tensor): state[j]["step"] = g["step"]
+      saved = {k: v for k, v in g.items() if k not in ("params", "step", "lr") and not k.startswith("_")}
+      groups.append({"lr": _lr_value(g), **saved, "params": ids})
+      i += len(ids)
+    return {"state": state, "param_groups": groups}
+
+  def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+    """Load what state_dict() returned (from this optimizer class, or torch.optim's with the same state names:
+    numpy arrays and torch tensors are accepted). The groups must match in number and size. State tensors are
+    written in place where they exist (so a TinyJit that captured the step keeps working), created otherwise;
+    before the first step is fine. Hyperparameters are restored into the groups (lr into its tensor).
+
+    >>> from petagrad import Tensor
+    >>> w = Tensor.ones(2, requires_grad=True)
+    >>> a = SGD([w], lr=0.1, momentum=0.9); _ = (w * w).sum().backward(); a.step()
+    >>> b = SGD([w], lr=0.5, momentum=0.9); b.load_state_dict(a.state_dict())
+    >>> b.state[w]["momentum_buffer"].tolist(), b.param_groups[0]["lr"].item()
+    ([2.0, 2.0], 0.10000000149011612)
+    """
+    from petagrad.nn.lr_scheduler import set_lr
+    if not isinstance(state_dict, Mapping) or "state" not in state_dict or "param_groups" not in state_dict:
+      raise TypeError(f"{type(self).__name__}.load_state_dict: expected a dict with 'state' and 'param_groups' (what state_dict() returns), "
+                      f"got {type(state_dict).__name__}" + (f" with keys {sorted(state_dict)}" if isinstance(state_dict, Mapping) else ""))
+    saved_groups = list(state_dict["param_groups"])
+    if len(saved_groups) != len(self.param_groups):
+      raise ValueError(f"{type(self).__name__}.load_state_dict: the state dict has {len(saved_groups)} parameter groups, the optimizer {len(self.param_groups)}")
+    by_index: dict[int, tuple[Tensor, dict[str, Any]]] = {}
+    for n, (g, sg) in enumerate(zip(self.param_groups, saved_groups)):
+      if len(sg["params"]) != len(g["params"]):
+        raise ValueError(f"{type(self).__name__}.load_state_dict: parameter group {n} has {len(sg['params'])} parameters in the state dict, "
+                         f"{len(g['params'])} in the optimizer")
+      for i, p in zip(sg["params"], g["params"]): by_index[int(i)] = (p, g)
+    saved_state = {int(k): v for k, v in state_dict["state"].items()}
+    if unknown := sorted(set(saved_state) - set(by_index)):
+      raise ValueError(f"{type(self).__name__}.load_state_dict: state for parameters {unknown}, which no parameter group lists")
+    # check every shape before writing anything
+    values: list[tuple[Tensor, dict[str, Any], str, Tensor]] = []
+    for i, st in sorted(saved_state.items()):
+      p, g = by_index[i]
+      for name, v in st.items():
+        t = _as_tensor(v)
+        want = () if name == "step" else p.shape
+        if t.shape != want and not (name == "step" and t.numel() == 1):
+          raise ValueError(f"{type(self).__name__}.load_state_dict: state {name!r} of parameter {i} has shape {t.shape}, expected {want} "
+                           f"(the parameter's shape is {p.shape})")
+        values.append((p, g, name, t))
+    writes: list[Tensor] = []
+    steps_done: set[int] = set()
+    for p, g, name, t in values:
+      if name == "step":   # one counter per group (every parameter of the group holds the same value)
+        if id(g) in steps_done or "betas" not in self.defaults: continue
+        steps_done.add(id(g))
+        t = t.reshape(()).cast(dtypes.int32).to(p.device)
+        if isinstance(g.get("step"), Tensor): write(g["step"], t)
+        else: g["step"] = self._new_state(t)
+        writes.append(g["step"])
+        continue
+      st = self.state.setdefault(p, {})
+      dt = st[name].dtype if name in st else (dtypes.float32 if self._uses_master(p) else p.dtype)
+      t = t.to(p.device).cast(dt)
+      if name in st and is_buffer(st[name]): write(st[name], t)
+      else: st[name] = self._new_state(t)
+      writes.append(st[name])
+    commit(*writes)
+    for g, sg in zip(self.param_groups, saved_groups):
+      for k, v in sg.items():
+        if k == "params": continue
+        if k == "lr": set_lr(g, float(v))
+        elif k in g and isinstance(g[k], tuple) and isinstance(v, list): g[k] = tuple(v)
+        else: g[k] = v
+
   def _begin_group(self, group: dict[str, Any], device: str) -> None:
     """Per-group work before its parameters (the step counter and bias corrections of Adam-like optimizers)."""
 
   def _update(self, group: dict[str, Any], p: Tensor, g: Tensor, state: dict[str, Tensor]) -> Tensor:
     raise NotImplementedError
+
+def _as_tensor(v: Any) -> Tensor:
+  """A state value as a Tensor: petagrad tensors as they are, torch tensors and numpy arrays copied."""
+  if isinstance(v, Tensor): return v
+  if hasattr(v, "detach") and hasattr(v, "cpu"): v = v.detach().cpu().numpy()   # a torch tensor (torch is never imported here)
+  try: return Tensor(v)
+  except (TypeError, ValueError) as e: raise TypeError(f"optimizer state values must be tensors or arrays, got {type(v).__name__}: {e}") from None
 
 def _lr_for(group: dict[str, Any], p: Tensor) -> Tensor | float:
   lr = group["lr"]

@@ -4,6 +4,8 @@
   dotted keys ("layers.0.weight") found by walking attributes, lists, tuples and dicts.
 * `safe_save` / `safe_load`: the safetensors format (compatible both ways with the `safetensors` package).
   `safe_load` memory-maps the file and makes a tensor only for the names you read.
+* `flatten_state` / `unflatten_state`: an optimizer's or scheduler's nested state dict as flat tensors plus one
+  JSON string, so it fits in a safetensors file next to the model.
 * `torch_load`: PyTorch checkpoints (zip and legacy formats) without importing torch, through a restricted
   unpickler that refuses every global it does not know to be safe.
 * `gguf_load`: GGUF files (llama.cpp): F32, F16, BF16 and the Q8_0, Q4_0, Q4_1, Q6_K quantizations,
@@ -234,6 +236,57 @@ def safe_save(tensors: Mapping[str, Tensor], path: str | os.PathLike, metadata: 
     for k in order:
       if tensors[k].numel(): _write_bytes(f, tensors[k].data())
   _atomic_write(path, fill)
+
+# ====================================================================== nested state (optimizers, schedulers) in safetensors
+
+def flatten_state(obj: Any, prefix: str) -> tuple[dict[str, Tensor], str]:
+  """Split a nested state (dicts with str or int keys, lists, tuples, Tensors, None/bool/int/float/str: what
+  `Optimizer.state_dict()` or a scheduler's `state_dict()` returns) into flat tensors named "prefix.key.key..."
+  and one JSON string describing everything else, for `safe_save(tensors, path, metadata={prefix: spec})`.
+  A tensor met twice is stored once. `unflatten_state(tensors, spec)` rebuilds the object.
+
+  >>> from petagrad import Tensor
+  >>> tensors, spec = flatten_state({"state": {0: {"m": Tensor([1.0])}}, "param_groups": [{"lr": 0.1, "params": [0]}]}, "optim")
+  >>> list(tensors)
+  ['optim.state.0.m']
+  >>> back = unflatten_state(tensors, spec)
+  >>> back["state"][0]["m"].tolist(), back["param_groups"]
+  ([1.0], [{'lr': 0.1, 'params': [0]}])
+  """
+  tensors: dict[str, Tensor] = {}
+  names: dict[int, str] = {}
+  def enc(x: Any, path: str) -> Any:
+    if isinstance(x, Tensor):
+      if id(x) not in names: names[id(x)] = path; tensors[path] = x
+      return {"T": names[id(x)]}
+    if isinstance(x, dict):
+      for k in x:
+        if not isinstance(k, (str, int)) or isinstance(k, bool): raise TypeError(f"flatten_state: key {k!r} at {path!r} is not a str or int")
+      return {"d": [[k, enc(v, f"{path}.{k}")] for k, v in x.items()]}
+    if isinstance(x, (list, tuple)): return {"l" if isinstance(x, list) else "t": [enc(v, f"{path}.{i}") for i, v in enumerate(x)]}
+    if x is None or isinstance(x, (bool, int, float, str)): return x
+    raise TypeError(f"flatten_state: {path!r} is a {type(x).__name__}; only tensors, dicts, lists, tuples and Python scalars are stored")
+  spec = json.dumps(enc(obj, prefix))
+  return tensors, spec
+
+def unflatten_state(tensors: Mapping[str, Tensor], spec: str) -> Any:
+  """Rebuild what flatten_state split: spec is its JSON string, tensors any mapping that holds its tensors by
+  name (a dict, or safe_load's file). Raises ValueError naming a missing tensor or a malformed spec."""
+  try: tree = json.loads(spec)
+  except (TypeError, ValueError) as e: raise ValueError(f"unflatten_state: the spec is not valid JSON ({e})") from None
+  def dec(x: Any) -> Any:
+    if isinstance(x, dict):
+      if len(x) != 1: raise ValueError(f"unflatten_state: malformed spec node {x!r:.80}")
+      (kind, v), = x.items()
+      if kind == "T":
+        if v not in tensors: raise ValueError(f"unflatten_state: tensor {v!r} is missing (the file holds {len(tensors)} tensors)")
+        return tensors[v]
+      if kind == "d": return {k: dec(val) for k, val in v}
+      if kind == "l": return [dec(val) for val in v]
+      if kind == "t": return tuple(dec(val) for val in v)
+      raise ValueError(f"unflatten_state: unknown spec node kind {kind!r}")
+    return x
+  return dec(tree)
 
 # ====================================================================== torch checkpoints
 

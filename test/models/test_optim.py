@@ -361,3 +361,149 @@ def test_grad_scaler_fp16_training_in_jit():
   assert le == lj and se == sj and np.array_equal(we, wj)
   assert le[0] > le[5] and le[6] == le[7]   # trains; the 7th step overflowed (scale 2**17) and was skipped
   assert se == 2.0 ** 16
+
+# ---------------------------------------------------------------------- state dicts (optimizers, schedulers)
+
+from petagrad.nn.state import flatten_state, unflatten_state, safe_save, safe_load
+
+SD_CASES = {
+  "sgd_momentum": lambda p: optim.SGD(p, lr=0.1, momentum=0.9, nesterov=True),
+  "adam_amsgrad": lambda p: optim.Adam(p, lr=0.01, amsgrad=True),
+  "adamw": lambda p: optim.AdamW(p, lr=0.01),
+  "lamb": lambda p: optim.LAMB(p, lr=0.01),
+  "lars": lambda p: optim.LARS(p, lr=0.5),
+  "groups": lambda p: optim.Adam([{"params": [p[0]], "lr": 0.02}, {"params": [p[1]], "betas": (0.8, 0.9)}], lr=0.01),
+}
+
+def _steps(W, b, opt, n, sched=None):
+  x, y = Tensor(X), Tensor(Y)
+  for _ in range(n):
+    opt.zero_grad()
+    loss = pg_loss(W, b, x, y)
+    loss.backward()
+    Tensor.realize_all(loss, *opt.schedule_step())
+    if sched is not None: sched.step()
+
+@pytest.mark.parametrize("name", list(SD_CASES))
+def test_state_dict_resume_is_exact(name, tmp_path):
+  """5 steps, save (optimizer state flattened into safetensors), load into a new optimizer before its first step,
+  5 more steps == 10 steps straight."""
+  mk = SD_CASES[name]
+  W, b = Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)
+  opt = mk([W, b])
+  _steps(W, b, opt, 10)
+  W1, b1 = Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)
+  o1 = mk([W1, b1])
+  assert o1.state_dict()["state"] == {}   # before the first step: no state, groups only
+  _steps(W1, b1, o1, 5)
+  tensors, spec = flatten_state(o1.state_dict(), "optim")
+  safe_save({"W": W1, "b": b1, **tensors}, str(tmp_path / "ck.safetensors"), metadata={"optim": spec})
+  f = safe_load(str(tmp_path / "ck.safetensors"))
+  W2, b2 = Tensor(f["W"].numpy(), requires_grad=True), Tensor(f["b"].numpy(), requires_grad=True)
+  o2 = mk([W2, b2])
+  o2.load_state_dict(unflatten_state(f, f.metadata["optim"]))
+  assert [g["lr"].item() for g in o2.param_groups] == [g["lr"].item() for g in o1.param_groups]
+  _steps(W2, b2, o2, 5)
+  np.testing.assert_array_equal(W2.numpy(), W.numpy())
+  np.testing.assert_array_equal(b2.numpy(), b.numpy())
+
+def test_state_dict_format_like_torch():
+  W, b = Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)
+  opt = optim.Adam([{"params": [W]}, {"params": [b], "lr": 0.5}], lr=0.01, weight_decay=0.1)
+  tW, tb = torch.tensor(W0.copy(), requires_grad=True), torch.tensor(B0.copy(), requires_grad=True)
+  topt = torch.optim.Adam([{"params": [tW]}, {"params": [tb], "lr": 0.5}], lr=0.01, weight_decay=0.1)
+  _steps(W, b, opt, 2)
+  pg_loss(tW, tb, torch.tensor(X), torch.tensor(Y)).backward(); topt.step()
+  sd, tsd = opt.state_dict(), topt.state_dict()
+  assert sorted(sd["state"]) == sorted(tsd["state"]) == [0, 1]
+  assert sorted(sd["state"][0]) == sorted(tsd["state"][0]) == ["exp_avg", "exp_avg_sq", "step"]
+  assert sd["state"][1]["step"].item() == 2
+  for g, tg in zip(sd["param_groups"], tsd["param_groups"]):
+    assert g["params"] == tg["params"] and g["lr"] == tg["lr"] and tuple(g["betas"]) == tuple(tg["betas"]) and g["weight_decay"] == tg["weight_decay"]
+
+def test_load_torch_optimizer_state():
+  """torch's Adam state (torch tensors, float step) continues in petagrad exactly like in torch."""
+  tW, tb = torch.tensor(W0.copy(), requires_grad=True), torch.tensor(B0.copy(), requires_grad=True)
+  topt = torch.optim.Adam([tW, tb], lr=0.01)
+  x, y = torch.tensor(X), torch.tensor(Y)
+  for _ in range(4):
+    topt.zero_grad(); pg_loss(tW, tb, x, y).backward(); topt.step()
+  W, b = Tensor(tW.detach().numpy().copy(), requires_grad=True), Tensor(tb.detach().numpy().copy(), requires_grad=True)
+  opt = optim.Adam([W, b], lr=0.5)
+  opt.load_state_dict(topt.state_dict())
+  assert opt.param_groups[0]["step"].item() == 4 and opt.param_groups[0]["lr"].item() == pytest.approx(0.01)
+  for _ in range(4):
+    topt.zero_grad(); pg_loss(tW, tb, x, y).backward(); topt.step()
+  _steps(W, b, opt, 4)
+  np.testing.assert_allclose(W.numpy(), tW.detach().numpy(), rtol=1e-5, atol=1e-6)
+  np.testing.assert_allclose(b.numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+def test_load_state_dict_in_place_under_jit():
+  """Loading writes the existing state buffers in place, so a TinyJit that captured the step keeps using them."""
+  def setup():
+    W, b = Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)
+    return W, b, optim.Adam([W, b], lr=0.01)
+  W, b, opt = setup()
+  x, y = Tensor(X).realize(), Tensor(Y).realize()
+  @TinyJit
+  def step(x, y):
+    opt.zero_grad()
+    loss = pg_loss(W, b, x, y)
+    loss.backward()
+    Tensor.realize_all(loss, *opt.schedule_step())
+    return loss
+  for _ in range(3): step(x, y)
+  saved = {"W": W.numpy(), "b": b.numpy()}
+  saved_sd = {"state": {i: {k: v.numpy() for k, v in st.items()} for i, st in opt.state_dict()["state"].items()},
+              "param_groups": opt.state_dict()["param_groups"]}
+  for _ in range(3): step(x, y)
+  after6 = W.numpy()
+  W.assign(Tensor(saved["W"])); b.assign(Tensor(saved["b"]))
+  opt.load_state_dict(saved_sd)   # back to step 3, then 3 replays again
+  for _ in range(3): step(x, y)
+  np.testing.assert_array_equal(W.numpy(), after6)
+
+def test_load_state_dict_bad_input():
+  W, b = Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)
+  opt = optim.Adam([W, b], lr=0.01)
+  _steps(W, b, opt, 1)
+  sd = opt.state_dict()
+  other = optim.Adam([Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)], lr=0.01)
+  with pytest.raises(TypeError, match="state.*param_groups"): other.load_state_dict({"W": W})
+  with pytest.raises(ValueError, match="1 parameter groups"):
+    optim.Adam([{"params": [W]}, {"params": [b]}]).load_state_dict(sd)
+  with pytest.raises(ValueError, match="group 0 has 2 parameters in the state dict, 1 in the optimizer"):
+    optim.Adam([Tensor(W0.copy(), requires_grad=True)]).load_state_dict(sd)
+  bad = {"state": {**sd["state"], 1: {**sd["state"][1], "exp_avg": Tensor.zeros(5)}}, "param_groups": sd["param_groups"]}
+  with pytest.raises(ValueError, match=r"'exp_avg' of parameter 1 has shape \(5,\), expected \(3,\)"): other.load_state_dict(bad)
+  assert other.state == {}   # nothing was written
+  with pytest.raises(ValueError, match=r"parameters \[7\]"):
+    other.load_state_dict({"state": {**sd["state"], 7: {}}, "param_groups": sd["param_groups"]})
+  tensors, spec = flatten_state(sd, "optim")
+  with pytest.raises(ValueError, match="optim.state.0.exp_avg.*missing"):
+    unflatten_state({k: v for k, v in tensors.items() if k != "optim.state.0.exp_avg"}, spec)
+  with pytest.raises(ValueError, match="not valid JSON"): unflatten_state(tensors, spec[:-3])
+
+@pytest.mark.parametrize("name", ["step", "onecycle", "warmup_cosine", "lambda"])
+def test_scheduler_state_dict_resume(name):
+  makers = {"step": lambda o: optim.StepLR(o, 3, 0.5), "onecycle": lambda o: optim.OneCycleLR(o, max_lr=1.0, total_steps=12),
+            "warmup_cosine": lambda o: optim.LinearWarmup(o, 3, after=optim.CosineAnnealingLR(o, T_max=8)),
+            "lambda": lambda o: optim.LambdaLR(o, lambda e: 1 / (1 + e))}
+  def new():
+    opt = optim.SGD([Tensor.ones(2, requires_grad=True)], lr=0.1, momentum=0.9)
+    return opt, makers[name](opt)
+  o1, s1 = new()
+  lrs = []
+  for _ in range(10): lrs.append(s1.get_last_lr()[0]); s1.step()
+  o1, s1 = new()
+  for _ in range(4): s1.step()
+  osd, ssd = o1.state_dict(), s1.state_dict()
+  import json
+  ssd = json.loads(json.dumps(ssd))   # plain Python: it fits in safetensors metadata
+  o2, s2 = new()
+  o2.load_state_dict(osd); s2.load_state_dict(ssd)   # like torch: optimizer first (the lr), then the scheduler
+  assert o2.param_groups[0]["lr"].item() == pytest.approx(lrs[4])
+  got = []
+  for _ in range(6): got.append(s2.get_last_lr()[0]); s2.step()
+  np.testing.assert_allclose(got, lrs[4:], rtol=1e-12)
+  with pytest.raises(TypeError, match="last_epoch"): s2.load_state_dict({"x": 1})
