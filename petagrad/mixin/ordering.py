@@ -2,10 +2,11 @@
 
 Costs (documented, to be improved):
   * sort / argsort / topk / unique: rows up to SORT_DIRECT (65536) elements rank each element by
-    comparing it with every other element of its row: O(n^2) work, two reduce kernels. Longer rows go
-    through a bitonic network over (value, index) pairs: O(n log^2 n) work, one kernel per stage
-    (~log2(n)^2 / 2 stages, each compiled once per size). There is no data-dependent load in the IR, so
-    no O(n log n) merge sort.
+    comparing it with every other element of its row: O(n^2) work, two reduce kernels. Longer rows
+    (with or without gradient) sort blocks of SORT_BLOCK elements by ranks, then merge them with a
+    bitonic network over (value, index) pairs: O(n log^2 n) work, one kernel per stage (about
+    log2(N)^2 / 2 - log2(B)^2 / 2 stages, each compiled once per size; the backward is one kernel per
+    stage too). There is no data-dependent load in the IR, so no O(n log n) merge sort.
   * cumsum / cumprod / cummax / cummin / logcumsumexp: rows up to SCAN_DIRECT (256) elements are one
     masked reduce over a lower-triangular (n, n) window (O(n^2), one kernel); longer rows are scanned in
     blocks of SCAN_BLOCK (128): scan inside each block, scan the block totals (recursively), combine,
@@ -46,9 +47,11 @@ class OrderingMixin:
 
   # ------------------------------------------------------------------ sorting
   def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
-    """(values, indices) sorted along `dim`. Always stable (equal values keep their order); NaN sorts
-    as the largest value, like torch. Rows up to SORT_DIRECT elements: ranks from pairwise comparisons
-    (O(n^2), two kernels); longer rows: a bitonic network (O(n log^2 n), one kernel per stage).
+    """(values, indices) sorted along `dim`. Always stable (equal values keep their order, so the result
+    is torch's with stable=True; with stable=False torch may order ties differently, the values agree);
+    NaN sorts as the largest value, like torch. Rows up to SORT_DIRECT elements: ranks from pairwise
+    comparisons (O(n^2), two kernels); longer rows: block ranks + a bitonic merge network
+    (O(n log^2 n), one kernel per stage). Differentiable on both paths, any length.
 
     >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
     [[1, 2, 3], [1, 2, 0]]
@@ -61,7 +64,7 @@ class OrderingMixin:
     x = self.transpose(d, -1)
     n = x.shape[-1]
     if n == 0 or x.numel() == 0: return self, T.zeros(self.shape, dtype=dtypes.int64, device=self.device)
-    if n > SORT_DIRECT and not self.requires_grad:   # the network's backward fuses into one huge kernel (bugs_core.md)
+    if n > SORT_DIRECT:
       values, indices = _bitonic(x, descending)
       return values.transpose(d, -1), indices.transpose(d, -1)
     rank = _rank(x, descending)                                           # (..., n)
@@ -416,8 +419,10 @@ def _rank(x: Tensor, descending: bool) -> Tensor:
   return (before | (eq & j_first)).cast(dtypes.int64).sum(-1)
 
 # rows up to this length sort by pairwise ranks (O(n^2), 2 kernels: on a CPU faster than the network up to ~64k,
-# whose ~log2(n)^2/2 stage kernels must each be compiled once); longer rows use the bitonic network
+# whose stage kernels must each be compiled once); longer rows use blocks of SORT_BLOCK sorted by ranks, then
+# bitonic merges (log2(N/SORT_BLOCK) merge phases of ~log2(N) stages each)
 SORT_DIRECT = 1 << 16
+SORT_BLOCK = 1 << 11
 # rows up to this length scan with one masked (n, n) reduce; longer rows are scanned in blocks of SCAN_BLOCK
 SCAN_DIRECT, SCAN_BLOCK = 256, 128
 # bitonic stages fused into one kernel (each output recomputes 2**BITONIC_FUSE inputs; fewer kernels to compile and launch)
@@ -461,18 +466,11 @@ def _scan(x: Tensor, op: str) -> Tensor:
   else: out = _lse_combine(inner, pre)
   return out.reshape(lead + (nb * B,)).shrink(tuple((0, s) for s in lead) + ((0, n),))
 
-def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
-  """Stable sort of the last dim by a bitonic network over (value, index) pairs, padded to a power of two.
-  Padding sorts last (it is recognized by its index); NaN is the largest value."""
-  T = type(x)
-  n, lead = x.shape[-1], x.shape[:-1]
-  N = 1 << (n - 1).bit_length()
-  z = ((0, 0),) * len(lead)
-  v = x.pad(z + ((0, N - n),)) if N != n else x
-  idx = T.arange(N, device=x.device).reshape((1,) * len(lead) + (N,)).expand(lead + (N,))
+def _before_fn(x: Tensor, descending: bool, n: int):
+  """The total order of the long-row sort: (value, index) pairs, NaN the largest value, ties by index
+  (stable), padding (index >= n) after everything. before(av, ai, bv, bi): does a sort strictly before b?"""
   isf = x.dtype.is_float
   def before(av, ai, bv, bi):
-    """Does (av, ai) sort strictly before (bv, bi)?"""
     if isf:
       na, nb_ = av != av, bv != bv
       lt = ((av > bv) | (na & nb_.logical_not())) if descending else ((av < bv) | (nb_ & na.logical_not()))
@@ -482,8 +480,40 @@ def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
       tie = av == bv
     pa, pb = ai >= n, bi >= n
     return (pb & pa.logical_not()) | ((pa == pb) & (lt | (tie & (ai < bi))))
+  return before
+
+def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
+  """Stable sort of the last dim, padded to a power of two N: blocks of SORT_BLOCK elements are sorted by
+  pairwise ranks (O(n * SORT_BLOCK), even blocks ascending and odd ones descending), then bitonic merges
+  double the sorted runs up to N (O(n log^2 n), one kernel per stage). The network carries (value, index)
+  pairs; values keep their gradient through the compare-exchange `where`s (each stage is a kernel, and so
+  is its backward). Padding sorts last (it is recognized by its index); NaN is the largest value."""
+  T = type(x)
+  n, lead = x.shape[-1], x.shape[:-1]
+  N = 1 << (n - 1).bit_length()
+  z = ((0, 0),) * len(lead)
   full = tuple((0, s) for s in lead)
-  k, stage = 2, 0
+  v = x.pad(z + ((0, N - n),)) if N != n else x
+  idx = T.arange(N, device=x.device).reshape((1,) * len(lead) + (N,)).expand(lead + (N,))
+  before = _before_fn(x, descending, n)
+  # 1. blocks of B: rank each element among its block (pairwise), place it with a one-hot pick
+  B = min(max(2, SORT_BLOCK), N)
+  nb = N // B
+  vb, ib = v.reshape(lead + (nb, B)), idx.reshape(lead + (nb, B))
+  vd = vb.detach()
+  rank = before(vd.unsqueeze(-2), ib.unsqueeze(-2), vd.unsqueeze(-1), ib.unsqueeze(-1)).cast(dtypes.int64).sum(-1)   # (..., nb, B)
+  oh = rank.unsqueeze(-2) == T.arange(B, device=x.device).reshape(B, 1)             # (..., nb, B_r, B_i)
+  vb, ib = _pick(vb.unsqueeze(-2), oh, -1), _pick(ib.unsqueeze(-2), oh, -1)
+  if nb > 1:   # odd blocks descending: each pair of blocks is then a bitonic sequence
+    def alternate(t):
+      r = t.reshape(lead + (nb // 2, 2, B))
+      even = r.shrink(full + ((0, nb // 2), (0, 1), (0, B)))
+      odd = r.shrink(full + ((0, nb // 2), (1, 2), (0, B))).flip(-1)
+      return even.cat(odd, dim=-2).reshape(lead + (N,))
+    vb, ib = alternate(vb), alternate(ib)
+  v, idx = vb.reshape(lead + (N,)).contiguous(), ib.reshape(lead + (N,)).contiguous()
+  # 2. bitonic merges: runs of k/2 (alternating directions) -> runs of k
+  k, stage = 2 * B, 0
   while k <= N:
     j = k // 2
     while j >= 1:
@@ -493,8 +523,8 @@ def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
         return (r.shrink(full + ((0, g), (0, 1), (0, j))).reshape(lead + (g, j)), r.shrink(full + ((0, g), (1, 2), (0, j))).reshape(lead + (g, j)))
       av, bv = halves(v)
       ai, bi = halves(idx)
-      up = ((T.arange(g, device=x.device) * (2 * j)).bitwise_and(k) == 0).reshape(g, 1)   # this block sorts up
-      swap = up.where(before(bv, bi, av, ai), before(av, ai, bv, bi))
+      up = ((T.arange(g, device=x.device) * (2 * j)).bitwise_and(k) == 0).reshape(g, 1)   # this run sorts up
+      swap = up.where(before(bv.detach(), bi, av.detach(), ai), before(av.detach(), ai, bv.detach(), bi))
       v = swap.where(bv, av).unsqueeze(-2).cat(swap.where(av, bv).unsqueeze(-2), dim=-2).reshape(lead + (N,))
       idx = swap.where(bi, ai).unsqueeze(-2).cat(swap.where(ai, bi).unsqueeze(-2), dim=-2).reshape(lead + (N,))
       stage += 1

@@ -238,8 +238,13 @@ def test_blocked_scans(device, small_thresholds):
   helper_test_op([(11,)], lambda x: tuple(x.cummin(0)), dtype="int32", low=-4, high=4)
   helper_test_op([(11,)], lambda x: x.cummax(0)[0])   # distinct values: the gradient goes to the running max, like torch
 
-def test_bitonic_sort(device, small_thresholds):
-  helper_test_op(None, lambda x: tuple(x.sort(dim=-1, stable=True)), vals=[[[3.0, 1.0, 2.0, 1.0, -1.0], [0.5, 0.25, 0.5, 0.75, 0.0]]], forward_only=True)
-  helper_test_op(None, lambda x: tuple(x.sort(dim=-1, stable=True)), vals=[[0.5, 0.25, 0.5, 0.75, 0.0]])   # needs grad: the direct path
+def test_bitonic_sort(device, small_thresholds, monkeypatch):
+  # rows longer than SORT_DIRECT: blocks of SORT_BLOCK sorted by ranks, then bitonic merges; gradients through the network
+  import petagrad.mixin.ordering as O
+  monkeypatch.setattr(O, "SORT_BLOCK", 2)    # n=5 -> N=8: 4 blocks of 2, merges of runs of 2 and 4
+  helper_test_op(None, lambda x: tuple(x.sort(dim=-1, stable=True)), vals=[[[3.0, 1.0, 2.0, 1.0, -1.0], [0.5, 0.25, 0.5, 0.75, 0.0]]])
   helper_test_op(None, lambda x: tuple(x.sort(dim=0, descending=True, stable=True)), vals=[[[2.0, 1.0], [NAN, 5.0], [2.0, -1.0], [-3.0, 5.0], [NAN, 0.0]]], forward_only=True)
+  monkeypatch.setattr(O, "SORT_BLOCK", 4)    # n=6..9 -> N=8 or 16: blocks of 4
   helper_test_op(None, lambda x: tuple(x.topk(3)), vals=[[4, -1, 7, 0, 2, 6]], dtype="int32")
+  helper_test_op([(2, 9)], lambda x: tuple(x.sort(dim=1, descending=True)))
+  helper_test_op(None, lambda x: x.argsort(stable=True), vals=[[1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]], forward_only=True)
