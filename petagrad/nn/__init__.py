@@ -92,18 +92,27 @@ class Embedding:
 
 # ====================================================================== convolutions
 
-class _ConvNd:
+class _ConvBase:
+  """What convolutions and transposed convolutions share: argument checks and torch's default init
+  (kaiming_uniform(a=sqrt(5)) weight, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = prod(weight.shape[1:]))."""
   n: int = 2
-  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
-               bias: bool = True, padding_mode: str = "zeros", dtype=None, device=None):
-    if in_channels % groups or out_channels % groups: raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
-    if padding_mode not in ("zeros", "reflect", "replicate", "circular"): raise ValueError(f"padding_mode must be zeros, reflect, replicate or circular, got {padding_mode!r}")
+  def _init(self, in_channels: int, out_channels: int, kernel_size, groups: int, transposed: bool, bias: bool, dtype, device) -> None:
+    if in_channels % groups or out_channels % groups:
+      raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
     self.kernel_size = _ntuple(kernel_size, self.n)
-    self.stride, self.padding, self.dilation, self.groups, self.padding_mode = stride, padding, dilation, groups, padding_mode
-    shape = (out_channels, in_channels // groups, *self.kernel_size)
+    self.groups = groups
+    # conv: (out, in // groups, *k); transposed: (in, out // groups, *k)
+    shape = (in_channels, out_channels // groups, *self.kernel_size) if transposed else (out_channels, in_channels // groups, *self.kernel_size)
     self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), dtype=dtype, device=device, requires_grad=True)
     fan_in = prod(shape[1:])
     self.bias = _uniform((out_channels,), 1 / math.sqrt(fan_in) if fan_in else 0.0, dtype, device) if bias else None
+
+class _ConvNd(_ConvBase):
+  def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
+               bias: bool = True, padding_mode: str = "zeros", dtype=None, device=None):
+    if padding_mode not in ("zeros", "reflect", "replicate", "circular"): raise ValueError(f"padding_mode must be zeros, reflect, replicate or circular, got {padding_mode!r}")
+    self._init(in_channels, out_channels, kernel_size, groups, False, bias, dtype, device)
+    self.stride, self.padding, self.dilation, self.padding_mode = stride, padding, dilation, padding_mode
   def __call__(self, x: Tensor) -> Tensor:
     padding = self.padding
     if self.padding_mode != "zeros":
@@ -121,23 +130,22 @@ class Conv1d(_ConvNd):
   """torch.nn.Conv1d: input (N, C, L) -> (N, out_channels, L')."""
   n = 1
 class Conv2d(_ConvNd):
-  """torch.nn.Conv2d: input (N, C, H, W) -> (N, out_channels, H', W')."""
+  """torch.nn.Conv2d: input (N, C, H, W) -> (N, out_channels, H', W').
+
+  >>> from petagrad import Tensor
+  >>> Conv2d(3, 8, 3, stride=2, padding=1)(Tensor.ones(1, 3, 16, 16)).shape
+  (1, 8, 8, 8)
+  """
   n = 2
 class Conv3d(_ConvNd):
   """torch.nn.Conv3d: input (N, C, D, H, W)."""
   n = 3
 
-class _ConvTransposeNd:
-  n: int = 2
+class _ConvTransposeNd(_ConvBase):
   def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, output_padding=0, groups: int = 1,
                bias: bool = True, dilation=1, dtype=None, device=None):
-    if in_channels % groups or out_channels % groups: raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
-    self.kernel_size = _ntuple(kernel_size, self.n)
-    self.stride, self.padding, self.output_padding, self.groups, self.dilation = stride, padding, output_padding, groups, dilation
-    shape = (in_channels, out_channels // groups, *self.kernel_size)
-    self.weight = Tensor.kaiming_uniform(*shape, a=math.sqrt(5), dtype=dtype, device=device, requires_grad=True)
-    fan_in = prod(shape[1:])   # torch computes the bias bound from the weight's dim 1 (out_channels // groups)
-    self.bias = _uniform((out_channels,), 1 / math.sqrt(fan_in) if fan_in else 0.0, dtype, device) if bias else None
+    self._init(in_channels, out_channels, kernel_size, groups, True, bias, dtype, device)
+    self.stride, self.padding, self.output_padding, self.dilation = stride, padding, output_padding, dilation
   def __call__(self, x: Tensor) -> Tensor:
     return x.conv_transpose2d(self.weight, self.bias, groups=self.groups, stride=self.stride, dilation=self.dilation,
                               padding=self.padding, output_padding=self.output_padding)
@@ -146,12 +154,29 @@ class ConvTranspose1d(_ConvTransposeNd):
   """torch.nn.ConvTranspose1d; weight (in_channels, out_channels // groups, k)."""
   n = 1
 class ConvTranspose2d(_ConvTransposeNd):
-  """torch.nn.ConvTranspose2d; weight (in_channels, out_channels // groups, kh, kw)."""
+  """torch.nn.ConvTranspose2d; weight (in_channels, out_channels // groups, kh, kw).
+
+  >>> from petagrad import Tensor
+  >>> ConvTranspose2d(8, 3, 4, stride=2, padding=1)(Tensor.ones(1, 8, 8, 8)).shape
+  (1, 3, 16, 16)
+  """
   n = 2
 class ConvTranspose3d(_ConvTransposeNd):
+  """torch.nn.ConvTranspose3d; weight (in_channels, out_channels // groups, kd, kh, kw)."""
   n = 3
 
 # ====================================================================== normalization
+
+def _norm_state(layer: Any, num_features: int, affine: bool, track_running_stats: bool, dtype, device) -> None:
+  """BatchNorm's and InstanceNorm's tensors: weight (ones) and bias (zeros) when affine; running_mean (zeros),
+  running_var (ones) and num_batches_tracked (0, int64) when tracking running statistics, else None."""
+  layer.weight = _param(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
+  layer.bias = _param(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
+  if track_running_stats:
+    layer.running_mean = _buffer(Tensor.zeros(num_features, dtype=dtype, device=device).contiguous())
+    layer.running_var = _buffer(Tensor.ones(num_features, dtype=dtype, device=device).contiguous())
+    layer.num_batches_tracked = _buffer(Tensor.zeros((), dtype=dtypes.int64, device=device).contiguous())
+  else: layer.running_mean, layer.running_var, layer.num_batches_tracked = None, None, None
 
 class BatchNorm:
   """torch.nn.BatchNorm{1,2,3}d over (N, C, *). In training (Tensor.training) it normalizes with the batch
@@ -161,13 +186,7 @@ class BatchNorm:
   def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                track_running_stats: bool = True, dtype=None, device=None):
     self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
-    self.weight = _param(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
-    self.bias = _param(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
-    if track_running_stats:
-      self.running_mean = _buffer(Tensor.zeros(num_features, dtype=dtype, device=device).contiguous())
-      self.running_var = _buffer(Tensor.ones(num_features, dtype=dtype, device=device).contiguous())
-      self.num_batches_tracked = _buffer(Tensor.zeros((), dtype=dtypes.int64, device=device).contiguous())
-    else: self.running_mean, self.running_var, self.num_batches_tracked = None, None, None
+    _norm_state(self, num_features, affine, track_running_stats, dtype, device)
   def _check(self, x: Tensor) -> None:
     if x.ndim < 2 or x.shape[1] != self.num_features:
       raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *), got shape {x.shape}")
@@ -201,13 +220,7 @@ class InstanceNorm:
   def __init__(self, num_features: int, eps: float = 1e-5, momentum: float = 0.1, affine: bool = False,
                track_running_stats: bool = False, dtype=None, device=None):
     self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
-    self.weight = _param(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
-    self.bias = _param(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
-    if track_running_stats:
-      self.running_mean = _buffer(Tensor.zeros(num_features, dtype=dtype, device=device).contiguous())
-      self.running_var = _buffer(Tensor.ones(num_features, dtype=dtype, device=device).contiguous())
-      self.num_batches_tracked = _buffer(Tensor.zeros((), dtype=dtypes.int64, device=device).contiguous())
-    else: self.running_mean, self.running_var, self.num_batches_tracked = None, None, None
+    _norm_state(self, num_features, affine, track_running_stats, dtype, device)
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_features:
       raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *spatial), got shape {x.shape}")
