@@ -10,8 +10,8 @@ Costs (documented, to be improved):
   * cumsum / cumprod / cummax / cummin / logcumsumexp: rows up to SCAN_DIRECT (256) elements are one
     masked reduce over a lower-triangular (n, n) window (O(n^2), one kernel); longer rows are scanned in
     blocks of SCAN_BLOCK (128): scan inside each block, scan the block totals (recursively), combine,
-    O(n * SCAN_BLOCK), about 4 kernels per level. On long rows, cummax/cummin share the gradient among
-    tied maxima (torch gives it all to the returned index); short rows match torch exactly.
+    O(n * SCAN_BLOCK), about 4 kernels per level. cummax/cummin give the gradient of each output to the
+    element at its returned index (the last one attaining the extreme), like torch, on both paths.
 
 `unique` and `one_hot(-1)` / `repeat_interleave` with per-element repeats have data-dependent shapes:
 they realize their input (compute it and read it back) at the call.
@@ -140,20 +140,20 @@ class OrderingMixin:
       idx = (m & hit).where(j.reshape(1, n), -1).max(-1)                  # the last position that attains it
       values = _pick(xj, j.reshape(1, n) == idx.unsqueeze(-1), -1)         # gradient goes to that element, like torch
       return self._scan_output(values, d), self._scan_output(idx, d)
-    # long rows: running extreme by a blocked scan (ties share the gradient, unlike torch); the index is
-    # the running max of the positions where x equals its running extreme
-    key = x if largest else (-x if x.dtype.is_float else x.bitwise_not())
+    # long rows: the running extreme by a blocked scan (detached); the index is the running max of the positions
+    # where x equals its running extreme; the values are x at that index, forward-filled by a blocked scan, so the
+    # gradient of each output goes to the element at its index, like torch (also with ties)
+    key = x.detach() if largest else (-x.detach() if x.dtype.is_float else x.detach().bitwise_not())
     if key.dtype.is_float:
       isnan = key != key
       v = _scan(isnan.where(-math.inf, key), "max")
-      seen = _scan(isnan.detach().cast(dtypes.int8), "max") > 0
-      v = seen.where(math.nan, v)
-      hit = seen.where(isnan, key.detach() == v.detach())
+      seen = _scan(isnan.cast(dtypes.int8), "max") > 0
+      hit = seen.where(isnan, key == v)
     else:
       v = _scan(key, "max")
       hit = key == v
     idx = _scan(hit.where(j, -1), "max")
-    values = v if largest else (-v if x.dtype.is_float else v.bitwise_not())
+    values = _ffill(x, idx == j)[0]
     return self._scan_output(values, d), self._scan_output(idx, d)
 
   def cummax(self, dim: int = 0) -> tuple[Tensor, Tensor]:
@@ -481,6 +481,32 @@ def _before_fn(x: Tensor, descending: bool, n: int):
     pa, pb = ai >= n, bi >= n
     return (pb & pa.logical_not()) | ((pa == pb) & (lt | (tie & (ai < bi))))
   return before
+
+def _ffill(x: Tensor, hit: Tensor) -> tuple[Tensor, Tensor]:
+  """Forward fill along the last dim: y[i] = x[the last j <= i with hit[j]] (0 when there is none) and whether
+  there is one. The gradient of y[i] goes to that x[j]. Short rows: one masked (n, n) pick; long rows: blocked
+  like _scan, O(n * SCAN_BLOCK)."""
+  T = type(x)
+  n, lead = x.shape[-1], x.shape[:-1]
+  if n <= SCAN_DIRECT:
+    j = T.arange(n, device=x.device).reshape(1, n)
+    last = (_tri(T, n, x.device) & hit.unsqueeze(-2)).where(j, -1).max(-1)    # (..., n_i)
+    return _pick(x.unsqueeze(-2), j == last.unsqueeze(-1), -1), last >= 0
+  B = SCAN_BLOCK
+  nb = -(-n // B)
+  z = ((0, 0),) * len(lead)
+  full = tuple((0, s) for s in lead)
+  xp = x.pad(z + ((0, nb * B - n),)) if nb * B != n else x
+  hp = hit.pad(z + ((0, nb * B - n),), value=False) if nb * B != n else hit
+  inner, has = _ffill(xp.reshape(lead + (nb, B)), hp.reshape(lead + (nb, B)))   # (..., nb, B)
+  last_of = lambda t: t.shrink(full + ((0, nb), (B - 1, B))).reshape(lead + (nb,))
+  pv, ph = _ffill(last_of(inner), last_of(has))                                   # over the blocks
+  # what comes before block b: the fill at the end of block b - 1
+  pv = pv.pad(z + ((1, 0),)).shrink(full + ((0, nb),)).unsqueeze(-1)
+  ph = ph.pad(z + ((1, 0),), value=False).shrink(full + ((0, nb),)).unsqueeze(-1)
+  out, out_has = has.where(inner, pv), has | ph
+  keep = full + ((0, n),)
+  return out.reshape(lead + (nb * B,)).shrink(keep), out_has.reshape(lead + (nb * B,)).shrink(keep)
 
 def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
   """Stable sort of the last dim, padded to a power of two N: blocks of SORT_BLOCK elements are sorted by

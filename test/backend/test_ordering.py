@@ -237,6 +237,10 @@ def test_blocked_scans(device, small_thresholds):
   helper_test_op(None, lambda x: tuple(x.cummin(1)), vals=[v], forward_only=True)
   helper_test_op([(11,)], lambda x: tuple(x.cummin(0)), dtype="int32", low=-4, high=4)
   helper_test_op([(11,)], lambda x: x.cummax(0)[0])   # distinct values: the gradient goes to the running max, like torch
+  # ties on long rows: the gradient of each output goes to the element at its index (the last tied one), like torch
+  ties = [[2.0, 2.0, 1.0, 2.0, 3.0, 3.0, 0.0, 3.0, 1.0, 3.0, -1.0, 5.0, 5.0], [1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 1.0, 2.0, 2.0, 2.0, 2.0, 2.0]]
+  helper_test_op(None, lambda x: tuple(x.cummax(1)), vals=[ties])
+  helper_test_op(None, lambda x: tuple(x.cummin(1)), vals=[[[-v for v in r] for r in ties]])
 
 def test_bitonic_sort(device, small_thresholds, monkeypatch):
   # rows longer than SORT_DIRECT: blocks of SORT_BLOCK sorted by ranks, then bitonic merges; gradients through the network
