@@ -57,7 +57,8 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
     n = next((w for w in (n, n // 2, n // 4) if w >= 4 and r.arg[1] % w == 0), n)
     if st[-1] == 1 and 1 in moving and all(s in (0, 1) for s in moving) and r.arg[1] % n == 0:
       # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
-      others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)]
+      vloads = [i for i, (s, dep) in enumerate(zip(st[:-1], streamed[:-1])) if dep and s == 1]
+      others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and all(loads_stride(k.ast, o)[i] == 0 for i in vloads)]
       if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
       vector_outer = r.arg[0] if r.arg[1] > n else None   # the split left an outer range (it keeps r's id)
       if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 4))
@@ -67,6 +68,12 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
       vo = [x for x in k.ranges if x.arg[0] == vector_outer]
       while vo and amt > 1 and vo[0].arg[1] % amt: amt //= 2
       if vo and amt > 1: _try(k, Opt(OptOps.UPCAST, _axis(k, vo[0]), amt))
+      if others:
+        # loop order: the tile's vector operand (a K x 32 panel of a matmul's right side) stays in cache while
+        # the innermost output loop walks the range it does not move along; the other operand streams
+        g = [x for x in k.ranges if x.arg[2] == "global"]
+        stay = [x for x in g if x.arg[0] == others[-1].arg[0]]
+        if stay and stay[0] is not g[-1]: _try(k, Opt(OptOps.SWAP, _axis(k, stay[0]), _axis(k, g[-1])))
       return
   # reduction over contiguous memory: lanes from the reduce range
   r = red[-1]

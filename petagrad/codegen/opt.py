@@ -32,6 +32,7 @@ class OptOps(Enum):
   UNROLL = auto()    # split a reduce range, unroll the inner part
   VECTOR = auto()    # split a range, compute the inner part as SIMD lanes
   THREAD = auto()    # spread the outermost output range over CPU threads
+  SWAP = auto()      # exchange the loop positions of two output ranges (axis and amount are their indices)
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True)
@@ -140,6 +141,15 @@ class Kernel:
       self.applied.append(opt)
       return
     if not 0 <= opt.axis < len(rs): raise OptError(f"axis {opt.axis} out of range ({len(rs)} ranges)")
+    if opt.op is OptOps.SWAP:
+      # output loops are independent, so any order computes the same values
+      if not 0 <= opt.amount < len(rs) or opt.amount == opt.axis: raise OptError(f"SWAP needs two different ranges, got {opt.axis} and {opt.amount}")
+      a, b = rs[opt.axis], rs[opt.amount]
+      if a.arg[2] != "global" or b.arg[2] != "global": raise OptError("SWAP needs two output loops")
+      self.ast = substitute(self.ast, {a: UOp(Ops.RANGE, dtypes.index, (), (b.arg[0], *a.arg[1:])),
+                                       b: UOp(Ops.RANGE, dtypes.index, (), (a.arg[0], *b.arg[1:]))})
+      self.applied.append(opt)
+      return
     r = rs[opt.axis]
     kind = r.arg[2]
     if opt.op is OptOps.UPCAST and kind not in ("global", "thread", "upcast"): raise OptError("UPCAST needs an output range")

@@ -25,6 +25,8 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Op
     if kind == "reduce":
       out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4) if size % a == 0 and size > a]
       if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
+  g = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global"]
+  out += [Opt(OptOps.SWAP, a, b) for a, b in zip(g, g[1:])]   # loop order: adjacent output loops exchanged
   if supports_threads and cpu_threads() > 1: out.append(Opt(OptOps.THREAD, 0))
   return out
 

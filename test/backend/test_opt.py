@@ -66,3 +66,27 @@ def test_exp2_log2_decomposition_accuracy():
   y = np.concatenate([np.exp(np.linspace(-80, 80, 5001)), [np.inf, 0.0, -1.0, np.nan, 1e-42]]).astype(np.float32)
   with np.errstate(all="ignore"): ref = np.log2(y.astype(np.float64)).astype(np.float32)
   np.testing.assert_allclose(Tensor(y, device="CPU").log2().numpy(), ref, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+def test_swap_reorders_loops_and_keeps_results(monkeypatch):
+  import petagrad.engine.realize as R
+  from petagrad.codegen.opt import Opt, OptOps, OptError
+  seen = []
+  def swap_first_two(k, *_):
+    k.normalize_ranges()
+    g = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global"]
+    if len(g) >= 2:
+      before = [r.arg[1] for r in k.ranges]
+      k.apply(Opt(OptOps.SWAP, g[0], g[1]))
+      seen.append((before, [r.arg[1] for r in k.ranges]))
+      red = [i for i, r in enumerate(k.ranges) if r.arg[2] == "reduce"]
+      if red:
+        with pytest.raises(OptError): k.apply(Opt(OptOps.SWAP, g[0], red[0]))
+    return k
+  monkeypatch.setattr(R, "hand_coded_optimizations", swap_first_two)
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  rng = np.random.default_rng(2)
+  a, b = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 56)).astype(np.float32)
+  a3 = rng.standard_normal((3, 5, 7)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose((Tensor(a3).permute(2, 0, 1) * 2).numpy(), a3.transpose(2, 0, 1) * 2, rtol=1e-6)
+  assert any(before[:2] == after[:2][::-1] for before, after in seen)
