@@ -239,3 +239,64 @@ def test_sequential_and_train_switch():
   @nn.train()
   def f(): return Tensor.training
   assert f() is True and Tensor.training is False
+
+# ---------------------------------------------------------------------- 10 training steps vs torch
+
+def _ten_cases():
+  """name -> (make petagrad layer, make torch layer, input shapes (None: integer indices), forward, training)."""
+  mha_fwd = lambda l, q, k: l(q, k, k)[0]
+  lstm_fwd = lambda l, x, h: l(x, (h, h))[0] * 2 + l(x, (h, h))[1]
+  def bn(n, **kw): return (lambda: nn.BatchNorm(n, **kw)) if n == 3 else None
+  return {
+    "linear": (lambda: nn.Linear(5, 4), lambda: torch.nn.Linear(5, 4), [(6, 5)], None, False),
+    "conv1d": (lambda: nn.Conv1d(3, 4, 3, padding=1), lambda: torch.nn.Conv1d(3, 4, 3, padding=1), [(2, 3, 7)], None, False),
+    "conv2d": (lambda: nn.Conv2d(2, 3, 3, stride=2, groups=1), lambda: torch.nn.Conv2d(2, 3, 3, stride=2), [(2, 2, 7, 6)], None, False),
+    "conv3d": (lambda: nn.Conv3d(2, 2, 2), lambda: torch.nn.Conv3d(2, 2, 2), [(1, 2, 4, 3, 3)], None, False),
+    "conv_transpose1d": (lambda: nn.ConvTranspose1d(3, 2, 3, stride=2), lambda: torch.nn.ConvTranspose1d(3, 2, 3, stride=2), [(2, 3, 5)], None, False),
+    "conv_transpose2d": (lambda: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1), lambda: torch.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1), [(2, 3, 4, 4)], None, False),
+    "batchnorm1d": (lambda: nn.BatchNorm1d(3), lambda: torch.nn.BatchNorm1d(3), [(8, 3)], None, True),
+    "batchnorm2d_cumulative": (lambda: nn.BatchNorm2d(3, momentum=None), lambda: torch.nn.BatchNorm2d(3, momentum=None), [(4, 3, 3, 3)], None, True),
+    "batchnorm3d_momentum": (lambda: nn.BatchNorm3d(3, momentum=0.3), lambda: torch.nn.BatchNorm3d(3, momentum=0.3), [(2, 3, 2, 3, 2)], None, True),
+    "batchnorm2d_no_stats": (lambda: nn.BatchNorm2d(3, track_running_stats=False), lambda: torch.nn.BatchNorm2d(3, track_running_stats=False), [(4, 3, 2, 2)], None, True),
+    "layernorm": (lambda: nn.LayerNorm(5), lambda: torch.nn.LayerNorm(5), [(3, 4, 5)], None, False),
+    "rmsnorm": (lambda: nn.RMSNorm(5), lambda: torch.nn.RMSNorm(5), [(3, 4, 5)], None, False),
+    "groupnorm": (lambda: nn.GroupNorm(2, 4), lambda: torch.nn.GroupNorm(2, 4), [(3, 4, 5)], None, False),
+    "instancenorm2d": (lambda: nn.InstanceNorm2d(3, affine=True, track_running_stats=True), lambda: torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+                       [(2, 3, 4, 4)], None, True),
+    "embedding": (lambda: nn.Embedding(7, 4), lambda: torch.nn.Embedding(7, 4), [None], None, False),
+    "lstmcell": (lambda: nn.LSTMCell(3, 4), lambda: torch.nn.LSTMCell(3, 4), [(2, 3), (2, 4)], lstm_fwd, False),
+    "multihead_attention": (lambda: nn.MultiheadAttention(8, 2, batch_first=True), lambda: torch.nn.MultiheadAttention(8, 2, batch_first=True),
+                            [(2, 3, 8), (2, 5, 8)], mha_fwd, False),
+  }
+
+@pytest.mark.parametrize("name", list(_ten_cases()))
+def test_ten_training_steps_vs_torch(name):
+  """Same init (torch's weights loaded), same inputs: 10 SGD (momentum) steps on a squared-error loss. Parameters,
+  running statistics and the losses stay within float tolerance of torch's."""
+  from petagrad.nn import optim
+  mk_pg, mk_torch, shapes, fwd, training = _ten_cases()[name]
+  fwd = fwd or (lambda l, *xs: l(*xs))
+  torch.manual_seed(0)
+  tl, pl = mk_torch(), mk_pg()
+  load_state_dict(pl, {k: _np(v) for k, v in tl.state_dict().items()})
+  tl.train(training)
+  rng = np.random.default_rng(1)
+  data = [[rng.integers(0, 7, (3, 4)) if s is None else rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(10)]
+  popt = optim.SGD([p for p in get_state_dict(pl).values() if p.requires_grad], lr=0.05, momentum=0.9)
+  topt = torch.optim.SGD(tl.parameters(), lr=0.05, momentum=0.9)
+  plosses, tlosses = [], []
+  for xs in data:
+    tout = fwd(tl, *[torch.tensor(x) for x in xs])
+    target = np.cos(np.arange(tout.numel(), dtype=np.float32)).reshape(tuple(tout.shape))
+    tloss = ((tout - torch.tensor(target)) ** 2).mean()
+    topt.zero_grad(); tloss.backward(); topt.step()
+    with nn.train(training):
+      popt.zero_grad()
+      ploss = ((fwd(pl, *[Tensor(x) for x in xs]) - Tensor(target)) ** 2).mean()
+      ploss.backward()
+      Tensor.realize_all(ploss, *popt.schedule_step())
+    plosses.append(ploss.item()); tlosses.append(tloss.item())
+  np.testing.assert_allclose(plosses, tlosses, rtol=1e-4, atol=1e-5)
+  psd = get_state_dict(pl)
+  for k, v in tl.state_dict().items():
+    np.testing.assert_allclose(psd[k].numpy(), _np(v), rtol=1e-4, atol=1e-5, err_msg=k)
