@@ -359,7 +359,13 @@ class IndexingMixin:
 
   def scatter(self, dim: int, index: Tensor, src, reduce: str | None = None) -> Tensor:
     """Out-of-place torch.scatter: self with self[index[i][j]][j] = src[i][j] (dim=0). `src` may be a
-    scalar. With duplicate indices the last one wins. reduce='add'|'multiply' like torch (deprecated there)."""
+    scalar. With duplicate indices the last one wins (torch leaves it unspecified); like torch's, the
+    gradient of every src element is the gradient at its target, overwritten or not.
+    reduce='add'|'multiply' like torch (deprecated there). Valid indices: 0 <= i < self.size(dim).
+
+    >>> Tensor.zeros(4).scatter(0, Tensor([3, 0]), Tensor([1.0, 2.0])).tolist()
+    [2.0, 0.0, 0.0, 1.0]
+    """
     if reduce is not None:
       if reduce not in ("add", "multiply"): raise _fail(ValueError, "scatter", f"reduce must be 'add' or 'multiply', got {reduce!r}", self)
       return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod", include_self=True)
@@ -370,7 +376,12 @@ class IndexingMixin:
 
   def scatter_reduce(self, dim: int, index: Tensor, src, reduce: str, include_self: bool = True) -> Tensor:
     """Out-of-place torch.scatter_reduce: reduce ('sum', 'prod', 'mean', 'amax', 'amin') the src values
-    that go to the same place, together with self's value there when include_self."""
+    that go to the same place, together with self's value there when include_self. Gradients follow
+    torch: amax/amin share the gradient evenly among self and the src values equal to the result.
+
+    >>> Tensor([1.0, 1.0]).scatter_reduce(0, Tensor([1, 1, 0]), Tensor([5.0, 2.0, 3.0]), "sum").tolist()
+    [4.0, 8.0]
+    """
     if reduce not in ("sum", "prod", "mean", "amax", "amin"):
       raise _fail(ValueError, "scatter_reduce", f"reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got {reduce!r}", self)
     return _scatter(self, dim, index, src, "scatter_reduce", reduce, include_self)
@@ -467,6 +478,8 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
     jj = Tensor.arange(1, index.shape[d] + 1, device=self.device).reshape((index.shape[d],) + (1,) * (index.ndim - d))
     win = oh.where(jj, 0).max(d, keepdim=True)
     val = _pick(s, oh & (jj == win), d, keepdim=True)
+    # torch's gradient: every src element gets the gradient of its target, also the ones a duplicate overwrote
+    if s.dtype.is_float: val = val + (oh & (jj != win)).where(_zero_value(s), 0).sum(d, keepdim=True)
   elif reduce in ("sum", "mean"):
     val = oh.where(s, 0).sum(d, keepdim=True, dtype=self.dtype if not self.dtype.is_bool else None)
   elif reduce == "prod":
@@ -486,8 +499,24 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
     den = (cnt + 1) if include_self else cnt
     out = num / den if self.dtype.is_float else num.div(den, rounding_mode="floor")
     return hit.where(out.cast(self.dtype), self)
-  if not include_self: return hit.where(val.cast(self.dtype), self)
-  if reduce == "sum": return hit.where((self + val).cast(self.dtype), self)
-  if reduce == "prod": return hit.where((self * val).cast(self.dtype), self)
-  if reduce == "amax": return hit.where(self.maximum(val), self)
-  return hit.where(self.minimum(val), self)
+  if reduce in ("sum", "prod"):
+    if not include_self: return hit.where(val.cast(self.dtype), self)
+    return hit.where((self + val if reduce == "sum" else self * val).cast(self.dtype), self)
+  res = (self.maximum(val) if reduce == "amax" else self.minimum(val)) if include_self else val
+  if not self.dtype.is_float: return hit.where(res, self)
+  # torch's gradient: the result's gradient is shared evenly among self and the src elements equal to it (self
+  # counts in the share even with include_self=False, where its own part is then dropped)
+  R = hit.where(res, self).detach()
+  Rs = R.shrink(tuple((0, n) if k == d else (0, i) for k, i in enumerate(index.shape))).unsqueeze(d)   # I[:d] + (1, n) + I[d+1:]
+  src_eq = s.detach() == _pick(Rs, oh, d + 1, keepdim=True)                                        # I[:d+1] + (1,) + I[d+1:]
+  cnt_src = (oh & src_eq).cast(self.dtype).sum(d).pad(pads)
+  part_src = (oh & src_eq).where(_zero_value(s), 0).sum(d).pad(pads)
+  eq_self = self.detach() == R
+  part_self = (eq_self & hit.logical_not()).where(_zero_value(self), 0) if not include_self else eq_self.where(_zero_value(self), 0)
+  share = (eq_self.cast(self.dtype) + cnt_src).maximum(1)
+  return hit.where(R + (part_self + part_src) / share, self)
+
+def _zero_value(t: Tensor) -> Tensor:
+  """0 with gradient 1 with respect to t (where t is finite): routes a gradient without changing a value."""
+  td = t.detach()
+  return (td - td == 0).where(t - td, 0)

@@ -293,6 +293,26 @@ def test_scatter_reduce(device, reduce, include_self):
   helper_test_op(None, lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self),
                  vals=[np.array([[1.0, -2.0, 3.0, 0.3], [0.1, 0.7, -0.9, 2.0]]), idx, src], dtype=["float32", "int64", "float32"])
 
+@pytest.mark.parametrize("reduce", ["amax", "amin", "prod"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_ties_grad(device, reduce, include_self):
+  # duplicates that tie with each other and with self: torch shares amax/amin's gradient evenly among all the
+  # elements equal to the result (self counted even with include_self=False); prod with zeros
+  idx = np.array([[0, 1, 0, 3], [2, 2, 1, 2]])
+  src = np.array([[1.0, 2.0, 1.0, 0.0], [3.0, 3.0, 0.0, 3.0]])
+  base = np.array([[1.0, -2.0, 3.0, 0.0], [0.1, 0.7, 3.0, 2.0]])
+  sgn = -1.0 if reduce == "amin" else 1.0
+  helper_test_op(None, lambda x, i, s: x.scatter_reduce(1, i, s, reduce, include_self=include_self),
+                 vals=[sgn * base, idx, sgn * src], dtype=["float32", "int64", "float32"])
+
+def test_scatter_duplicates_grad(device):
+  # torch's scatter gradient gives every src element the gradient of its target, also when a duplicate overwrote it
+  # (duplicates carry equal values here: torch does not say which duplicate wins)
+  helper_test_op(None, lambda x, i, s: x.scatter(1, i, s), vals=[np.ones((2, 4)), np.array([[0, 0, 1], [3, 3, 3]]), np.array([[2.0, 2.0, 3.0], [6.0, 6.0, 6.0]])],
+                 dtype=["float32", "int64", "float32"])
+  out = Tensor.ones(2, 4).scatter(1, Tensor([[0, 0, 1], [3, 3, 3]]), Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
+  assert out.tolist() == [[2.0, 3.0, 1.0, 1.0], [1.0, 1.0, 1.0, 6.0]]   # petagrad: the last duplicate wins
+
 def test_scatter_reduce_int(device):
   idx = np.array([0, 1, 0, 3])
   for red in ("sum", "amax", "amin", "prod", "mean"):
