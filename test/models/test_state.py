@@ -155,6 +155,36 @@ def test_atomic_save_keeps_old_file(tmp_path, monkeypatch):
   safe_save({"w": Tensor([3.0, 4.0, 5.0])}, p)
   assert safe_load(p)["w"].tolist() == [3.0, 4.0, 5.0]
 
+def test_process_killed_mid_save_keeps_old_file(tmp_path):
+  """A real crash: a child process is SIGKILLed while safe_save is halfway through the tensor data. The previous
+  checkpoint stays intact and loadable; the next save succeeds."""
+  import signal, subprocess, sys
+  p = tmp_path / "ckpt.safetensors"
+  safe_save({"w": Tensor([1.0, 2.0])}, p)
+  old = p.read_bytes()
+  repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  code = ("import sys, time\n"
+          "from petagrad import Tensor\nfrom petagrad.nn import state\n"
+          "orig, n = state._write_bytes, [0]\n"
+          "def slow(f, data):\n"
+          "  n[0] += 1\n"
+          "  if n[0] == 2:\n"   # the header is out: write half of the data, flush it to the file, then hang
+          "    f.write(bytes(data)[:len(data) // 2]); f.flush(); print('writing', flush=True); time.sleep(600)\n"
+          "  orig(f, data)\n"
+          "state._write_bytes = slow\n"
+          f"state.safe_save({{'w': Tensor.arange(100000).float()}}, {str(p)!r})\n")
+  child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": repo})
+  try:
+    assert child.stdout.readline().strip() == "writing"
+    assert len([f for f in os.listdir(tmp_path) if f.endswith(".tmp")]) == 1   # the half-written temporary file
+    child.send_signal(signal.SIGKILL)
+  finally:
+    child.wait(timeout=60)
+  assert child.returncode == -signal.SIGKILL
+  assert p.read_bytes() == old and safe_load(p)["w"].tolist() == [1.0, 2.0]
+  safe_save({"w": Tensor([3.0])}, p)
+  assert safe_load(p)["w"].tolist() == [3.0]
+
 # ---------------------------------------------------------------------- torch checkpoints
 
 def _torch_sample():
