@@ -296,11 +296,20 @@ class OrderingMixin:
     return tuple(out)
 
   def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None):
-    """The distinct values (sorted, flat). Realizes to learn how many there are. With return_inverse,
-    also the index of each element in the result; with return_counts, how often each value occurs.
-    NaNs are all distinct, like torch."""
+    """The distinct values (sorted, flat), or with `dim` the distinct slices along dim (sorted
+    lexicographically, like torch.unique(dim=)). The output shape depends on the data: the count is
+    realized (computed and read back) at the call. With return_inverse, also the index of each
+    element (each slice) in the result; with return_counts, how often each one occurs. NaNs are all
+    distinct (a slice holding a NaN equals no other slice; with dim, the order of such slices may
+    differ from torch's). Work: O(n log^2 n) flat, O(n^2 * slice size) with dim.
+
+    >>> Tensor([3, 1, 3]).unique().tolist()
+    [1, 3]
+    >>> Tensor([[1, 2], [0, 5], [1, 2]]).unique(dim=0).tolist()
+    [[0, 5], [1, 2]]
+    """
     from petagrad.tensor import Tensor
-    if dim is not None: raise _fail(NotImplementedError, "unique", "dim is not supported yet (only the flat form)", self)
+    if dim is not None: return self._unique_dim(dim, return_inverse, return_counts)
     x = self.flatten()
     if x.numel() == 0: u = x
     else:
@@ -312,6 +321,48 @@ class OrderingMixin:
       eq = x.unsqueeze(1) == u.unsqueeze(0)                    # (n, u)
       if return_inverse: out.append(eq.where(Tensor.arange(u.shape[0], device=self.device), 0).sum(1).reshape(self.shape))
       if return_counts: out.append(eq.cast(dtypes.int64).sum(0))
+    return out[0] if len(out) == 1 else tuple(out)
+
+  def _unique_dim(self, dim: int, return_inverse: bool, return_counts: bool):
+    """unique(dim=): pairwise lexicographic comparison of the n slices (O(n^2 m) for slices of m elements)."""
+    from petagrad.tensor import Tensor
+    if self.ndim == 0: raise _fail(IndexError, "unique", f"dim {dim} given for a 0-d tensor", self)
+    d = _resolve("unique", dim, self.ndim, self)
+    n, rest = self.shape[d], self.shape[:d] + self.shape[d + 1:]
+    if 0 in rest: raise _fail(RuntimeError, "unique", f"dims of size 0 other than dim {d} leave no slices to compare", self)
+    x = self.permute(d, *[k for k in range(self.ndim) if k != d])
+    m = prod(rest)
+    i64 = dtypes.int64
+    if n == 0:
+      out = [self]
+      if return_inverse: out.append(Tensor.zeros(0, dtype=i64, device=self.device))
+      if return_counts: out.append(Tensor.zeros(0, dtype=i64, device=self.device))
+      return out[0] if len(out) == 1 else tuple(out)
+    x2 = x.reshape(n, m).detach()
+    a, b = x2.unsqueeze(1), x2.unsqueeze(0)                               # row a (n, 1, m), row b (1, n, m)
+    eq = a == b
+    def less(p: Tensor, q: Tensor) -> Tensor:   # p's element sorts before q's (False < True, NaN last)
+      if p.dtype.is_bool: return q & p.logical_not()
+      if p.dtype.is_float: return (p < q) | ((p == p) & (q != q))
+      return p < q
+    c = Tensor.arange(m, device=self.device)
+    first_diff = eq.logical_not().where(c, m).min(-1, keepdim=True)       # (n, n, 1): the first column where a, b differ
+    at_first = c == first_diff
+    b_lt_a, a_lt_b = (at_first & less(b, a)).any(-1), (at_first & less(a, b)).any(-1)   # (n, n)
+    same = first_diff.squeeze(-1) == m                                    # (n, n): equal slices
+    ia, ib = Tensor.arange(n, device=self.device).reshape(n, 1), Tensor.arange(n, device=self.device).reshape(1, n)
+    first = (same & (ib < ia)).any(1).logical_not()                       # (n,): the first slice of its kind
+    # b before a: lexicographically, or incomparable (NaN) and earlier
+    before = b_lt_a | (b_lt_a.logical_not() & a_lt_b.logical_not() & same.logical_not() & (ib < ia))
+    rank = (first.reshape(1, n) & before).cast(i64).sum(1)                # (n,): the output slot of each slice
+    u = int(first.cast(i64).sum().item())
+    oh = (rank.reshape(1, n) == Tensor.arange(u, device=self.device).reshape(u, 1))   # (u, n)
+    picked = _pick(x.reshape(n, m).unsqueeze(0), (oh & first.reshape(1, n)).unsqueeze(-1), 1)   # (u, m)
+    res = picked.reshape((u,) + rest)
+    res = res.permute(*range(1, d + 1), 0, *range(d + 1, self.ndim))
+    out = [res]
+    if return_inverse: out.append(rank)
+    if return_counts: out.append(oh.cast(i64).sum(1))
     return out[0] if len(out) == 1 else tuple(out)
 
   # ------------------------------------------------------------------ einsum

@@ -217,7 +217,19 @@ def test_unique(device):
   helper_test_op(None, lambda x: x.unique(), vals=[[True, True]], dtype="bool")
   helper_test_op(None, lambda x: x.unique(return_inverse=True), vals=[[7]], dtype="int64")
   helper_test_op(None, lambda x: x.unique(return_inverse=True, return_counts=True), vals=[np.zeros(0, np.int64)], dtype="int64")
-  with pytest.raises(NotImplementedError, match=r"unique: dim is not supported yet"): Tensor([1]).unique(dim=0)
+
+def test_unique_dim(device):
+  m = [[1, 2, 0], [3, 4, 1], [1, 2, 0], [0, 9, 1]]
+  helper_test_op(None, lambda x: x.unique(dim=0, return_inverse=True, return_counts=True), vals=[m], dtype="int32")
+  helper_test_op(None, lambda x: x.unique(dim=1, return_inverse=True, return_counts=True), vals=[m], dtype="int32")
+  helper_test_op(None, lambda x: x.unique(dim=-1), vals=[[[[1, 2], [1, 2]], [[0, 1], [0, 1]]]], dtype="int64")
+  helper_test_op(None, lambda x: x.unique(dim=0, return_counts=True), vals=[[[1.5, -2.0], [1.5, -2.0], [-0.5, 3.0]]], forward_only=True)
+  helper_test_op(None, lambda x: x.unique(dim=0), vals=[[[True, False], [True, False], [False, True]]], dtype="bool")
+  helper_test_op(None, lambda x: x.unique(dim=0, return_inverse=True), vals=[[5, 5, 2]], dtype="int32")
+  helper_test_op(None, lambda x: x.unique(dim=0, return_inverse=True, return_counts=True), vals=[np.zeros((0, 3))], forward_only=True)
+  with pytest.raises(RuntimeError, match=r"unique: dims of size 0 other than dim 0"): Tensor.zeros(2, 0).unique(dim=0)
+  with pytest.raises(IndexError, match=r"unique: axis 2 is out of range"): Tensor.zeros(2, 2).unique(dim=2)
+  with pytest.raises(IndexError, match=r"unique: dim 0 given for a 0-d tensor"): Tensor(1).unique(dim=0)
 
 # ------------------------------------------------------------------ long-row paths (thresholds lowered so tiny inputs take them)
 
