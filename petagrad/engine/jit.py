@@ -21,7 +21,7 @@ cannot be written in place (an expanded view, another shape) raises JitError nam
 [5.0, 3.0]
 """
 from __future__ import annotations
-import functools, gc
+import functools, gc, weakref
 from typing import Any, Callable, Generic, TypeVar
 from petagrad.engine.realize import ExecItem, capture_hooks
 from petagrad.device import Buffer
@@ -98,6 +98,7 @@ class TinyJit(Generic[R]):
       jit_active.pop()
       if self.cnt == 1: capture_hooks.remove(recorded.append)
     if self.cnt == 1:
+      _check_dropped_state(self.fxn.__name__, before, recorded, bufs)
       self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes_in_place) for ei in recorded]
       index = {id(b): i for i, b in enumerate(bufs)}
       self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
@@ -109,9 +110,24 @@ class TinyJit(Generic[R]):
     return ret
 
 def _tensor_states() -> dict[int, tuple[Any, Any, Any]]:
-  """Every live Tensor: id -> (tensor, its Buffer if it views a realized one else its lazy UOp, its UOp)."""
+  """Every live Tensor: id -> (a weak reference to it, its Buffer if it views a realized one else its lazy UOp, its UOp)."""
   from petagrad.tensor import Tensor
-  return {id(o): (o, _state(o), o.uop) for o in gc.get_objects() if issubclass(type(o), Tensor)}   # type(): no __class__ lookups on foreign objects
+  return {id(o): (weakref.ref(o), _state(o), o.uop) for o in gc.get_objects() if issubclass(type(o), Tensor)}   # type(): no __class__ lookups on foreign objects
+
+def _check_dropped_state(name: str, before: dict[int, tuple[Any, Any, Any]], recorded: list[ExecItem], inputs: list[Buffer]) -> None:
+  """Refuse a capture whose kernels read a buffer that only a tensor dropped during the call held: the function
+  replaced that tensor with a new one (`self.h = self.h + x`), and replays would read the old buffer forever."""
+  from petagrad.tensor import _realized
+  written = {id(ei.bufs[0]) for ei in recorded}
+  read = {id(b) for ei in recorded for b in ei.bufs[1:]} - written - {id(b) for b in inputs}
+  if not read: return
+  held = {id(st) for _, st, _ in _tensor_states().values() if isinstance(st, Buffer)}
+  held |= {id(v.base.buffer) for v in list(_realized.values()) if v.base.op.name == "BUFFER"}
+  for ref, st, u in before.values():
+    if ref() is None and isinstance(st, Buffer) and id(st) in read and id(st) not in held:
+      raise JitError(f"TinyJit({name}): the captured kernels read a buffer ({u.shape}, {u.dtype}) whose tensor the call dropped, "
+                     "probably by rebinding state to a new tensor (self.h = self.h + x); replays would read its old value forever. "
+                     "Update it in place (self.h.assign(self.h + x)) or pass it in as an argument")
 
 def _state(t: Any) -> Any:
   b = t.uop.base
@@ -134,10 +150,10 @@ def _pending_state(name: str, before: dict[int, tuple[Any, Any, Any]], skip: set
   from petagrad.uop.uop import UOp
   from petagrad.schedule.schedule import new_buffer_node, substitute
   todo: list = []
-  for i, (t, st, _) in _tensor_states().items():
-    if i in skip: continue
+  for i, (ref, st, _) in _tensor_states().items():
+    if i in skip or (t := ref()) is None: continue
     old = before.get(i)
-    if old is not None and old[0] is not t: old = None   # an id reused by a new tensor
+    if old is not None and old[0]() is not t: old = None   # an id reused by a new tensor
     if old is not None and old[1] is st: continue      # unchanged: the same buffer, or the same lazy graph
     was_buffer = old is not None and isinstance(old[1], Buffer)
     if not (_is_pending(t, old is None) or (was_buffer and isinstance(st, Buffer))): continue

@@ -139,3 +139,22 @@ def test_state_that_cannot_be_written_back_raises():
   f(Tensor.ones(4))
   with pytest.raises(JitError, match="assign"):
     f(Tensor.ones(4))
+
+def test_state_rebound_to_a_new_tensor_raises():
+  class RNN:
+    def __init__(self): self.h = Tensor.zeros(3).contiguous().realize()
+  r = RNN()
+  @TinyJit
+  def f(x):
+    r.h = (r.h + x).realize()   # a new Tensor object: a replay cannot rebind r.h, and would read the old buffer
+    return r.h
+  f(Tensor.ones(3))
+  with pytest.raises(JitError, match="dropped"):
+    f(Tensor.ones(3))
+
+def test_inputs_and_outputs_of_previous_calls_are_fine():
+  @TinyJit
+  def f(x, h): return (h * 0.5 + x).realize()
+  h = Tensor.zeros(2).contiguous().realize()
+  for _ in range(5): h = f(Tensor.ones(2), h)   # the previous output comes back as an input
+  np.testing.assert_allclose(h.numpy(), [1.9375] * 2)
