@@ -252,6 +252,9 @@ class MathMixin:
     5.0
     """
     x = self._float("norm") if dtype is None else self.cast(dtype)
+    if dim is None and ord == "nuc":   # torch.Tensor.norm('nuc') of a matrix: the nuclear norm
+      if self.ndim != 2: raise _fail(ValueError, "norm", f"ord 'nuc' needs a 2-D tensor or a pair of dims, got {self.ndim} dims", self)
+      dim = (0, 1)
     if dim is None or isinstance(dim, int) or (isinstance(dim, (tuple, list)) and len(dim) == 1) or (isinstance(dim, (tuple, list)) and len(dim) > 2):
       if ord == "fro" or ord is None: ord = 2
       if isinstance(ord, str): raise _fail(ValueError, "norm", f"ord {ord!r} needs a pair of dims", self)

@@ -180,6 +180,10 @@ def test_matrix_norm(device, ord):
 def test_norm_errors(device):
   x = Tensor.ones(2, 3)
   with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord='nuc' needs singular values"): x.norm("nuc", dim=(0, 1))
+  with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord='nuc' needs singular values"): x.norm("nuc")
+  with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord=2 needs singular values"): x.norm(2, dim=(1, 0))
+  with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord=-2 needs singular values"): x.norm(-2, dim=(0, 1))
+  with pytest.raises(ValueError, match=r"norm: ord 'nuc' needs a 2-D tensor or a pair of dims, got 1 dims"): Tensor.ones(3).norm("nuc")
   with pytest.raises(ValueError, match=r"norm: ord 'fro2' needs a pair of dims"): x.norm("fro2", dim=0)
   with pytest.raises(ValueError, match=r"norm: dims must differ"): x.norm(1, dim=(0, -2))
   with pytest.raises(IndexError, match=r"norm: axis 2 is out of range"): x.norm(1, dim=(0, 2))
