@@ -35,12 +35,13 @@ def _clone(k: Kernel) -> Kernel:
   c.next_id = k.next_id
   return c
 
-def _buffers(k: Kernel, params: list[DType], device: str) -> list:
-  """Scratch buffers big enough for every index the kernel touches."""
+def _buffers(k: Kernel, params: list[DType], device: str) -> list[Buffer]:
+  """Scratch buffers big enough for every index the kernel touches (kept alive while timing: a freed
+  buffer's memory goes back to the allocator's pool)."""
   sizes = [1] * len(params)
   for u in k.ast.toposort():
     if u.op in (Ops.LOAD, Ops.STORE): sizes[u.src[0].arg] = max(sizes[u.src[0].arg], int(u.src[1].vmax) + 1)
-  return [Buffer(device, s, dt).ensure_allocated().raw for s, dt in zip(sizes, params)]
+  return [Buffer(device, s, dt).ensure_allocated() for s, dt in zip(sizes, params)]
 
 def _time(ck, raw: list, runs: int = 3) -> float:
   ck.program(*raw)
@@ -61,7 +62,8 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
   if not DISABLE_DISK_CACHE and path.exists():
     for o in json.loads(path.read_text()): base.apply(Opt(OptOps[o[0]], o[1], o[2]))
     return base
-  raw = _buffers(base, params, device)
+  bufs = _buffers(base, params, device)
+  raw = [b.raw for b in bufs]
   def measure(cand: Kernel) -> float:
     try: return _time(compile_kernel(device, cand, "beam_candidate", params), raw)
     except Exception as e:   # a candidate that does not compile is not a winner

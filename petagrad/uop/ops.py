@@ -40,6 +40,9 @@ class Ops(Enum):
   ACC_UPDATE = auto()      # src=(DEFINE_ACC, value): acc = acc <op> value, arg=op
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
+  # members are singletons: identity hashing is exact, and far cheaper than Enum's hash of the name (every
+  # UOp is hash-consed on a tuple that holds its op)
+  __hash__ = object.__hash__
 
 class GroupOp:
   Unary = frozenset({Ops.NEG, Ops.EXP2, Ops.LOG2, Ops.SIN, Ops.SQRT, Ops.RECIPROCAL, Ops.TRUNC})
