@@ -92,3 +92,18 @@ def test_debug_levels(capsys):
   assert "GFLOP/s" in out and "GB/s" in out   # level 2 per kernel line
   assert "opts:" in out                       # level 3
   assert "void r_" in out                     # level 4 source
+
+def test_freed_big_buffers_are_reused_and_overwritten():
+  import gc, ctypes
+  from petagrad.device import Buffer
+  from petagrad.dtype import dtypes
+  b = Buffer("CPU", 1 << 15, dtypes.float32).ensure_allocated()
+  addr = ctypes.addressof(b.raw)
+  b.copyin(memoryview(np.full(1 << 15, 7, np.float32).tobytes()))
+  del b; gc.collect()
+  c = Buffer("CPU", 1 << 15, dtypes.float32).ensure_allocated()
+  assert ctypes.addressof(c.raw) == addr   # the same memory, no fresh mapping
+  del c; gc.collect()
+  # a kernel output that lands in reused memory holds only the kernel's values
+  x = Tensor.arange(1 << 15).float().realize()
+  np.testing.assert_array_equal((x * 2).numpy(), np.arange(1 << 15, dtype=np.float32) * 2)
