@@ -987,7 +987,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     x = self._float("softmax") if dtype is None else self.cast(dtype)
     m = x.max(axis, keepdim=True).detach()
     e = (x - m).exp()
-    return e / e.sum(axis, keepdim=True)
+    return e * e.sum(axis, keepdim=True).reciprocal()   # one division per row, a multiply per element (as torch)
   def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
     x = self._float("log_softmax") if dtype is None else self.cast(dtype)
     m = x.max(axis, keepdim=True).detach()
