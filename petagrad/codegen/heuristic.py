@@ -28,7 +28,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   # tiny reduce loops (a 3x3 window) cost more in loop control than in work: unroll them
   if not NOOPT:
     for r in [r for r in k.ranges if r.arg[2] == "reduce" and 1 < r.arg[1] <= 4]:
-      if k.unrolled_size() * r.arg[1] <= 64: _try(k, Opt(OptOps.UNROLL, _axis(k, r), r.arg[1]))
+      if k.unrolled_size() * r.arg[1] <= 32: _try(k, Opt(OptOps.UNROLL, _axis(k, r), r.arg[1]))
   rs = k.ranges
   work = prod(r.arg[1] for r in rs)
   g = [r for r in rs if r.arg[2] == "global"]
@@ -47,35 +47,41 @@ def _try(k: Kernel, opt: Opt) -> bool:
   except OptError: return False
 
 def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
-  # the output range along which the store is contiguous, and some load is too
   # loads the reduction streams through (they depend on a reduce range)
   streamed = [_depends_on_reduce(u, red) for u in k.ast.toposort() if u.op in (Ops.LOAD, Ops.STORE)]
-  for r in reversed(out):
+  # vector lanes along an output range r: a streamed load is contiguous along r and none is gathered. Prefer
+  # full-width lanes, then a contiguous store; a store whose lanes are written one by one (a convolution
+  # vectorized over output channels) is fine when a long reduction amortizes it
+  red_len = prod(x.arg[1] for x in red)
+  cands = []
+  for pos, r in enumerate(reversed(out)):
     st = loads_stride(k.ast, r)
     moving = [s for s, dep in zip(st[:-1], streamed[:-1]) if dep]
-    # vector lanes along r: the store and a streamed load are contiguous, and no streamed load is gathered
-    n = next((w for w in (n, n // 2, n // 4) if w >= 4 and r.arg[1] % w == 0), n)
-    if st[-1] == 1 and 1 in moving and all(s in (0, 1) for s in moving) and r.arg[1] % n == 0:
-      # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
-      vloads = [i for i, (s, dep) in enumerate(zip(st[:-1], streamed[:-1])) if dep and s == 1]
-      others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and all(loads_stride(k.ast, o)[i] == 0 for i in vloads)]
-      if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
-      vector_outer = r.arg[0] if r.arg[1] > n else None   # the split left an outer range (it keeps r's id)
-      if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 8 if others[-1].arg[1] % 8 == 0 else 4))
-      # a matmul: two vectors per row (8x2 accumulators, 8 broadcasts and 2 vector loads per step: measured
-      # 1.5x faster than 4x2 here, near the FMA peak);
-      # a column reduction: wide strips (8 vectors) so each row read covers whole cache lines
-      amt = 2 if others else 8
-      vo = [x for x in k.ranges if x.arg[0] == vector_outer]
-      while vo and amt > 1 and vo[0].arg[1] % amt: amt //= 2
-      if vo and amt > 1: _try(k, Opt(OptOps.UPCAST, _axis(k, vo[0]), amt))
-      if others:
-        # loop order: the tile's vector operand (a K x 32 panel of a matmul's right side) stays in cache while
-        # the innermost output loop walks the range it does not move along; the other operand streams
-        g = [x for x in k.ranges if x.arg[2] == "global"]
-        stay = [x for x in g if x.arg[0] == others[-1].arg[0]]
-        if stay and stay[0] is not g[-1]: _try(k, Opt(OptOps.SWAP, _axis(k, stay[0]), _axis(k, g[-1])))
-      return
+    w = next((w for w in (n, n // 2, n // 4) if w >= 4 and r.arg[1] % w == 0), None)
+    if w is None or 1 not in moving or not all(s in (0, 1) for s in moving) or (st[-1] != 1 and red_len < 64): continue
+    cands.append(((w == n, st[-1] == 1, -pos), r, st, w))
+  if cands:
+    _, r, st, n = max(cands, key=lambda c: c[0])
+    # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
+    vloads = [i for i, (s, dep) in enumerate(zip(st[:-1], streamed[:-1])) if dep and s == 1]
+    others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and all(loads_stride(k.ast, o)[i] == 0 for i in vloads)]
+    if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
+    vector_outer = r.arg[0] if r.arg[1] > n else None   # the split left an outer range (it keeps r's id)
+    if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 8 if others[-1].arg[1] % 8 == 0 else 4))
+    # a matmul: two vectors per row (8x2 accumulators, 8 broadcasts and 2 vector loads per step: measured
+    # 1.5x faster than 4x2 here, near the FMA peak);
+    # a column reduction: wide strips (8 vectors) so each row read covers whole cache lines
+    amt = 2 if others else 8
+    vo = [x for x in k.ranges if x.arg[0] == vector_outer]
+    while vo and amt > 1 and vo[0].arg[1] % amt: amt //= 2
+    if vo and amt > 1: _try(k, Opt(OptOps.UPCAST, _axis(k, vo[0]), amt))
+    if others:
+      # loop order: the tile's vector operand (a K x 32 panel of a matmul's right side) stays in cache while
+      # the innermost output loop walks the range it does not move along; the other operand streams
+      g = [x for x in k.ranges if x.arg[2] == "global"]
+      stay = [x for x in g if x.arg[0] == others[-1].arg[0]]
+      if stay and stay[0] is not g[-1]: _try(k, Opt(OptOps.SWAP, _axis(k, stay[0]), _axis(k, g[-1])))
+    return
   # reduction over contiguous memory: lanes from the reduce range
   r = red[-1]
   if r.arg[1] % n == 0 and 1 in loads_stride(k.ast, r) and len(red) == 1:

@@ -162,12 +162,20 @@ class NNMixin:
     if bias is not None:
       _check_tensor(op, "bias", bias, self)
       if bias.shape != (cout,): raise _fail(ValueError, op, f"bias must have shape ({cout},), got {bias.shape}", self, weight, bias)
-    x = self.pad(((0, 0), (0, 0)) + tuple(pads)) if any(p != (0, 0) for p in pads) else self
+    rcout, padded = cout // groups, any(p != (0, 0) for p in pads)
+    # enough output channels to fill vector lanes: the weight is stored with output channels contiguous, so the
+    # kernel computes them as SIMD lanes (a matmul's register tile), and a padded input is written once with
+    # its zeros so the inner loop reads it without masks. Both are small copies next to the convolution.
+    channels_last = rcout % 8 == 0
+    x = self.pad(((0, 0), (0, 0)) + tuple(pads)) if padded else self
+    if channels_last and padded: x = x.contiguous()
     x = x._pool(HW, s_, d_)   # (bs, groups*cin, *oyx, *HW)
-    rcout, oyx = cout // groups, x.shape[2:2 + n]
+    oyx = x.shape[2:2 + n]
     x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
     x = x.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(n)])   # (bs, groups, rcout, *oyx, cin, *HW)
-    ret = (x * weight.reshape(1, groups, rcout, *[1] * n, cin, *HW)).sum([-1 - i for i in range(1 + n)], dtype=dtype)
+    w = weight.reshape(groups, rcout, cin, *HW)
+    if channels_last: w = w.permute(0, *range(2, 3 + n), 1).contiguous().permute(0, 2 + n, *range(1, 2 + n))   # stored (groups, cin, *HW, rcout)
+    ret = (x * w.reshape(1, groups, rcout, *[1] * n, cin, *HW)).sum([-1 - i for i in range(1 + n)], dtype=dtype)
     if dtype is None and ret.dtype != (dt := promote(self.dtype, weight.dtype)): ret = ret.cast(dt)
     ret = ret.reshape(bs, cout, *oyx)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
