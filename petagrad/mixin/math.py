@@ -20,10 +20,10 @@ def _fail(*a, **k):
   from petagrad.tensor import _fail as f
   return f(*a, **k)
 
-def _as(x: Any, like: Tensor) -> Tensor:
+def _as(x: Any, like: Tensor, op: str = "math") -> Tensor:
   from petagrad.tensor import Tensor
   if isinstance(x, Tensor): return x
-  if not isinstance(x, (int, float, bool)): raise _fail(TypeError, "math", f"unsupported operand type {type(x).__name__}", like)
+  if not isinstance(x, (int, float, bool)): raise _fail(TypeError, op, f"unsupported operand type {type(x).__name__}", like)
   return Tensor.full((), x, like.dtype if like.dtype.is_float or not isinstance(x, float) else None, like.device)
 
 def _finfo_max(dt) -> float:
@@ -75,6 +75,9 @@ class MathMixin:
 
   def nan_to_num(self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None) -> Tensor:
     """NaN -> nan, +inf -> posinf, -inf -> neginf (default: the largest/smallest finite value of the dtype)."""
+    for name, v in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
+      if v is not None and (not isinstance(v, (int, float)) or isinstance(v, bool)):
+        raise _fail(TypeError, "nan_to_num", f"{name} must be a number, got {v!r}", self)
     if not self.dtype.is_float: return self
     big = _finfo_max(self.dtype)
     x = self.isnan().where(nan, self)
@@ -102,8 +105,12 @@ class MathMixin:
 
   def lerp(self, end, weight) -> Tensor:
     """self + weight * (end - self), with torch's two-sided form (exact at weight 0 and 1)."""
-    e, w = _as(end, self), _as(weight, self)
+    e, w = _as(end, self, "lerp"), _as(weight, self, "lerp")
     if not self.dtype.is_float: raise _fail(TypeError, "lerp", f"needs float tensors, got {self.dtype}", self, e)
+    from petagrad.tensor import _broadcast_shape
+    for t in (e, w):
+      if t.device != self.device: raise _fail(RuntimeError, "lerp", f"tensors are on different devices: {self.device} and {t.device}", self, e, w)
+    _broadcast_shape("lerp", self, e, w)
     d = e - self
     return (w.abs() < 0.5).where(self + w * d, e - d * (1 - w))
 
@@ -252,6 +259,8 @@ class MathMixin:
     5.0
     """
     x = self._float("norm") if dtype is None else self.cast(dtype)
+    from petagrad.tensor import _resolve_axis
+    for a in ((dim,) if isinstance(dim, int) else tuple(dim) if isinstance(dim, (tuple, list)) else ()): _resolve_axis("norm", a, self.ndim, self)
     if dim is None and ord == "nuc":   # torch.Tensor.norm('nuc') of a matrix: the nuclear norm
       if self.ndim != 2: raise _fail(ValueError, "norm", f"ord 'nuc' needs a 2-D tensor or a pair of dims, got {self.ndim} dims", self)
       dim = (0, 1)

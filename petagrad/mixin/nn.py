@@ -95,6 +95,17 @@ def _fans(op: str, shape: tuple[int, ...]) -> tuple[int, int]:
   rf = prod(shape[2:])
   return shape[1] * rf, shape[0] * rf
 
+def _check_kernel_ndim(op: str, weight: Any, ndim: int, x: Any) -> None:
+  _check_tensor(op, "weight", weight, x)
+  if weight.ndim != ndim:
+    raise _fail(ValueError, op, f"weight must be (cout, cin/groups, *kernel) with {ndim - 2} kernel dims, got shape {weight.shape}", x, weight)
+
+def _check_axes(op: str, axis: Any, x: Any) -> Any:
+  """Resolve an int or a tuple of axes with `op` named in the error; returns axis unchanged."""
+  from petagrad.tensor import _resolve_axis
+  for a in ((axis,) if _is_int(axis) else tuple(axis)): _resolve_axis(op, a, x.ndim, x)
+  return axis
+
 class NNMixin:
   __slots__ = ()
 
@@ -181,9 +192,11 @@ class NNMixin:
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
   def conv1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
     """conv2d with a 1-d kernel (same signature as conv2d; pass torch's stride/padding/dilation/groups by keyword)."""
+    _check_kernel_ndim("conv1d", weight, 3, self)
     return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype)
   def conv3d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
     """conv2d with a 3-d kernel (same signature as conv2d)."""
+    _check_kernel_ndim("conv3d", weight, 5, self)
     return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype)
 
   def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
@@ -394,6 +407,7 @@ class NNMixin:
     return (i * L) // O, ((i + 1) * L + O - 1) // O
   def _adaptive_args(self, op: str, output_size, n_default: int) -> tuple[int, ...]:
     n = len(output_size) if isinstance(output_size, (tuple, list)) else n_default
+    if n != n_default: raise _fail(ValueError, op, f"output_size must be one int or {n_default} values, got {output_size!r}", self)
     if self.ndim < n + 1: raise _fail(ValueError, op, f"a {n}-d adaptive pool needs at least {n + 1} dims, got shape {self.shape}", self)
     osz = (output_size,) * n if _is_int(output_size) or output_size is None else tuple(output_size)
     osz = tuple(L if o is None else o for o, L in zip(osz, self.shape[-n:]))
@@ -723,6 +737,8 @@ class NNMixin:
     """torch.nn.functional.kl_div: self holds log-probabilities; reduction also 'batchmean' (sum / batch size)."""
     op = "kl_div"
     _check_tensor(op, "target", target, self)
+    from petagrad.tensor import _broadcast_shape
+    _broadcast_shape(op, self, target)
     _check_reduction(op, reduction, self, ("batchmean",))
     if log_target: loss = target.exp() * (target - self)
     else:
@@ -756,6 +772,7 @@ class NNMixin:
   def layernorm(self, axis=-1, eps: float = 1e-5) -> Tensor:
     """(x - mean) / sqrt(var + eps) over `axis` (int or tuple), no affine (tinygrad's Tensor.layernorm)."""
     x = self._float("layernorm")
+    _check_axes("layernorm", axis, self)
     y = x - x.mean(axis, keepdim=True)
     return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
   def layer_norm(self, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
@@ -777,7 +794,7 @@ class NNMixin:
     op = "rms_norm"
     x = self._float(op)
     if normalized_shape is not None and axis is not None: raise _fail(ValueError, op, "give normalized_shape or axis, not both", self)
-    if axis is not None: axes = axis
+    if axis is not None: axes = _check_axes(op, axis, self)
     else:
       ns = (self.shape[-1],) if normalized_shape is None else (normalized_shape,) if _is_int(normalized_shape) else tuple(normalized_shape)
       if not ns or len(ns) > self.ndim or self.shape[self.ndim - len(ns):] != ns:
@@ -795,6 +812,12 @@ class NNMixin:
     from petagrad.tensor import _resolve_axis
     axes = tuple(_resolve_axis("batchnorm", a, self.ndim, self) for a in axes)
     shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+    want = tuple(self.shape[a] for a in axes)
+    for name, t in (("weight", weight), ("bias", bias), ("mean", mean), ("invstd", invstd)):
+      if t is None: continue
+      _check_tensor("batchnorm", name, t, self)
+      if t.shape not in (want, shape) and t.numel() != 1:
+        raise _fail(ValueError, "batchnorm", f"{name} must have shape {want} (the input's dims {axes}), got {t.shape}", self, t)
     def r(t): return t.reshape(shape) if t.ndim == len(axes) and t.shape != shape else t
     x = self - r(mean)
     if weight is not None: x = x * r(weight)

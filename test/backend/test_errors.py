@@ -169,3 +169,78 @@ def test_error_points_at_user_line_in_helper_function(device):
   with pytest.raises(ValueError) as e:
     user_fn(Tensor.zeros(2, 3))
   assert f"{THIS_FILE}:{line}" in str(e.value)
+
+# ------------------------------------------------------------------ the ops of the full Tensor API: bad calls
+# each entry: (exception, call, op named first in the message, texts that must appear: operand shapes, dtypes, values)
+API_BAD_CALLS = {
+  "conv2d_channels": (ValueError, lambda _x, _img: _img.conv2d(Tensor.ones(2, 4, 3, 3)), "conv2d", [(1, 3, 4, 4), (2, 4, 3, 3), "float32"]),
+  "conv3d_weight": (ValueError, lambda _x, _img: Tensor.ones(1, 2, 3, 3, 3).conv3d(Tensor.ones(1, 2, 2, 2)), "conv3d", [(1, 2, 3, 3, 3), (1, 2, 2, 2)]),
+  "conv1d_weight": (ValueError, lambda _x, _img: Tensor.ones(1, 2, 5).conv1d(Tensor.ones(1, 2, 2, 2)), "conv1d", [(1, 2, 5), (1, 2, 2, 2)]),
+  "conv_transpose2d": (ValueError, lambda _x, _img: _img.conv_transpose2d(Tensor.ones(4, 2, 3, 3)), "conv_transpose2d", [(1, 3, 4, 4), (4, 2, 3, 3)]),
+  "max_pool2d": (ValueError, lambda _x, _img: _img.max_pool2d(kernel_size=(9, 9)), "max_pool2d", [(1, 3, 4, 4)]),
+  "avg_pool2d": (ValueError, lambda _x, _img: _img.avg_pool2d(kernel_size=0), "avg_pool2d", [(1, 3, 4, 4)]),
+  "adaptive_avg_pool2d": (ValueError, lambda _x, _img: _img.adaptive_avg_pool2d((2, 2, 2)), "adaptive_avg_pool2d", [(1, 3, 4, 4)]),
+  "interpolate": (ValueError, lambda _x, _img: _img.interpolate((8, 8), mode="cubic"), "interpolate", [(1, 3, 4, 4), "cubic"]),
+  "pad_reflect": (ValueError, lambda _x, _img: _img.pad((5, 5), mode="reflect"), "pad", [(1, 3, 4, 4)]),
+  "cross_entropy": (ValueError, lambda _x, _img: _x.cross_entropy(Tensor([0, 1, 2])), "cross_entropy", [(2, 3), (3,), "int64"]),
+  "nll_loss": (TypeError, lambda _x, _img: _x.nll_loss(Tensor([0.5, 1.0])), "nll_loss", [(2, 3), (2,), "float32"]),
+  "binary_cross_entropy": (ValueError, lambda _x, _img: _x.binary_cross_entropy(Tensor.ones(3)), "binary_cross_entropy", [(2, 3), (3,)]),
+  "kl_div": (ValueError, lambda _x, _img: _x.kl_div(Tensor.ones(4)), "kl_div", [(2, 3), (4,)]),
+  "cosine_similarity": (ValueError, lambda _x, _img: _x.cosine_similarity(Tensor.ones(2, 4)), "cosine_similarity", [(2, 3), (2, 4)]),
+  "layernorm": (IndexError, lambda _x, _img: _x.layernorm(axis=3), "layernorm", [(2, 3)]),
+  "layer_norm": (ValueError, lambda _x, _img: _x.layer_norm((4,)), "layer_norm", [(2, 3)]),
+  "rms_norm": (IndexError, lambda _x, _img: _x.rms_norm(axis=4), "rms_norm", [(2, 3)]),
+  "batchnorm": (ValueError, lambda _x, _img: _img.batchnorm(Tensor.ones(4), None, Tensor.ones(3), Tensor.ones(3)), "batchnorm", [(1, 3, 4, 4), (4,)]),
+  "group_norm": (ValueError, lambda _x, _img: _img.group_norm(2), "group_norm", [(1, 3, 4, 4)]),
+  "dropout": (ValueError, lambda _x, _img: _x.dropout(1.5), "dropout", [(2, 3), "1.5"]),
+  "sdpa": (ValueError, lambda _x, _img: Tensor.ones(2, 3, 4).scaled_dot_product_attention(Tensor.ones(2, 3, 5), Tensor.ones(2, 3, 5)), "scaled_dot_product_attention", [(2, 3, 4), (2, 3, 5)]),
+  "multinomial": (ValueError, lambda _x, _img: Tensor.ones(3).multinomial(5, replacement=False), "multinomial", [(3,)]),
+  "gather": (ValueError, lambda _x, _img: _x.gather(0, Tensor([0])), "gather", [(2, 3), (1,), "int64"]),
+  "gather_range": (IndexError, lambda _x, _img: _x.gather(1, Tensor([[3]])), "gather", [(2, 3), (1, 1), "index 3"]),
+  "scatter": (ValueError, lambda _x, _img: _x.scatter(0, Tensor([[0, 1]]), Tensor.ones(3)), "scatter", [(2, 3), (1, 2), (3,)]),
+  "scatter_reduce": (ValueError, lambda _x, _img: _x.scatter_reduce(0, Tensor([[0]]), Tensor([[1.0]]), "max"), "scatter_reduce", [(2, 3), "'max'"]),
+  "index_select": (IndexError, lambda _x, _img: _x.index_select(1, Tensor([-1])), "index_select", [(2, 3), (1,), "index -1"]),
+  "masked_fill": (TypeError, lambda _x, _img: _x.masked_fill(Tensor.ones(2, 3), 0), "masked_fill", [(2, 3), "float32"]),
+  "masked_select": (ValueError, lambda _x, _img: _x.masked_select(Tensor([True, False])), "masked_select", [(2, 3), (2,), "bool"]),
+  "take_along_dim": (IndexError, lambda _x, _img: _x.take_along_dim(Tensor([[0]]), 5), "take_along_dim", [(2, 3)]),
+  "sort": (IndexError, lambda _x, _img: _x.sort(5), "sort", [(2, 3)]),
+  "topk": (IndexError, lambda _x, _img: _x.topk(5), "topk", [(2, 3), "k (5)"]),
+  "cumsum": (IndexError, lambda _x, _img: _x.cumsum(3), "cumsum", [(2, 3)]),
+  "cummax": (IndexError, lambda _x, _img: _x.cummax(-3), "cummax", [(2, 3)]),
+  "logcumsumexp": (IndexError, lambda _x, _img: _x.logcumsumexp(9), "logcumsumexp", [(2, 3)]),
+  "tril": (ValueError, lambda _x, _img: Tensor.ones(3).tril(), "tril", [(3,)]),
+  "roll": (IndexError, lambda _x, _img: _x.roll(1, 4), "roll", [(2, 3)]),
+  "diag": (ValueError, lambda _x, _img: Tensor.ones(2, 2, 2).diag(), "diag", [(2, 2, 2)]),
+  "trace": (ValueError, lambda _x, _img: Tensor.ones(3).trace(), "trace", [(3,)]),
+  "outer": (ValueError, lambda _x, _img: _x.outer(_x), "outer", [(2, 3)]),
+  "einsum": (ValueError, lambda _x, _img: Tensor.einsum("ij,jk->ik", _x, _x), "einsum", [(2, 3)]),
+  "one_hot": (TypeError, lambda _x, _img: Tensor([1.5]).one_hot(3), "one_hot", [(1,), "float32"]),
+  "repeat_interleave": (ValueError, lambda _x, _img: _x.repeat_interleave(-1), "repeat_interleave", [(2, 3)]),
+  "meshgrid": (ValueError, lambda _x, _img: Tensor.meshgrid(_x), "meshgrid", [(2, 3)]),
+  "unique": (IndexError, lambda _x, _img: _x.unique(dim=5), "unique", [(2, 3)]),
+  "lerp": (ValueError, lambda _x, _img: _x.lerp(Tensor.ones(4), 0.5), "lerp", [(2, 3), (4,)]),
+  "atan2": (ValueError, lambda _x, _img: _x.atan2(Tensor.ones(4)), "atan2", [(2, 3), (4,)]),
+  "hypot": (ValueError, lambda _x, _img: _x.hypot(Tensor.ones(3, 3)), "hypot", [(2, 3), (3, 3)]),
+  "fmod": (ValueError, lambda _x, _img: _x.fmod(Tensor.ones(5)), "fmod", [(2, 3), (5,)]),
+  "idiv": (ValueError, lambda _x, _img: Tensor([1, 2]).idiv(Tensor([1, 2, 3])), "idiv", [(2,), (3,), "int64"]),
+  "frac": (TypeError, lambda _x, _img: Tensor([1]).frac(), "frac", [(1,), "int64"]),
+  "lshift": (TypeError, lambda _x, _img: _x << 1, "lshift", [(2, 3), "float32"]),
+  "norm": (IndexError, lambda _x, _img: _x.norm(dim=3), "norm", [(2, 3)]),
+  "norm_nuc": (NotImplementedError, lambda _x, _img: _x.norm("nuc"), "norm", [(2, 3), "'nuc'"]),
+  "nan_to_num": (TypeError, lambda _x, _img: _x.nan_to_num(nan="a"), "nan_to_num", [(2, 3)]),
+  "cross": (ValueError, lambda _x, _img: Tensor.ones(2, 4).cross(Tensor.ones(2, 4)), "cross", [(2, 4)]),
+  "cdist": (ValueError, lambda _x, _img: _x.cdist(Tensor.ones(2, 4)), "cdist", [(2, 3), (2, 4)]),
+  "glu": (RuntimeError, lambda _x, _img: _x.glu(1), "glu", [(2, 3)]),
+  "bernoulli": (ValueError, lambda _x, _img: Tensor.ones(3).bernoulli(p=2.0), "bernoulli", [(3,)]),
+}
+
+@pytest.mark.parametrize("name", list(API_BAD_CALLS))
+def test_api_bad_calls(device, name):
+  exc, fn, op, needles = API_BAD_CALLS[name]
+  line = fn.__code__.co_firstlineno   # the line of the table entry: the user's call
+  with pytest.raises(exc) as e:
+    fn(Tensor.ones(2, 3), Tensor.ones(1, 3, 4, 4))   # made on the test device
+  msg = str(e.value)
+  assert msg.startswith(op + ":"), f"the message must start with the op name {op!r}: {msg}"
+  for n in needles: assert str(n) in msg, f"{n!r} not in message: {msg}"
+  assert f"{THIS_FILE}:{line}" in msg, f"user line {THIS_FILE}:{line} not in message: {msg}"
