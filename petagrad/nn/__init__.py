@@ -197,6 +197,9 @@ class BatchNorm:
       return x.batch_norm(self.running_mean, self.running_var, self.weight, self.bias, training=False, eps=self.eps)
     if not self.track_running_stats: return x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)
     assert self.running_mean is not None and self.running_var is not None and self.num_batches_tracked is not None
+    # the running statistics are written now (Tensor.assign realizes); realize the input first, or the kernel that
+    # computes the batch mean for them would recompute x's whole graph (a convolution) fused into its reduce
+    x = x.realize()
     self.num_batches_tracked.assign(self.num_batches_tracked + 1)
     if self.momentum is not None:
       out = x.batch_norm(self.running_mean, self.running_var, self.weight, self.bias, training=True, momentum=self.momentum, eps=self.eps)
