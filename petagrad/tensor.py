@@ -254,6 +254,16 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or u.op is Ops.CONTIGUOUS: return self
     return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (u,)), self)
   def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+  def contiguous_backward(self) -> Tensor:
+    """Identity in the forward pass; in the backward pass the gradient flowing into this tensor is realized
+    into its own contiguous buffer (a kernel boundary), in this tensor's layout.
+
+    >>> from petagrad import Tensor
+    >>> x = Tensor([1.0, 2.0], requires_grad=True)
+    >>> (x.contiguous_backward() * 3).sum().backward(); x.grad.tolist()
+    [3.0, 3.0]
+    """
+    return self._new(UOp(Ops.CONTIGUOUS_BACKWARD, self.dtype, (self.uop,)), self)
   def assign(self, x: Tensor | Scalar) -> Tensor:
     """Write x into this tensor's buffer (in place: every view of the buffer sees it)."""
     if not isinstance(x, Tensor): x = Tensor(self._c(x))

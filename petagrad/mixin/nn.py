@@ -187,6 +187,11 @@ class NNMixin:
     w = weight.reshape(groups, rcout, cin, *HW)
     if channels_last: w = w.permute(0, *range(2, 3 + n), 1).contiguous().permute(0, 2 + n, *range(1, 2 + n))   # stored (groups, cin, *HW, rcout)
     ret = (x * w.reshape(1, groups, rcout, *[1] * n, cin, *HW)).sum([-1 - i for i in range(1 + n)], dtype=dtype)
+    if channels_last:
+      # the output gradient is realized channels-last, so the weight gradient (a reduce over pixels) and the input
+      # gradient (a reduce over output channels) both read output channels contiguously
+      cl = ret.permute(0, *range(3, 3 + n), 1, 2).contiguous_backward()   # (bs, *oyx, groups, rcout)
+      ret = cl.permute(0, 1 + n, 2 + n, *range(1, 1 + n))
     if dtype is None and ret.dtype != (dt := promote(self.dtype, weight.dtype)): ret = ret.cast(dt)
     ret = ret.reshape(bs, cout, *oyx)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)

@@ -76,7 +76,7 @@ grad_rules = PatternMatcher([
   (UPat(Ops.FLIP, name="n"), lambda n, ctx: (ctx.flip(n.arg),)),
   # the backward keeps the forward's kernel boundary: without it a chain of contiguous()-separated gathers
   # fuses into one kernel whose expression doubles with every stage
-  (UPat({Ops.CONTIGUOUS}, name="n"), lambda n, ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
+  (UPat({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD}, name="n"), lambda n, ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
   (UPat(Ops.COPY, name="n"), lambda n, ctx: (UOp(Ops.COPY, ctx.dtype, (ctx, UOp(Ops.DEVICE, n.src[1].dtype, (), n.src[0].device))), None)),
 ])
 NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, Ops.CONST, Ops.BUFFER}) | GroupOp.Comparison | GroupOp.IntOnly | GroupOp.IntOrBool

@@ -12,6 +12,7 @@ class Ops(Enum):
   CONTIGUOUS = auto()   # realize into a fresh contiguous buffer
   COPY = auto()         # src=(x, DEVICE): move to another device
   DETACH = auto()       # stops gradients; identity otherwise
+  CONTIGUOUS_BACKWARD = auto()   # identity; its gradient is realized into a contiguous buffer
   ASSIGN = auto()       # src=(target, value): write value into target's buffer
   REDUCE_AXIS = auto()  # arg=(Ops.ADD|MAX|MUL, axes); keeps reduced axes as size 1
   # movement (views: index math, never copies)
