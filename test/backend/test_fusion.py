@@ -99,3 +99,16 @@ def test_cheap_prologue_of_matmul_stays_fused(device):
   out = (x * 2 + 1) @ w
   assert kernels(out) == 1
   np.testing.assert_allclose(out.numpy(), (x.numpy() * 2 + 1) @ w.numpy(), rtol=1e-5)
+
+def test_contiguous_backward_realizes_the_gradient(device):
+  def grad_kernels(boundary: bool) -> int:
+    x = Tensor.rand(8, 8, requires_grad=True).realize()
+    y = x * 3 + 1
+    if boundary: y = y.contiguous_backward()
+    (y.exp() * x).sum().backward()
+    assert kernels(Tensor.rand(1)) == 1   # reset the counter
+    n = kernels(x.grad)
+    xn, yn = x.numpy(), x.numpy() * 3 + 1
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(yn) * 3 * xn + np.exp(yn), rtol=1e-5)
+    return n
+  assert grad_kernels(True) == grad_kernels(False) + 1
