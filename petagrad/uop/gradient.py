@@ -81,6 +81,20 @@ grad_rules = PatternMatcher([
 ])
 NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, Ops.CONST, Ops.BUFFER}) | GroupOp.Comparison | GroupOp.IntOnly | GroupOp.IntOrBool
 
+def _is_buffer_view(u: UOp) -> bool:
+  while u.op in GroupOp.Movement: u = u.src[0]
+  return u.op is Ops.BUFFER
+
+def _layout_copy_source(u: UOp) -> UOp | None:
+  """For a view of a CONTIGUOUS of a view of a buffer (a copy made only to change the layout), the same view
+  of the copy's source."""
+  chain = []
+  while u.op in GroupOp.Movement: chain.append(u); u = u.src[0]
+  if u.op is not Ops.CONTIGUOUS or not _is_buffer_view(u.src[0]): return None
+  out = u.src[0]
+  for m in reversed(chain): out = m.replace(src=(out,) + m.src[1:])
+  return out
+
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   """Gradients of root w.r.t. every node on a path to a target (reverse mode, iterative)."""
   order = list(root.toposort())
@@ -92,8 +106,12 @@ def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, 
   for u in reversed(order):
     if u not in grads or u not in on_path or u.op in NO_GRAD or not u.src: continue
     fn_out = None
+    # the backward reads a layout copy's source view, not the copy: the copy's layout was chosen for the
+    # forward kernel (a transposed weight), the backward kernels read the other way round
+    srcs = tuple(_layout_copy_source(s) or s for s in u.src)
+    n = u if srcs == u.src else u.replace(src=srcs)
     for pat, fn, _ in grad_rules.by_op.get(u.op, []):
-      if pat.match(u, {}): fn_out = fn(n=u, ctx=grads[u]); break
+      if pat.match(u, {}): fn_out = fn(n=n, ctx=grads[u]); break
     if fn_out is None: raise RuntimeError(f"no gradient rule for {u.op}")
     for s, g in zip(u.src, fn_out):
       if g is None or s not in on_path: continue
