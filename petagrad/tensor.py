@@ -1016,11 +1016,11 @@ def _panel_layout(w: Tensor) -> Tensor:
   column panel, each row of a panel at the same cache-set offset: the panel thrashes the cache. Copying
   it once into (N/32, K, 32) panels (and reading that through a view) keeps a panel contiguous.
   Values and gradients are unchanged; this costs one O(K*N) copy kernel."""
-  if w.ndim == 2 and w.uop.op is Ops.PERMUTE:
+  if w.ndim >= 2 and w.uop.op is Ops.PERMUTE:
     # a transposed view (x @ W.T, a Linear layer) is read along its contiguous rows: lanes come from the
     # reduction, whose partial sums must be combined per output. With a short reduction that combining
     # dominates, so the weight is transposed once (a small copy) and the columns become the lanes.
-    return w.contiguous() if w.shape[0] <= 256 and w.shape[1] % 16 == 0 and w.shape[1] >= 64 else w
+    return w.contiguous() if w.shape[-2] <= 256 and w.shape[-1] % 16 == 0 and w.shape[-1] >= 64 else w
   if w.ndim != 2 or w.shape[0] < 512 or w.shape[1] < 256 or w.shape[1] % PANEL or (w.shape[1] * w.dtype.itemsize) % 1024: return w
   k, n = w.shape
   packed = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
