@@ -45,6 +45,12 @@ def _uniform(shape: Sequence[int], bound: float, dtype=None, device=None) -> Ten
 
 def _param(t: Tensor) -> Tensor: return t.requires_grad_(True)
 
+def _filled(shape: int | Sequence[int], value: float | int, dtype=None, device=None) -> Tensor:
+  """A tensor in a realized buffer of its own, filled with value. (A lazy `Tensor.zeros(n)` would be realized into
+  the same buffer as every equal graph: all LayerNorm biases of one size would be one tensor; see
+  /work/bugs_from_training.md.)"""
+  return Tensor.empty(*_ntuple(shape, 1), dtype=dtype, device=device).assign(value)
+
 def _buffer(t: Tensor) -> Tensor:
   t.requires_grad = False
   return t
@@ -170,12 +176,12 @@ class ConvTranspose3d(_ConvTransposeNd):
 def _norm_state(layer: Any, num_features: int, affine: bool, track_running_stats: bool, dtype, device) -> None:
   """BatchNorm's and InstanceNorm's tensors: weight (ones) and bias (zeros) when affine; running_mean (zeros),
   running_var (ones) and num_batches_tracked (0, int64) when tracking running statistics, else None."""
-  layer.weight = _param(Tensor.ones(num_features, dtype=dtype, device=device)) if affine else None
-  layer.bias = _param(Tensor.zeros(num_features, dtype=dtype, device=device)) if affine else None
-  if track_running_stats:
-    layer.running_mean = _buffer(Tensor.zeros(num_features, dtype=dtype, device=device).contiguous())
-    layer.running_var = _buffer(Tensor.ones(num_features, dtype=dtype, device=device).contiguous())
-    layer.num_batches_tracked = _buffer(Tensor.zeros((), dtype=dtypes.int64, device=device).contiguous())
+  layer.weight = _param(_filled(num_features, 1.0, dtype, device)) if affine else None
+  layer.bias = _param(_filled(num_features, 0.0, dtype, device)) if affine else None
+  if track_running_stats:   # buffers from the start: the training forward writes them in place
+    layer.running_mean = _buffer(_filled(num_features, 0.0, dtype, device))
+    layer.running_var = _buffer(_filled(num_features, 1.0, dtype, device))
+    layer.num_batches_tracked = _buffer(_filled((), 0, dtypes.int64, device))
   else: layer.running_mean, layer.running_var, layer.num_batches_tracked = None, None, None
 
 class BatchNorm:
@@ -197,8 +203,8 @@ class BatchNorm:
       return x.batch_norm(self.running_mean, self.running_var, self.weight, self.bias, training=False, eps=self.eps)
     if not self.track_running_stats: return x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)
     assert self.running_mean is not None and self.running_var is not None and self.num_batches_tracked is not None
-    # the running statistics are written now (Tensor.assign realizes); realize the input first, or the kernel that
-    # computes the batch mean for them would recompute x's whole graph (a convolution) fused into its reduce
+    # the running statistics are written now, in place (Tensor.assign realizes); x is realized first, or the kernel
+    # computing the batch mean for them would recompute x's graph (a convolution) fused into its reduce
     x = x.realize()
     self.num_batches_tracked.assign(self.num_batches_tracked + 1)
     if self.momentum is not None:
@@ -239,8 +245,8 @@ class LayerNorm:
   def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, dtype=None, device=None):
     self.normalized_shape = _ntuple(normalized_shape, 1)
     self.eps = eps
-    self.weight = _param(Tensor.ones(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine else None
-    self.bias = _param(Tensor.zeros(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine and bias else None
+    self.weight = _param(_filled(self.normalized_shape, 1.0, dtype, device)) if elementwise_affine else None
+    self.bias = _param(_filled(self.normalized_shape, 0.0, dtype, device)) if elementwise_affine and bias else None
   def __call__(self, x: Tensor) -> Tensor: return x.layer_norm(self.normalized_shape, self.weight, self.bias, self.eps)
 
 class RMSNorm:
@@ -248,7 +254,7 @@ class RMSNorm:
   dtype's machine epsilon, like torch."""
   def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None, elementwise_affine: bool = True, dtype=None, device=None):
     self.normalized_shape, self.eps = _ntuple(normalized_shape, 1), eps
-    self.weight = _param(Tensor.ones(*self.normalized_shape, dtype=dtype, device=device)) if elementwise_affine else None
+    self.weight = _param(_filled(self.normalized_shape, 1.0, dtype, device)) if elementwise_affine else None
   def __call__(self, x: Tensor) -> Tensor: return x.rms_norm(self.normalized_shape, self.weight, self.eps)
 
 class GroupNorm:
@@ -256,8 +262,8 @@ class GroupNorm:
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=None, device=None):
     if num_channels % num_groups: raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
-    self.weight = _param(Tensor.ones(num_channels, dtype=dtype, device=device)) if affine else None
-    self.bias = _param(Tensor.zeros(num_channels, dtype=dtype, device=device)) if affine else None
+    self.weight = _param(_filled(num_channels, 1.0, dtype, device)) if affine else None
+    self.bias = _param(_filled(num_channels, 0.0, dtype, device)) if affine else None
   def __call__(self, x: Tensor) -> Tensor: return x.group_norm(self.num_groups, self.weight, self.bias, self.eps)
 
 # ====================================================================== dropout
@@ -318,9 +324,9 @@ class MultiheadAttention:
       self.q_proj_weight = Tensor.glorot_uniform(embed_dim, embed_dim, dtype=dtype, device=device, requires_grad=True)
       self.k_proj_weight = Tensor.glorot_uniform(embed_dim, self.kdim, dtype=dtype, device=device, requires_grad=True)
       self.v_proj_weight = Tensor.glorot_uniform(embed_dim, self.vdim, dtype=dtype, device=device, requires_grad=True)
-    self.in_proj_bias = _param(Tensor.zeros(3 * embed_dim, dtype=dtype, device=device)) if bias else None
+    self.in_proj_bias = _param(_filled(3 * embed_dim, 0.0, dtype, device)) if bias else None
     self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dtype, device=device)
-    if bias: self.out_proj.bias = _param(Tensor.zeros(embed_dim, dtype=dtype, device=device))
+    if bias: self.out_proj.bias = _param(_filled(embed_dim, 0.0, dtype, device))
 
   def _proj(self, x: Tensor, i: int) -> Tensor:
     E = self.embed_dim

@@ -70,3 +70,21 @@ def _fresh(view: UOp) -> UOp:
   nb = UOp(Ops.BUFFER, base.dtype, (), (base.arg[0], base.arg[1], next(_buffer_ids)))
   nb.buffer = base.buffer
   return substitute(view, {base: nb})
+
+def own_buffers(tensors: Iterable[Tensor], taken: set[int] | None = None) -> None:
+  """Give every tensor that is not (a view of) a realized buffer, or whose buffer an earlier tensor of the list (or
+  `taken`, a set of ids of Buffers) already uses, a fresh buffer of its own holding its value; one schedule for all.
+  Structurally equal lazy graphs (two `Tensor.zeros(3).contiguous()`) realize into ONE shared buffer in the core
+  (/work/bugs_from_training.md), so parameters must not be realized with a plain realize."""
+  seen = set() if taken is None else taken
+  todo: list[Tensor] = []
+  for t in tensors:
+    base = t.uop.base
+    if base.op is Ops.BUFFER and base.buffer is not None and id(base.buffer) not in seen: seen.add(id(base.buffer))
+    else: todo.append(t)
+  if not todo: return
+  fresh = [write(Tensor.empty(*t.shape, dtype=t.dtype, device=t.device), t.detach()) for t in todo]
+  commit(*fresh)
+  for t, f in zip(todo, fresh):
+    t.uop = f.uop
+    seen.add(id(t.uop.base.buffer))

@@ -31,7 +31,7 @@ import math
 from typing import Any, Iterable, Mapping
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
-from petagrad.nn._inplace import write, commit, is_buffer
+from petagrad.nn._inplace import write, commit, is_buffer, own_buffers
 from petagrad.nn.lr_scheduler import (LRScheduler, StepLR, MultiStepLR, CosineAnnealingLR, LinearLR, LinearWarmup, OneCycleLR,   # noqa: F401
                                       LambdaLR, ExponentialLR)
 from petagrad.nn.amp import GradScaler   # noqa: F401
@@ -71,10 +71,9 @@ class Optimizer:
     if any(id(p) in seen for p in ps): raise ValueError("some parameters appear in more than one parameter group")
     ps = list({id(p): p for p in ps}.values())
     g = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}, "params": ps}
-    # parameters must live in buffers so that assign writes in place (realize lazy ones now, together)
-    todo = [p for p in ps if not is_buffer(p)]
-    for p in todo: p.uop = p.contiguous().uop
-    if todo: Tensor.realize_all(*todo)
+    # parameters must live in buffers of their own so that assign writes in place (lazy ones are realized now, together;
+    # parameters sharing a buffer, which equal lazy graphs do after a plain realize, are split)
+    own_buffers(ps, {id(q.uop.base.buffer) for g in self.param_groups for q in g["params"]})
     if ps and not isinstance(g["lr"], Tensor):
       g["_lr_value"] = float(g["lr"])   # the exact Python value (schedulers start from it)
       g["lr"] = _lr_tensor(g["lr"], ps[0].device)

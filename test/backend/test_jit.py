@@ -158,3 +158,28 @@ def test_inputs_and_outputs_of_previous_calls_are_fine():
   h = Tensor.zeros(2).contiguous().realize()
   for _ in range(5): h = f(Tensor.ones(2), h)   # the previous output comes back as an input
   np.testing.assert_allclose(h.numpy(), [1.9375] * 2)
+
+def test_batchnorm_training_step_jit_matches_eager():
+  """conv + BatchNorm + linear trained with Adam: 5 jitted steps == 5 eager steps (weights and running stats)."""
+  from petagrad import nn
+  from petagrad.nn import optim
+  from petagrad.nn.state import get_state_dict
+  def run(jit: bool):
+    Tensor.manual_seed(3)
+    conv, bn, fc = nn.Conv2d(1, 3, 3, stride=2), nn.BatchNorm2d(3), nn.Linear(3 * 3 * 3, 2)
+    model = {"conv": conv, "bn": bn, "fc": fc}
+    opt = optim.Adam([p for p in get_state_dict(model).values() if p.requires_grad], lr=0.01)
+    def step(x, y):
+      with nn.train():
+        opt.zero_grad()
+        loss = fc(bn(conv(x)).relu().flatten(1)).cross_entropy(y)
+        loss.backward()
+        Tensor.realize_all(loss, *opt.schedule_step())
+      return loss
+    f = TinyJit(step) if jit else step
+    rng = np.random.default_rng(0)
+    for _ in range(5): f(Tensor(rng.standard_normal((4, 1, 7, 7)).astype(np.float32)), Tensor(rng.integers(0, 2, 4).astype(np.int32)))
+    return {k: v.numpy() for k, v in get_state_dict(model).items()}
+  eager, jitted = run(False), run(True)
+  assert jitted["bn.num_batches_tracked"] == 5
+  for k in eager: np.testing.assert_allclose(jitted[k], eager[k], rtol=1e-5, atol=1e-6, err_msg=k)

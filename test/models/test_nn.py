@@ -300,3 +300,18 @@ def test_ten_training_steps_vs_torch(name):
   psd = get_state_dict(pl)
   for k, v in tl.state_dict().items():
     np.testing.assert_allclose(psd[k].numpy(), _np(v), rtol=1e-4, atol=1e-5, err_msg=k)
+
+def test_layers_own_their_buffers():
+  """Equal lazy inits (ones/zeros) realize into one shared buffer in the core (bugs_from_training.md): layers and
+  the optimizer make sure every parameter and running statistic has memory of its own."""
+  from petagrad.nn import optim
+  a, b, bn = nn.LayerNorm(4), nn.LayerNorm(4), nn.BatchNorm1d(4)
+  ts = [a.weight, a.bias, b.weight, b.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var]
+  opt = optim.SGD([a.weight, a.bias, b.weight, b.bias, bn.weight, bn.bias], lr=0.1)
+  assert len({id(t.uop.base.buffer) for t in ts}) == len(ts)
+  x = Tensor(x_(3, 4))
+  with nn.train():
+    (a(x).sum() * 3 + bn(x).sum()).backward()
+  opt.step()
+  assert b.bias.tolist() == [0.0] * 4 and b.weight.tolist() == [1.0] * 4   # b had no gradient
+  np.testing.assert_allclose(bn.running_mean.numpy(), 0.1 * x.numpy().mean(0), rtol=1e-5)   # not moved by bn.bias's update

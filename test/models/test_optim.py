@@ -507,3 +507,13 @@ def test_scheduler_state_dict_resume(name):
   for _ in range(6): got.append(s2.get_last_lr()[0]); s2.step()
   np.testing.assert_allclose(got, lrs[4:], rtol=1e-12)
   with pytest.raises(TypeError, match="last_epoch"): s2.load_state_dict({"x": 1})
+
+def test_params_sharing_a_buffer_are_split():
+  p1 = Tensor.zeros(3).contiguous().realize()
+  p2 = Tensor.zeros(3).contiguous().realize()   # an equal graph: the core may bind it to p1's buffer
+  p3 = Tensor.zeros(3)                          # lazy
+  opt = optim.SGD([p1, p2, p3], lr=1.0)
+  assert len({id(p.uop.base.buffer) for p in (p1, p2, p3)}) == 3
+  p1.grad = Tensor.ones(3)
+  opt.step()
+  assert p1.tolist() == [-1.0] * 3 and p2.tolist() == [0.0] * 3 and p3.tolist() == [0.0] * 3
