@@ -3,10 +3,12 @@ and DEBUG output.
 
 Caches: lowering is keyed by the kernel's structure with its buffers abstracted away (a repeated graph
 with new buffers skips lowering); compiled kernels are keyed by the AST (memory) and by the source
-(disk, in the device's compiler).
+(disk, in the device's compiler). The kernels of one schedule that are not compiled yet are compiled in
+parallel before the first one runs.
 """
 from __future__ import annotations
-import time
+import os, time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 from petagrad.uop.ops import Ops
@@ -52,8 +54,10 @@ def compile_kernel(device: str, k: Kernel, name: str, params: list[DType]) -> Co
   lib = dev.compiler.compile_cached(src, name)
   return CompiledKernel(name, device, list(k.applied), dev.program(name, lib), src, prog.flops, params)
 
+def _kernel_key(device: str, ast: UOp) -> tuple: return (device, ast, int(NOOPT), int(BEAM), cpu_threads())   # these flags change the kernel
+
 def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
-  key = (device, ast, int(NOOPT), int(BEAM), cpu_threads())   # these flags change the kernel
+  key = _kernel_key(device, ast)
   if (ck := _kernel_cache.get(key)) is not None: return ck
   dev = Device[device]
   name = kernel_name(ast, out_shape)
@@ -126,20 +130,33 @@ capture_hooks: list[Callable[[ExecItem], None]] = []
 # called with each buffer an in-place write (ASSIGN) changed, in eager runs and in JIT replays
 write_hooks: list[Callable[[Buffer], None]] = []
 
-def to_exec_item(si: ScheduleItem) -> ExecItem | None:
-  out_buf = si.out.base.buffer
-  if si.kind == "copy": return ExecItem(None, [out_buf, si.value.base.buffer])
-  if si.out.size == 0: return None   # nothing to compute
+def _lower_item(si: ScheduleItem) -> tuple[UOp, list[UOp]]:
   ast, bufs = lower_cached(si.out, si.value)
-  device = out_buf.device
+  device = si.out.base.buffer.device
   for b in bufs:
     if b.arg[0] != device:
       raise RuntimeError(f"a kernel on {device} reads a buffer on {b.arg[0]}; move tensors with .to({device!r}) first")
-  return ExecItem(get_kernel(device, ast, [b.dtype for b in bufs], si.out.shape), [b.buffer for b in bufs], si.kind == "assign")
+  return ast, bufs
+
+def to_exec_item(si: ScheduleItem, lowered: tuple[UOp, list[UOp]] | None = None) -> ExecItem | None:
+  out_buf = si.out.base.buffer
+  if si.kind == "copy": return ExecItem(None, [out_buf, si.value.base.buffer])
+  if si.out.size == 0: return None   # nothing to compute
+  ast, bufs = lowered or _lower_item(si)
+  return ExecItem(get_kernel(out_buf.device, ast, [b.dtype for b in bufs], si.out.shape), [b.buffer for b in bufs], si.kind == "assign")
 
 def run_schedule(items: list[ScheduleItem]) -> None:
-  for si in items:
-    if (ei := to_exec_item(si)) is None: continue
+  lowered = [_lower_item(si) if si.kind != "copy" and si.out.size else None for si in items]
+  # kernels not compiled yet are compiled side by side (the compiler runs in subprocesses) before the first
+  # launch; BEAM times candidates on the device, so it searches one kernel at a time
+  todo: dict[tuple, tuple] = {}
+  for si, lw in zip(items, lowered):
+    if lw is not None and (key := _kernel_key(si.out.base.buffer.device, lw[0])) not in _kernel_cache and key not in todo:
+      todo[key] = (si.out.base.buffer.device, lw[0], [b.dtype for b in lw[1]], si.out.shape)
+  if len(todo) > 1 and not BEAM:
+    with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool: list(pool.map(lambda a: get_kernel(*a), todo.values()))
+  for si, lw in zip(items, lowered):
+    if (ei := to_exec_item(si, lw)) is None: continue
     for hook in capture_hooks: hook(ei)
     ei.run()
 
