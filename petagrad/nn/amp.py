@@ -88,3 +88,18 @@ class GradScaler:
   def state_dict(self) -> dict[str, Any]:
     return {"scale": self.get_scale(), "growth_factor": self.growth_factor, "backoff_factor": self.backoff_factor,
             "growth_interval": self.growth_interval, "_growth_tracker": self.get_growth_tracker()} if self.enabled else {}
+  def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+    """Restore what state_dict() returned (also torch.amp.GradScaler's): the scale and growth tracker are written
+    in place (a TinyJit that captured the step keeps working), the factors and interval replaced.
+
+    >>> s = GradScaler(init_scale=8.0); t = GradScaler(); t.load_state_dict(s.state_dict()); t.get_scale()
+    8.0
+    """
+    if not self.enabled: return
+    if not isinstance(state_dict, dict) or "scale" not in state_dict:
+      raise TypeError(f"GradScaler.load_state_dict: expected what state_dict() returns (a dict with 'scale'), got {state_dict!r:.80}")
+    for k in ("growth_factor", "backoff_factor", "growth_interval"):
+      if k in state_dict: setattr(self, k, state_dict[k])
+    write(self._scale, Tensor([float(state_dict["scale"])], dtype=dtypes.float32, device=self._scale.device).reshape(()))
+    write(self._growth_tracker, Tensor([int(state_dict.get("_growth_tracker", 0))], dtype=dtypes.int32, device=self._growth_tracker.device).reshape(()))
+    commit(self._scale, self._growth_tracker)

@@ -517,3 +517,19 @@ def test_params_sharing_a_buffer_are_split():
   p1.grad = Tensor.ones(3)
   opt.step()
   assert p1.tolist() == [-1.0] * 3 and p2.tolist() == [0.0] * 3 and p3.tolist() == [0.0] * 3
+
+def test_grad_scaler_state_dict_roundtrip_and_torch():
+  sc = optim.GradScaler(init_scale=256.0, growth_interval=3)
+  p = Tensor([1.0, 2.0], requires_grad=True)
+  opt = optim.SGD([p], lr=0.1)
+  for _ in range(2):
+    opt.zero_grad(); sc.scale((p * p).sum()).backward(); sc.step(opt); sc.update()
+  sd = sc.state_dict()
+  assert sd["scale"] == 256.0 and sd["_growth_tracker"] == 2
+  other = optim.GradScaler()
+  other.load_state_dict(sd)
+  assert other.get_scale() == 256.0 and other.get_growth_tracker() == 2 and other.growth_interval == 3
+  tsc = torch.amp.GradScaler("cpu", init_scale=64.0, growth_interval=7)
+  other.load_state_dict(tsc.state_dict())
+  assert other.get_scale() == 64.0 and other.growth_interval == 7
+  with pytest.raises(TypeError, match="scale"): other.load_state_dict({"x": 1})
