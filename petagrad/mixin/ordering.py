@@ -274,10 +274,20 @@ class OrderingMixin:
 
   def one_hot(self, num_classes: int = -1) -> Tensor:
     """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes self).
-    Values outside [0, num_classes) give an all-zero row."""
+    Values outside [0, num_classes) raise IndexError when they are known at the call (see the index rules
+    in petagrad/mixin/indexing.py) and give an all-zero row when they are lazy.
+
+    >>> Tensor([0, 2]).one_hot(3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
     if not self.dtype.is_int: raise _fail(TypeError, "one_hot", f"needs an integer tensor, got {self.dtype}", self)
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     if num_classes < 0: raise _fail(ValueError, "one_hot", f"num_classes must be >= 0 or -1, got {num_classes}", self)
+    from petagrad.mixin.indexing import _known_range
+    known = _known_range(self)   # values already in memory: checked like an index (torch raises)
+    if known is not None and (known[0] < 0 or known[1] >= num_classes):
+      bad = known[0] if known[0] < 0 else known[1]
+      raise _fail(IndexError, "one_hot", f"class value {bad} is out of range for num_classes={num_classes}", self)
     return (self.cast(dtypes.int64).unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
 
   @staticmethod
