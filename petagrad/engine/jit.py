@@ -12,7 +12,9 @@ are captured too: a lazy write (BatchNorm's running statistics, a lazy assign, a
 lazy value) that existed before the call, or a lazy tensor created during the call and kept alive. A
 tensor that held a buffer before the capture and holds a new value after it gets the new value written
 into its old buffer (in place), so replays, which read that buffer, see every update. A new value that
-cannot be written in place (an expanded view, another shape) raises JitError naming the tensor.
+cannot be written in place (an expanded view, another shape) raises JitError naming the tensor, and so does
+a capture whose kernels read a buffer that only a tensor dropped during the call held (state rebound to a new
+Tensor object, `self.h = self.h + x`: replays would read the old buffer forever).
 
 >>> from petagrad import Tensor
 >>> from petagrad.engine.jit import TinyJit
