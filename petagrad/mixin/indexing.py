@@ -325,6 +325,73 @@ class IndexingMixin:
     out = _advanced(x, [(d, index.reshape(-1))], "index_select", wrap=False)
     return out.reshape(index.shape) if self.ndim == 0 else out
 
+  def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
+    """The slices along dim, each without that dim (views).
+
+    >>> [t.tolist() for t in Tensor([[1, 2], [3, 4]]).unbind(1)]
+    [[1, 3], [2, 4]]
+    """
+    if self.ndim == 0: raise _fail(IndexError, "unbind", "a 0-d tensor has no dim to unbind", self)
+    d = _resolve("unbind", dim, self.ndim, self)
+    return tuple(self.shrink(tuple((i, i + 1) if k == d else None for k in range(self.ndim))).squeeze(d) for i in range(self.shape[d]))
+
+  def _index_along(self, op: str, dim: int, index: Tensor, like: tuple[int, ...] | None, negative_ok: bool) -> tuple[int, Tensor]:
+    """Checks for index_add/index_copy/index_fill; returns (dim, index expanded to `like` along dim for scatter)."""
+    from petagrad.tensor import Tensor
+    if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim > 1:
+      raise _fail(TypeError, op, "index must be a 0-d or 1-D integer Tensor", self, index)
+    if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", self, index)
+    d = _resolve(op, dim, self.ndim, self) if self.ndim else 0
+    n = self.shape[d] if self.ndim else 1
+    _check_range(op, _known_range(index), n, d, negative_ok, self, index)
+    idx = index.reshape(-1)
+    if negative_ok and not idx.dtype.is_unsigned: idx = (idx < 0).where(idx + n, idx)
+    m = idx.shape[0]
+    shape = like if like is not None else tuple(m if k == d else s for k, s in enumerate(self.shape))
+    return d, idx.reshape(tuple(m if k == d else 1 for k in range(len(shape)))).expand(shape)
+
+  def index_add(self, dim: int, index: Tensor, source: Tensor, alpha=1) -> Tensor:
+    """Out-of-place torch.index_add: self with alpha * source[i] added at position index[i] along dim
+    (duplicates add up). Valid indices: 0 <= i < self.size(dim).
+
+    >>> Tensor.zeros(3).index_add(0, Tensor([0, 2, 0]), Tensor([1.0, 2.0, 3.0])).tolist()
+    [4.0, 0.0, 2.0]
+    """
+    from petagrad.tensor import Tensor
+    if not isinstance(source, Tensor): raise _fail(TypeError, "index_add", f"source must be a Tensor, got {type(source).__name__}", self, index)
+    m = index.numel() if isinstance(index, Tensor) else 0
+    want = tuple(m if k == (_resolve("index_add", dim, self.ndim, self) if self.ndim else 0) else s for k, s in enumerate(self.shape))
+    if source.shape != want and not (self.ndim == 0 and source.numel() == 1):
+      raise _fail(ValueError, "index_add", f"source must have shape {want}, got {source.shape}", self, index, source)
+    if self.ndim == 0: return self.reshape(1).index_add(0, index, source.reshape(1), alpha).reshape(())
+    d, idx = self._index_along("index_add", dim, index, source.shape, False)
+    return self.scatter_reduce(d, idx, source * alpha if alpha != 1 else source, "sum")
+
+  def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
+    """Out-of-place torch.index_copy: self with self[index[i]] = source[i] along dim (duplicates: the last wins)."""
+    from petagrad.tensor import Tensor
+    if not isinstance(source, Tensor): raise _fail(TypeError, "index_copy", f"source must be a Tensor, got {type(source).__name__}", self, index)
+    if self.ndim == 0: return self.reshape(1).index_copy(0, index, source.reshape(1)).reshape(())
+    m = index.numel() if isinstance(index, Tensor) else 0
+    want = tuple(m if k == _resolve("index_copy", dim, self.ndim, self) else s for k, s in enumerate(self.shape))
+    if source.shape != want: raise _fail(ValueError, "index_copy", f"source must have shape {want}, got {source.shape}", self, index, source)
+    d, idx = self._index_along("index_copy", dim, index, source.shape, False)
+    return self.scatter(d, idx, source)
+
+  def index_fill(self, dim: int, index: Tensor, value) -> Tensor:
+    """Out-of-place torch.index_fill: the positions index along dim set to value (a scalar or 0-d tensor).
+    Negative indices count from the end (like torch here)."""
+    from petagrad.tensor import Tensor
+    if isinstance(value, Tensor):
+      if value.ndim: raise _fail(ValueError, "index_fill", f"value must be a 0-d tensor, got shape {value.shape}", self, value)
+    if self.ndim == 0: return self.reshape(1).index_fill(0, index, value).reshape(())
+    d, idx = self._index_along("index_fill", dim, index, None, True)
+    hit = _onehot(idx.flatten() if idx.ndim else idx, self.shape[d], wrap=False).any(0) if idx.numel() else None
+    if hit is None: return self
+    hit = hit.reshape(tuple(self.shape[d] if k == d else 1 for k in range(self.ndim)))
+    v = value.cast(self.dtype) if isinstance(value, Tensor) else value
+    return hit.where(v, self)
+
   def masked_fill(self, mask: Tensor, value) -> Tensor:
     """Where mask is True, `value` (a scalar or 0-d tensor), else self. Keeps self's dtype."""
     from petagrad.tensor import Tensor

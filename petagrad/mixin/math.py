@@ -312,3 +312,160 @@ class MathMixin:
     if p < 0: raise _fail(ValueError, "cdist", f"p must be >= 0, got {p}", self, x2)
     diff = self._float("cdist").unsqueeze(-2) - x2._float("cdist").unsqueeze(-3)
     return diff._vector_norm(p, -1, False)
+
+  # ------------------------------------------------------------------ more torch names (composed from the ops above)
+  def logaddexp(self, other) -> Tensor:
+    """log(exp(self) + exp(other)), computed stably (max + log1p(exp(-|a - b|))).
+
+    >>> round(Tensor([0.0]).logaddexp(Tensor([0.0])).item(), 4)
+    0.6931
+    """
+    a, b = self._operands("logaddexp", other)
+    a, b = a._float("logaddexp"), b._float("logaddexp")
+    m = a.maximum(b)
+    d = (a - b).abs()
+    same_inf = (a == b) & (a.abs() == math.inf)        # inf - inf: the result is that inf
+    return same_inf.where(a, m + (-same_inf.where(0.0, d)).exp().log1p())
+
+  def logaddexp2(self, other) -> Tensor:
+    """log2(2**self + 2**other), computed stably."""
+    a, b = self._operands("logaddexp2", other)
+    return (a._float("logaddexp2") * math.log(2)).logaddexp(b._float("logaddexp2") * math.log(2)) / math.log(2)
+
+  def logit(self, eps: float | None = None) -> Tensor:
+    """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given (torch.logit)."""
+    x = self._float("logit")
+    if eps is not None: x = x.clip(eps, 1 - eps)
+    return (x / (1 - x)).log()
+
+  def sinc(self) -> Tensor:
+    """sin(pi x) / (pi x), 1 at x == 0 (torch.sinc); a Taylor series for |pi x| < 0.1 (no cancellation)."""
+    x = self._float("sinc")
+    px = x * math.pi
+    small = px.abs() < 0.1
+    ps, pl = small.where(px, 0.0), small.where(1.0, px)
+    series = _horner(ps * ps, [1.0, -1 / 6, 1 / 120, -1 / 5040, 1 / 362880])
+    return small.where(series, pl.sin() / pl)
+
+  def deg2rad(self) -> Tensor: return self._float("deg2rad") * (math.pi / 180)
+  def rad2deg(self) -> Tensor: return self._float("rad2deg") * (180 / math.pi)
+
+  def clamp_min(self, min) -> Tensor:
+    """max(self, min) (torch.clamp_min); min may be a tensor."""
+    from petagrad.tensor import Tensor
+    return self.maximum(min) if isinstance(min, Tensor) else self.clip(min, None)
+
+  def clamp_max(self, max) -> Tensor:
+    """min(self, max) (torch.clamp_max); max may be a tensor."""
+    from petagrad.tensor import Tensor
+    return self.minimum(max) if isinstance(max, Tensor) else self.clip(None, max)
+
+  def nansum(self, axis=None, keepdim: bool = False) -> Tensor:
+    """sum treating NaN as 0."""
+    return (self.isnan().where(0, self) if self.dtype.is_float else self).sum(axis, keepdim)
+
+  def nanmean(self, axis=None, keepdim: bool = False) -> Tensor:
+    """mean over the non-NaN elements (NaN where all are NaN)."""
+    x = self._float("nanmean")
+    ok = x.isnan().logical_not()
+    return ok.where(x, 0).sum(axis, keepdim) / ok.sum(axis, keepdim)
+
+  def count_nonzero(self, dim=None) -> Tensor:
+    """The number of nonzero elements (over dims `dim`, all by default), int64."""
+    return (self != 0).cast(dtypes.int64).sum(dim)
+
+  def isclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
+    """|self - other| <= atol + rtol * |other| elementwise (infs equal only to themselves), like torch.isclose.
+
+    >>> Tensor([1.0, 2.0]).isclose(Tensor([1.0 + 1e-9, 2.1])).tolist()
+    [True, False]
+    """
+    a, b = self._operands("isclose", other)
+    if not a.dtype.is_float: return a == b
+    finite = a.isfinite() & b.isfinite()
+    close = finite.where((a - b).abs() <= atol + rtol * b.abs(), a == b)   # infs are close only to themselves
+    return (close | (a.isnan() & b.isnan())) if equal_nan else close
+
+  def allclose(self, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    """True when every element isclose (a Python bool: this realizes)."""
+    return bool(self.isclose(other, rtol, atol, equal_nan).all().item())
+
+  # ------------------------------------------------------------------ products
+  def _check_nd(self, op: str, other: Any, nd: int, other_nd: int) -> None:
+    from petagrad.tensor import Tensor
+    if not isinstance(other, Tensor): raise _fail(TypeError, op, f"expected a Tensor, got {type(other).__name__}", self)
+    if self.ndim != nd or other.ndim != other_nd:
+      raise _fail(ValueError, op, f"expects a {nd}-D and a {other_nd}-D tensor, got {self.ndim}-D and {other.ndim}-D", self, other)
+
+  def mv(self, vec: Tensor) -> Tensor:
+    """Matrix (n, m) times vector (m,) -> (n,)."""
+    self._check_nd("mv", vec, 2, 1)
+    return self.matmul(vec)
+
+  def bmm(self, mat2: Tensor) -> Tensor:
+    """Batched matmul of (b, n, m) and (b, m, p) -> (b, n, p), no broadcasting (torch.bmm)."""
+    self._check_nd("bmm", mat2, 3, 3)
+    if self.shape[0] != mat2.shape[0]: raise _fail(ValueError, "bmm", f"batch sizes differ: {self.shape[0]} and {mat2.shape[0]}", self, mat2)
+    return self.matmul(mat2)
+
+  def addmm(self, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * self + alpha * (mat1 @ mat2) (torch.addmm; self broadcasts to the product's shape)."""
+    mat1._check_nd("addmm", mat2, 2, 2)
+    return _scaled_sum("addmm", self, mat1.matmul(mat2), beta, alpha)
+
+  def baddbmm(self, batch1: Tensor, batch2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * self + alpha * bmm(batch1, batch2) (torch.baddbmm)."""
+    return _scaled_sum("baddbmm", self, batch1.bmm(batch2), beta, alpha)
+
+  def inner(self, other: Tensor) -> Tensor:
+    """Sum over the last dims of self and other (torch.inner): (..., k) x (..., k) -> self.shape[:-1] + other.shape[:-1]."""
+    from petagrad.tensor import Tensor
+    if not isinstance(other, Tensor): raise _fail(TypeError, "inner", f"expected a Tensor, got {type(other).__name__}", self)
+    if self.ndim == 0 or other.ndim == 0: return self * other
+    if self.shape[-1] != other.shape[-1]: raise _fail(ValueError, "inner", f"the last dims differ: {self.shape[-1]} and {other.shape[-1]}", self, other)
+    return self.tensordot(other, ([self.ndim - 1], [other.ndim - 1]))
+
+  def tensordot(self, other: Tensor, dims=2) -> Tensor:
+    """Contract dims of self with dims of other (torch.tensordot): dims an int n (the last n of self with the
+    first n of other) or two lists of dims. The result has self's free dims, then other's.
+
+    >>> Tensor.ones(2, 3, 4).tensordot(Tensor.ones(3, 4, 5)).shape
+    (2, 5)
+    """
+    from petagrad.tensor import Tensor, _resolve_axis
+    if not isinstance(other, Tensor): raise _fail(TypeError, "tensordot", f"expected a Tensor, got {type(other).__name__}", self)
+    if isinstance(dims, int):
+      if dims < 0 or dims > min(self.ndim, other.ndim): raise _fail(ValueError, "tensordot", f"dims={dims} is out of range for {self.ndim}-D and {other.ndim}-D tensors", self, other)
+      da, db = list(range(self.ndim - dims, self.ndim)), list(range(dims))
+    else:
+      da, db = ([dims[0]] if isinstance(dims[0], int) else list(dims[0])), ([dims[1]] if isinstance(dims[1], int) else list(dims[1]))
+      da, db = [_resolve_axis("tensordot", d, self.ndim, self) for d in da], [_resolve_axis("tensordot", d, other.ndim, other) for d in db]
+    if len(da) != len(db): raise _fail(ValueError, "tensordot", f"dims {da} and {db} must have the same length", self, other)
+    for p, q in zip(da, db):
+      if self.shape[p] != other.shape[q]: raise _fail(ValueError, "tensordot", f"contracted dims differ: {self.shape[p]} (dim {p}) and {other.shape[q]} (dim {q})", self, other)
+    fa, fb = [k for k in range(self.ndim) if k not in da], [k for k in range(other.ndim) if k not in db]
+    k = prod(self.shape[p] for p in da)
+    a = self.permute(*fa, *da).reshape(prod(self.shape[p] for p in fa), k)
+    b = other.permute(*db, *fb).reshape(k, prod(other.shape[q] for q in fb))
+    return a.matmul(b).reshape(tuple(self.shape[p] for p in fa) + tuple(other.shape[q] for q in fb))
+
+  def kron(self, other: Tensor) -> Tensor:
+    """Kronecker product (torch.kron): the smaller-rank operand gets leading 1 dims; out.shape[i] = a.shape[i] * b.shape[i]."""
+    from petagrad.tensor import Tensor
+    if not isinstance(other, Tensor): raise _fail(TypeError, "kron", f"expected a Tensor, got {type(other).__name__}", self)
+    n = max(self.ndim, other.ndim)
+    a = self.reshape((1,) * (n - self.ndim) + self.shape)
+    b = other.reshape((1,) * (n - other.ndim) + other.shape)
+    # (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...) -> (a0*b0, a1*b1, ...)
+    pa = a.reshape(tuple(x for s in a.shape for x in (s, 1)))
+    pb = b.reshape(tuple(x for s in b.shape for x in (1, s)))
+    return (pa * pb).reshape(tuple(s * t for s, t in zip(a.shape, b.shape)))
+
+def _scaled_sum(op: str, x: Tensor, prod_: Tensor, beta: float, alpha: float) -> Tensor:
+  """beta * x + alpha * prod_, x broadcast to prod_'s shape (torch ignores x's values when beta == 0)."""
+  p = prod_ if alpha == 1 else prod_ * alpha
+  from petagrad.tensor import _broadcast_shape
+  if _broadcast_shape(op, x, p) != p.shape: raise _fail(ValueError, op, f"self of shape {x.shape} does not broadcast to the product's shape {p.shape}", x, p)
+  if beta == 0: return p   # torch ignores self's values (NaN too) when beta == 0
+  return (x if beta == 1 else x * beta) + p
+

@@ -375,6 +375,166 @@ class OrderingMixin:
     if return_counts: out.append(oh.cast(i64).sum(1))
     return out[0] if len(out) == 1 else tuple(out)
 
+  # ------------------------------------------------------------------ order statistics and searching
+  def median(self, dim: int | None = None, keepdim: bool = False):
+    """The lower median (element (n - 1) // 2 of the sorted values). dim None: of all elements (a 0-d tensor);
+    with dim: (values, indices) like torch.median. A NaN in the row makes the result NaN (its index: the
+    first NaN).
+
+    >>> Tensor([3.0, 1.0, 4.0, 2.0]).median().item()
+    2.0
+    """
+    if dim is None:
+      x = self.flatten()
+      if x.numel() == 0: return type(self).full((), math.nan, self.dtype if self.dtype.is_float else dtypes.default_float, self.device)
+      return x._median_along(0, False)[0]
+    d = _resolve("median", dim, self.ndim, self) if self.ndim else 0
+    if self.ndim and self.shape[d] == 0: raise _fail(IndexError, "median", f"cannot take the median of an empty dim {d}", self)
+    if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int64, device=self.device)
+    return self._median_along(d, keepdim)
+
+  def _median_along(self, d: int, keepdim: bool) -> tuple[Tensor, Tensor]:
+    T = type(self)
+    v, i = self.sort(d)
+    n = self.shape[d]
+    pos: Any = (n - 1) // 2
+    if self.dtype.is_float:   # NaN sorts last: the first NaN's position n - count
+      nans = (self != self).cast(dtypes.int64).sum(d, keepdim=True)
+      pos = (nans > 0).where(n - nans, pos)
+      oh = T.arange(n, device=self.device).reshape(tuple(n if k == d else 1 for k in range(self.ndim))) == pos
+      vals, idx = _pick(v, oh, d, keepdim=True), _pick(i, oh, d, keepdim=True)
+    else:
+      sl = tuple((pos, pos + 1) if k == d else None for k in range(self.ndim))
+      vals, idx = v.shrink(sl), i.shrink(sl)
+    return (vals, idx) if keepdim else (vals.squeeze(d), idx.squeeze(d))
+
+  def quantile(self, q, dim: int | None = None, keepdim: bool = False, interpolation: str = "linear") -> Tensor:
+    """The q-th quantiles (q a float or a 1-D list/tensor of floats in [0, 1]) along dim (all elements when
+    None), with torch's interpolation modes 'linear', 'lower', 'higher', 'nearest', 'midpoint'. A 1-D q adds
+    a leading dim. NaN in a row makes its quantiles NaN.
+
+    >>> Tensor([1.0, 2.0, 3.0, 4.0]).quantile([0.25, 0.5]).tolist()
+    [1.75, 2.5]
+    """
+    from petagrad.tensor import Tensor
+    if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
+      raise _fail(ValueError, "quantile", f"interpolation must be 'linear', 'lower', 'higher', 'midpoint' or 'nearest', got {interpolation!r}", self)
+    if not self.dtype.is_float: raise _fail(TypeError, "quantile", f"needs a float tensor, got {self.dtype}", self)
+    scalar_q = isinstance(q, (int, float)) or (isinstance(q, Tensor) and q.ndim == 0)
+    qs = [float(q)] if isinstance(q, (int, float)) else [float(v) for v in (q.reshape(-1).tolist() if isinstance(q, Tensor) else q)]
+    if any(not 0 <= v <= 1 for v in qs): raise _fail(ValueError, "quantile", f"q must be in [0, 1], got {qs}", self)
+    x, d = (self.flatten(), 0) if dim is None else (self, _resolve("quantile", dim, self.ndim, self))
+    if x.ndim == 0: x, d = x.reshape(1), 0
+    n = x.shape[d]
+    if n == 0: raise _fail(IndexError, "quantile", f"cannot take quantiles of an empty dim {d}", self)
+    v = x.sort(d)[0]
+    def at(k: int) -> Tensor: return v.shrink(tuple((k, k + 1) if a == d else None for a in range(x.ndim)))
+    outs = []
+    for qv in qs:
+      p = qv * (n - 1)
+      lo, hi = math.floor(p), math.ceil(p)
+      if interpolation == "lower": r = at(lo)
+      elif interpolation == "higher": r = at(hi)
+      elif interpolation == "nearest": r = at(round(p))
+      elif interpolation == "midpoint": r = (at(lo) + at(hi)) / 2 if lo != hi else at(lo)
+      else: r = at(lo) + (at(hi) - at(lo)) * (p - lo) if lo != hi else at(lo)
+      outs.append(r)
+    out = outs[0] if len(outs) == 1 else outs[0].cat(*outs[1:], dim=d)
+    out = (x != x).any(d, keepdim=True).where(math.nan, out)   # (..., len(qs) at d, ...)
+    L = len(qs)
+    if dim is None:   # x is flat: out is (L,)
+      return out.reshape(((1,) * self.ndim if keepdim else ()) if scalar_q else (L,) + ((1,) * self.ndim if keepdim else ()))
+    if scalar_q: return out if keepdim else out.squeeze(d)
+    out = out.permute(d, *[k for k in range(x.ndim) if k != d])                  # q's dim first
+    return out.unsqueeze(d + 1) if keepdim else out
+
+  @staticmethod
+  def searchsorted(sorted_sequence: Tensor, values, right: bool = False, side: str | None = None, out_int32: bool = False) -> Tensor:
+    """For each value, the index where it would be inserted in the sorted last dim of sorted_sequence to keep
+    it sorted (torch.searchsorted): the count of elements < value (<= with right=True / side='right'). A 1-D
+    sequence serves any values shape; otherwise the leading dims must match. O(len * values) work.
+
+    >>> Tensor.searchsorted(Tensor([1, 3, 5, 7, 9]), Tensor([3, 6, 9]), right=True).tolist()
+    [2, 3, 5]
+    """
+    from petagrad.tensor import Tensor
+    seq = sorted_sequence
+    if not isinstance(seq, Tensor): raise _fail(TypeError, "searchsorted", f"sorted_sequence must be a Tensor, got {type(seq).__name__}")
+    if side is not None:
+      if side not in ("left", "right"): raise _fail(ValueError, "searchsorted", f"side must be 'left' or 'right', got {side!r}", seq)
+      if right and side == "left": raise _fail(ValueError, "searchsorted", "side='left' contradicts right=True", seq)
+      right = side == "right"
+    v = values if isinstance(values, Tensor) else Tensor.full((), values, seq.dtype if not isinstance(values, float) or seq.dtype.is_float else None, seq.device)
+    if seq.ndim == 0: raise _fail(ValueError, "searchsorted", "sorted_sequence must have at least 1 dim", seq, v)
+    if seq.ndim > 1 and (v.ndim != seq.ndim or v.shape[:-1] != seq.shape[:-1]):
+      raise _fail(ValueError, "searchsorted", f"the leading dims of sorted_sequence {seq.shape[:-1]} and values {v.shape[:-1]} must match", seq, v)
+    s = seq.unsqueeze(-2) if seq.ndim > 1 else seq.reshape((1,) * v.ndim + seq.shape)
+    vv = v.unsqueeze(-1)
+    hit = (s <= vv) if right else (s < vv)
+    return hit.cast(dtypes.int32 if out_int32 else dtypes.int64).sum(-1, dtype=dtypes.int32 if out_int32 else dtypes.int64)
+
+  def bucketize(self, boundaries: Tensor, right: bool = False, out_int32: bool = False) -> Tensor:
+    """The bucket of each element among the sorted 1-D `boundaries` (torch.bucketize): the count of boundaries
+    < x (right=False) or <= x (right=True)."""
+    from petagrad.tensor import Tensor
+    if not isinstance(boundaries, Tensor) or boundaries.ndim != 1: raise _fail(ValueError, "bucketize", "boundaries must be a 1-D Tensor", self, boundaries)
+    return Tensor.searchsorted(boundaries, self, right=right, out_int32=out_int32)
+
+  def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """Counts (or summed weights) of each value of a 1-D non-negative int tensor; the length max + 1 (at least
+    minlength) is data-dependent: the max is realized at the call. Out-of-range values raise when known."""
+    from petagrad.tensor import Tensor
+    if self.ndim != 1 or not self.dtype.is_int: raise _fail(ValueError, "bincount", f"needs a 1-D integer tensor, got {self.ndim}-D {self.dtype}", self)
+    if minlength < 0: raise _fail(ValueError, "bincount", f"minlength must be >= 0, got {minlength}", self)
+    if self.numel() and int(self.min().item()) < 0: raise _fail(ValueError, "bincount", "values must be non-negative", self)
+    n = max(int(self.max().item()) + 1 if self.numel() else 0, minlength)
+    oh = self.cast(dtypes.int64).unsqueeze(-1) == Tensor.arange(n, device=self.device)   # (len, n)
+    if weights is None: return oh.cast(dtypes.int64).sum(0, dtype=dtypes.int64)
+    if weights.shape != self.shape: raise _fail(ValueError, "bincount", f"weights must have the input's shape {self.shape}, got {weights.shape}", self, weights)
+    w = weights if weights.dtype.is_float else weights.cast(dtypes.float64)
+    return oh.where(w.unsqueeze(-1), 0).sum(0)
+
+  def diff(self, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
+    """The n-th forward difference along dim (torch.diff); bools use xor. prepend/append are concatenated first.
+
+    >>> Tensor([1, 3, 6, 10]).diff().tolist()
+    [2, 3, 4]
+    """
+    if self.ndim == 0: raise _fail(ValueError, "diff", "needs at least 1 dim", self)
+    if not isinstance(n, int) or n < 0: raise _fail(ValueError, "diff", f"n must be a non-negative int, got {n!r}", self)
+    d = _resolve("diff", dim, self.ndim, self)
+    x = self
+    if prepend is not None: x = (prepend if prepend.ndim else prepend.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape)))).cat(x, dim=d)
+    if append is not None: x = x.cat(append if append.ndim else append.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape))), dim=d)
+    for _ in range(n):
+      m = x.shape[d]
+      if m == 0: break
+      a = x.shrink(tuple((1, m) if k == d else None for k in range(x.ndim)))
+      b = x.shrink(tuple((0, m - 1) if k == d else None for k in range(x.ndim)))
+      x = (a ^ b) if x.dtype.is_bool else a - b
+    return x
+
+  def flipud(self) -> Tensor:
+    """Flip dim 0 (needs at least 1 dim)."""
+    if self.ndim < 1: raise _fail(ValueError, "flipud", "needs at least 1 dim", self)
+    return self.flip(0)
+
+  def fliplr(self) -> Tensor:
+    """Flip dim 1 (needs at least 2 dims)."""
+    if self.ndim < 2: raise _fail(ValueError, "fliplr", f"needs at least 2 dims, got {self.ndim}", self)
+    return self.flip(1)
+
+  def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
+    """Rotate by 90 degrees k times in the plane of dims, from the first towards the second (torch.rot90)."""
+    if len(dims) != 2: raise _fail(ValueError, "rot90", f"dims must have 2 entries, got {tuple(dims)}", self)
+    if self.ndim < 2: raise _fail(ValueError, "rot90", f"needs at least 2 dims, got {self.ndim}", self)
+    a, b = _resolve("rot90", dims[0], self.ndim, self), _resolve("rot90", dims[1], self.ndim, self)
+    if a == b: raise _fail(ValueError, "rot90", f"dims must differ, got {tuple(dims)}", self)
+    k %= 4
+    if k == 0: return self
+    if k == 2: return self.flip((a, b))
+    return self.flip(b).transpose(a, b) if k == 1 else self.flip(a).transpose(a, b)
+
   # ------------------------------------------------------------------ einsum
   @staticmethod
   def einsum(formula: str, *operands) -> Tensor:
