@@ -1,8 +1,8 @@
 """Realize: schedule -> lower -> optimize -> linearize -> render -> compile (cached) -> run, with stats
 and DEBUG output.
 
-Caches: lowering is keyed by the kernel's structure with its buffers abstracted away (a repeated graph
-with new buffers skips lowering); compiled kernels are keyed by the AST (memory) and by the source
+Caches: scheduling and lowering are keyed by the graph's structure with its buffers abstracted away (a
+repeated graph with new buffers skips both); compiled kernels are keyed by the AST (memory) and by the source
 (disk, in the device's compiler). The kernels of one schedule that are not compiled yet are compiled in
 parallel before the first one runs.
 """
@@ -12,11 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp, pretty, _arg_key
+from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters, cpu_threads
-from petagrad.schedule.schedule import ScheduleItem, create_schedule, substitute
+from petagrad.schedule.schedule import ScheduleItem, create_schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize
 from petagrad.codegen.opt import Kernel
@@ -74,16 +74,7 @@ _lower_cache: dict[tuple, tuple[UOp, list[int]]] = {}
 
 def lower_cached(out: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
   """lower(), keyed by the kernel's structure: buffers become numbered slots."""
-  nodes = list(UOp(Ops.SINK, out.dtype, (out, value)).toposort())
-  index = {u: i for i, u in enumerate(nodes)}
-  bufs: list[UOp] = []
-  key_parts = []
-  for u in nodes:
-    if u.op is Ops.BUFFER:
-      key_parts.append((Ops.BUFFER, u.dtype, u.arg[0], u.arg[1], len(bufs)))
-      bufs.append(u)
-    else: key_parts.append((u.op, u.dtype, _arg_key(u.arg), tuple(index[s] for s in u.src)))   # 0.0 and -0.0 differ
-  key = tuple(key_parts)
+  key, nodes, bufs = structure(UOp(Ops.SINK, out.dtype, (out, value)))
   if (hit := _lower_cache.get(key)) is None:
     placeholders = {b: UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], -1 - i)) for i, b in enumerate(bufs)}
     norm = substitute(nodes[-1], placeholders)
@@ -163,7 +154,7 @@ def run_schedule(items: list[ScheduleItem]) -> None:
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views."""
   st, k0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.compile_count
-  items, becomes = create_schedule(targets)
+  items, becomes = create_schedule_cached(targets)
   run_schedule(items)
   if DEBUG >= 1 and items:
     print(f"realize: {len(items)} items, {GlobalCounters.kernel_count - k0} kernels, "

@@ -1,6 +1,6 @@
 """CPU device: C source compiled by the system compiler into a shared object, called through ctypes."""
 from __future__ import annotations
-import ctypes, functools, os, shutil, subprocess, tempfile
+import ctypes, functools, os, shutil, subprocess, tempfile, uuid
 from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program
 from petagrad.helpers import CC, CFLAGS, content_hash, cache_dir
 from petagrad.renderer.cstyle import CRenderer
@@ -40,7 +40,7 @@ class CPUProgram(Program):
     path = cache_dir() / "so" / f"{content_hash(lib)[:40]}.so"
     if not path.exists():
       path.parent.mkdir(parents=True, exist_ok=True)
-      tmp = path.with_suffix(f".tmp{os.getpid()}")
+      tmp = path.with_suffix(f".tmp{os.getpid()}_{uuid.uuid4().hex[:8]}")   # unique: kernels compile in parallel threads
       tmp.write_bytes(lib); tmp.replace(path)
     self.fxn = getattr(ctypes.CDLL(str(path)), name)
     self.fxn.restype = None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, _arg_key
 from petagrad.device import Buffer
 from petagrad.dtype import DType, dtypes
 from petagrad.helpers import prod
@@ -153,6 +153,50 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       items.append(ScheduleItem("kernel", out, substitute(u.src[0] if u.op is Ops.CONTIGUOUS else u, becomes)))
     becomes[u] = out
   return _order_writes_after_reads(items, producers, realize), becomes
+
+def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp]]:
+  """A key for root's graph with its BUFFER nodes as numbered slots (the same structure over new buffers
+  gives the same key), the graph's nodes in topological order, and its BUFFER nodes in slot order."""
+  nodes = list(root.toposort())
+  index = {u: i for i, u in enumerate(nodes)}
+  bufs: list[UOp] = []
+  parts = []
+  for u in nodes:
+    if u.op is Ops.BUFFER:
+      parts.append((Ops.BUFFER, u.dtype, u.arg[0], u.arg[1], len(bufs)))
+      bufs.append(u)
+    else: parts.append((u.op, u.dtype, _arg_key(u.arg), tuple(index[s] for s in u.src)))   # 0.0 and -0.0 differ
+  return tuple(parts), nodes, bufs
+
+def _slot(b: UOp, name: tuple) -> UOp: return UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], name))
+
+@dataclass(frozen=True)
+class _Template:
+  items: list[ScheduleItem]            # over slot BUFFERs
+  becomes: list[tuple[int, UOp]]       # (position in the graph's topological order, view over slot BUFFERs)
+  inputs: list[UOp]                    # slots of the graph's buffers, in slot order
+  outputs: list[UOp]                   # slots of the buffers the schedule allocates
+
+_schedule_cache: dict[tuple, _Template] = {}
+
+def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+  """create_schedule, skipped for a graph whose structure was scheduled before: the cached kernels get this
+  graph's buffers and freshly allocated outputs."""
+  key, nodes, bufs = structure(UOp(Ops.SINK, dtypes.bool, tuple(targets)))
+  if (t := _schedule_cache.get(key)) is not None:
+    subst = {**dict(zip(t.inputs, bufs)), **{o: new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs}}
+    items = [ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst)) for it in t.items]
+    return items, {nodes[i]: substitute(v, subst) for i, v in t.becomes}
+  items, becomes = create_schedule(targets)
+  slots = {b: _slot(b, ("in", i)) for i, b in enumerate(bufs)}
+  outs = [it.out.base for it in items if it.kind != "assign"]
+  slots.update({b: _slot(b, ("out", j)) for j, b in enumerate(outs)})
+  index = {u: i for i, u in enumerate(nodes)}
+  if len(_schedule_cache) >= 4096: _schedule_cache.clear()   # bounded: graphs of many shapes
+  _schedule_cache[key] = _Template([ScheduleItem(it.kind, substitute(it.out, slots), substitute(it.value, slots)) for it in items],
+                                   [(index[n], substitute(v, slots)) for n, v in becomes.items()],
+                                   [slots[b] for b in bufs], [slots[b] for b in outs])
+  return items, becomes
 
 def _order_writes_after_reads(items: list[ScheduleItem], producers: list[UOp], realize: set[UOp]) -> list[ScheduleItem]:
   """Dependency order, plus: a kernel that reads a buffer's old value runs before the ASSIGN that

@@ -112,3 +112,17 @@ def test_contiguous_backward_realizes_the_gradient(device):
     np.testing.assert_allclose(x.grad.numpy(), np.exp(yn) * 3 * xn + np.exp(yn), rtol=1e-5)
     return n
   assert grad_kernels(True) == grad_kernels(False) + 1
+
+def test_repeated_graph_skips_scheduling(device, monkeypatch):
+  import petagrad.schedule.schedule as S
+  calls = []
+  orig = S.create_schedule
+  monkeypatch.setattr(S, "create_schedule", lambda targets: calls.append(1) or orig(targets))
+  rng = np.random.default_rng(3)
+  for _ in range(3):
+    xn, yn = rng.standard_normal((5, 13)).astype(np.float32), rng.standard_normal((5, 13)).astype(np.float32)
+    x, y = Tensor(xn, device=device), Tensor(yn, device=device)
+    s = (x * 2 + y).exp().sum(1)
+    out = (x / s.reshape(5, 1)).realize()   # 2 kernels, new buffers every time
+    np.testing.assert_allclose(out.numpy(), xn / np.exp(xn * 2 + yn).sum(1, keepdims=True), rtol=1e-5)
+  assert len(calls) == 1
