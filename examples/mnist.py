@@ -24,7 +24,7 @@ import argparse, json, math, os, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))   # run from a clone without installing
 from petagrad import Tensor, nn
 from petagrad.nn import optim
-from petagrad.nn.state import get_state_dict, load_state_dict, safe_save, safe_load, flatten_state, unflatten_state
+from petagrad.nn.state import get_state_dict, load_state_dict, safe_save, safe_load, safe_load_metadata, flatten_state, unflatten_state
 from petagrad.nn.datasets import mnist, Batches
 from petagrad.engine.jit import TinyJit
 
@@ -178,9 +178,12 @@ def main() -> None:
   start_epoch, skip, losses = 0, 0, []
   if args.resume:
     if not args.checkpoint or not os.path.exists(args.checkpoint): sys.exit(f"error: --resume: no checkpoint at {args.checkpoint!r}")
-    meta = load_checkpoint(args.checkpoint, model, opt, sched)
+    meta = json.loads(safe_load_metadata(args.checkpoint).get("petagrad.example", "{}"))   # check before loading anything
+    if meta.get("optimizer", args.optimizer) != args.optimizer:
+      sys.exit(f"error: --resume: the checkpoint was trained with --optimizer {meta['optimizer']}, not {args.optimizer} (its optimizer state would not fit)")
     if meta.get("batch_size", args.batch_size) != args.batch_size:
       sys.exit(f"error: --resume: the checkpoint was trained with --batch-size {meta['batch_size']}, not {args.batch_size} (its position counts batches)")
+    load_checkpoint(args.checkpoint, model, opt, sched)
     start_epoch, skip, losses = meta.get("epoch", 0), meta.get("batch", 0), meta.get("losses", [])
     done = start_epoch * len(batches) + skip
     print(f"resumed from {args.checkpoint}: " + (f"epoch {start_epoch + 1}, batch {skip} (step {done})" if done < total_steps else f"training is complete ({done} steps)"))
@@ -219,7 +222,7 @@ def main() -> None:
           (f", test accuracy {acc * 100:.2f}%" if acc is not None else ""), flush=True)
     if args.checkpoint:
       pos = {"epoch": epoch + 1, "batch": 0} if todo == len(batches) else {"epoch": epoch, "batch": todo}
-      save_checkpoint(args.checkpoint, model, opt, {**pos, "batch_size": args.batch_size, "losses": losses}, sched)
+      save_checkpoint(args.checkpoint, model, opt, {**pos, "batch_size": args.batch_size, "optimizer": args.optimizer, "losses": losses}, sched)
       print(f"saved {args.checkpoint} (weights, optimizer state, position: epoch {pos['epoch'] + 1}, batch {pos['batch']})")
   if acc is None: acc = evaluate(model, X_test, Y_test, mirror=args.augment)
   print(f"test accuracy: {acc * 100:.2f}% on {X_test.shape[0]} images (total {time.perf_counter() - t_start:.1f}s, "
