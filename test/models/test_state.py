@@ -386,3 +386,22 @@ def test_gguf_corrupt(tmp_path):
   raw[i + 1 + 4 + 8:i + 1 + 4 + 8 + 4] = struct.pack("<I", 12)   # Q4_K: not supported
   p.write_bytes(bytes(raw))
   with pytest.raises(ValueError, match="ggml type 12, which gguf_load does not support"): gguf_load(p)
+
+# ---------------------------------------------------------------------- nested state in safetensors
+
+def test_flatten_state_roundtrip(tmp_path):
+  from petagrad.nn.state import flatten_state, unflatten_state
+  shared = Tensor([7.0])
+  obj = {"state": {0: {"m": Tensor([[1.0, 2.0]]), "step": shared}, 3: {"step": shared}}, "groups": [{"betas": (0.9, 0.99), "lr": 1e-3,
+         "name": "a.b", "flag": True, "none": None, "inf": float("inf")}], "empty": {}, "list": []}
+  tensors, spec = flatten_state(obj, "opt")
+  assert sorted(tensors) == ["opt.state.0.m", "opt.state.0.step"]   # a tensor met twice is stored once
+  safe_save(tensors, tmp_path / "s.safetensors", metadata={"opt": spec})
+  f = safe_load(tmp_path / "s.safetensors")
+  back = unflatten_state(f, f.metadata["opt"])
+  assert back["state"][0]["m"].tolist() == [[1.0, 2.0]] and back["state"][3]["step"].tolist() == [7.0]
+  assert back["groups"] == obj["groups"] and isinstance(back["groups"][0]["betas"], tuple)
+  assert back["empty"] == {} and back["list"] == [] and list(back["state"]) == [0, 3]
+  with pytest.raises(TypeError, match="only tensors"): flatten_state({"x": object()}, "p")
+  with pytest.raises(TypeError, match="not a str or int"): flatten_state({(1, 2): 3}, "p")
+  with pytest.raises(ValueError, match="malformed"): unflatten_state({}, '{"a": 1, "b": 2}')
