@@ -5,7 +5,6 @@ extend them, until nothing improves. The winner is cached on disk per kernel and
 """
 from __future__ import annotations
 import json, time
-from concurrent.futures import ThreadPoolExecutor
 from petagrad.uop.ops import Ops
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.device import Device, Buffer
@@ -53,7 +52,7 @@ def _time(ck, raw: list, runs: int = 3) -> float:
   return best
 
 def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kernel:
-  from petagrad.engine.realize import compile_kernel
+  from petagrad.engine.realize import compile_kernels
   dev = Device[device]
   key = content_hash("beam", device, k.ast.key, str(width), str(cpu_threads()), type(dev.compiler).__name__, dev.compiler.cache_key)
   path = cache_dir() / "beam" / f"{key}.json"
@@ -64,38 +63,35 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
     return base
   bufs = _buffers(base, params, device)
   raw = [b.raw for b in bufs]
-  def measure(cand: Kernel) -> float:
-    try: return _time(compile_kernel(device, cand, "beam_candidate", params), raw)
-    except Exception as e:   # a candidate that does not compile is not a winner
+  def measure(cand: Kernel, ck) -> float:
+    try:
+      if isinstance(ck, Exception): raise ck
+      return _time(ck, raw)
+    except Exception as e:   # a candidate that does not compile (or run) is not a winner
       if DEBUG >= 3: print(f"beam: candidate {cand.applied} failed: {e}")
       return float("inf")
-  beam = [(measure(base), base)]
+  beam = [(measure(base, compile_kernels(device, [(base, "beam_candidate", params)])[0]), base)]
   best_t, best = beam[0]
   seen = {tuple(base.applied)}
-  with ThreadPoolExecutor(max_workers=max(1, cpu_threads())) as pool:
-    for _ in range(MAX_DEPTH):
-      cands: list[Kernel] = []
-      for _, kk in beam:
-        for a in actions(kk, dev.renderer.supports_vector, dev.renderer.supports_threads):
-          c = _clone(kk)
-          try: c.apply(a)
-          except OptError: continue
-          if c.unrolled_size() > MAX_UNROLLED or tuple(c.applied) in seen: continue
-          seen.add(tuple(c.applied))
-          cands.append(c)
-      if not cands: break
-      # compile in parallel (the compiler runs in subprocesses), then time one at a time
-      list(pool.map(lambda c: _safe_compile(compile_kernel, device, c, params), cands))
-      timed = sorted(((measure(c), c) for c in cands), key=lambda x: x[0])[:width]
-      if not timed or timed[0][0] >= best_t: break
-      beam = timed
-      best_t, best = timed[0]
-      if DEBUG >= 2: print(f"beam: {best_t*1e6:9.2f} us with {best.applied}")
+  for _ in range(MAX_DEPTH):
+    cands: list[Kernel] = []
+    for _, kk in beam:
+      for a in actions(kk, dev.renderer.supports_vector, dev.renderer.supports_threads):
+        c = _clone(kk)
+        try: c.apply(a)
+        except OptError: continue
+        if c.unrolled_size() > MAX_UNROLLED or tuple(c.applied) in seen: continue
+        seen.add(tuple(c.applied))
+        cands.append(c)
+    if not cands: break
+    # compile side by side (the compiler runs in subprocesses), then time one at a time
+    built = compile_kernels(device, [(c, "beam_candidate", params) for c in cands])
+    timed = sorted(((measure(c, ck), c) for c, ck in zip(cands, built)), key=lambda x: x[0])[:width]
+    if not timed or timed[0][0] >= best_t: break
+    beam = timed
+    best_t, best = timed[0]
+    if DEBUG >= 2: print(f"beam: {best_t*1e6:9.2f} us with {best.applied}")
   if not DISABLE_DISK_CACHE:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps([(o.op.name, o.axis, o.amount) for o in best.applied]))
   return best
-
-def _safe_compile(fn, device, c, params):
-  try: return fn(device, c, "beam_candidate", params)
-  except Exception: return None

@@ -43,30 +43,66 @@ def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
   rsize = "_".join(str(rr.arg[1]) for r in reduces[-1:] for rr in r.src[1:])
   return f"r_{shape}_{rsize}"
 
-def compile_kernel(device: str, k: Kernel, name: str, params: list[DType]) -> CompiledKernel:
-  """Expand, linearize, render and compile an (optimized) kernel."""
+def compile_kernels(device: str, todo: list[tuple[Kernel, str, list[DType]]]) -> list[CompiledKernel | Exception]:
+  """Expand, linearize and render each (optimized) kernel here, one after the other, then run the compiler on
+  the sources side by side (it runs in subprocesses; all Python work stays in this thread) and load them.
+  A kernel that fails to compile gives its exception in its place."""
   dev = Device[device]
-  prog = linearize(vectorize(expand_unrolled(decompose(k.ast, dev.renderer.decompose_ops))))
-  src = dev.renderer.render(name, prog, params)
-  if DEBUG >= 5: print(f"--- kernel AST {name}\n{pretty(k.ast)}")
-  if DEBUG >= 6: print(f"--- linear program {name}\n{pretty(UOp(Ops.SINK, params[0], tuple(prog.uops)))}")
-  if DEBUG >= 4: print(f"--- source {name}\n{src}")
-  lib = dev.compiler.compile_cached(src, name)
-  return CompiledKernel(name, device, list(k.applied), dev.program(name, lib), src, prog.flops, params)
+  progs, srcs = [], []
+  for k, name, params in todo:
+    try:
+      prog = linearize(vectorize(expand_unrolled(decompose(k.ast, dev.renderer.decompose_ops))))
+      src = dev.renderer.render(name, prog, params)
+    except Exception as e: prog, src = None, e
+    if DEBUG >= 5: print(f"--- kernel AST {name}\n{pretty(k.ast)}")
+    if DEBUG >= 6 and prog is not None: print(f"--- linear program {name}\n{pretty(UOp(Ops.SINK, params[0], tuple(prog.uops)))}")
+    if DEBUG >= 4: print(f"--- source {name}\n{src}")
+    progs.append(prog); srcs.append(src)
+  def build(i: int) -> bytes | Exception:
+    if isinstance(srcs[i], Exception): return srcs[i]
+    try: return dev.compiler.compile_cached(srcs[i], todo[i][1])
+    except Exception as e: return e
+  if len(todo) > 1:
+    with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool: libs = list(pool.map(build, range(len(todo))))
+  else: libs = [build(0)] if todo else []
+  return [lib if isinstance(lib, Exception) else CompiledKernel(name, device, list(k.applied), dev.program(name, lib), src, prog.flops, params)
+          for (k, name, params), prog, src, lib in zip(todo, progs, srcs, libs)]
+
+def compile_kernel(device: str, k: Kernel, name: str, params: list[DType]) -> CompiledKernel:
+  """Expand, linearize, render and compile one (optimized) kernel."""
+  ck = compile_kernels(device, [(k, name, params)])[0]
+  if isinstance(ck, Exception): raise ck
+  return ck
 
 def _kernel_key(device: str, ast: UOp) -> tuple: return (device, ast, int(NOOPT), int(BEAM), cpu_threads())   # these flags change the kernel
 
-def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
-  key = _kernel_key(device, ast)
-  if (ck := _kernel_cache.get(key)) is not None: return ck
+def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
   dev = Device[device]
-  name = kernel_name(ast, out_shape)
   if BEAM >= 1 and not NOOPT:
     from petagrad.codegen.search import beam_search
-    k = beam_search(device, Kernel(ast), params, int(BEAM))
-  else: k = hand_coded_optimizations(Kernel(ast), dev.renderer.supports_vector, dev.renderer.supports_threads)
-  ck = _kernel_cache[key] = compile_kernel(device, k, name, params)
+    return beam_search(device, Kernel(ast), params, int(BEAM))
+  return hand_coded_optimizations(Kernel(ast), dev.renderer.supports_vector, dev.renderer.supports_threads)
+
+def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
+  key = _kernel_key(device, ast)
+  if (ck := _kernel_cache.get(key)) is None:
+    ck = _kernel_cache[key] = compile_kernel(device, _optimize(device, ast, params), kernel_name(ast, out_shape), params)
   return ck
+
+def compile_ahead(wanted: list[tuple[str, UOp, list[DType], tuple[int, ...]]]) -> None:
+  """Compile the kernels of a schedule that are not in the cache yet, side by side, before the first runs.
+  With BEAM each kernel is searched (and timed on the device) on its own, when it is first needed."""
+  todo: dict[tuple, tuple] = {}
+  for device, ast, params, shape in wanted:
+    if (key := _kernel_key(device, ast)) not in _kernel_cache and key not in todo: todo[key] = (device, ast, params, shape)
+  if len(todo) < 2 or BEAM: return
+  by_device: dict[str, list[tuple]] = {}
+  for key, (device, ast, params, shape) in todo.items(): by_device.setdefault(device, []).append((key, ast, params, shape))
+  for device, group in by_device.items():
+    built = compile_kernels(device, [(_optimize(device, ast, params), kernel_name(ast, shape), params) for _, ast, params, shape in group])
+    for (key, *_), ck in zip(group, built):
+      if isinstance(ck, Exception): raise ck
+      _kernel_cache[key] = ck
 
 # ---------------------------------------------------------------- lowering cache
 
@@ -138,14 +174,7 @@ def to_exec_item(si: ScheduleItem, lowered: tuple[UOp, list[UOp]] | None = None)
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   lowered = [_lower_item(si) if si.kind != "copy" and si.out.size else None for si in items]
-  # kernels not compiled yet are compiled side by side (the compiler runs in subprocesses) before the first
-  # launch; BEAM times candidates on the device, so it searches one kernel at a time
-  todo: dict[tuple, tuple] = {}
-  for si, lw in zip(items, lowered):
-    if lw is not None and (key := _kernel_key(si.out.base.buffer.device, lw[0])) not in _kernel_cache and key not in todo:
-      todo[key] = (si.out.base.buffer.device, lw[0], [b.dtype for b in lw[1]], si.out.shape)
-  if len(todo) > 1 and not BEAM:
-    with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool: list(pool.map(lambda a: get_kernel(*a), todo.values()))
+  compile_ahead([(si.out.base.buffer.device, lw[0], [b.dtype for b in lw[1]], si.out.shape) for si, lw in zip(items, lowered) if lw is not None])
   for si, lw in zip(items, lowered):
     if (ei := to_exec_item(si, lw)) is None: continue
     for hook in capture_hooks: hook(ei)
