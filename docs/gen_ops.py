@@ -72,7 +72,7 @@ SAMPLES: dict[str, str] = {
   "scatter": "s.x.scatter(1, s.i, s.y)", "scatter_add": "s.x.scatter_add(1, s.i, s.y)",
   "scatter_reduce": "s.x.scatter_reduce(1, s.i, s.y, 'amax')", "masked_fill": "s.x.masked_fill(s.m, 1)",
   "masked_select": "s.x.masked_select(s.m)", "nonzero": "s.x.nonzero()", "argwhere": "s.x.argwhere()",
-  "one_hot": "s.x.one_hot(3)", "norm": "s.x.norm()", "cross": "s.x.cross(s.y)", "cdist": "s.x.cdist(s.y)",
+  "one_hot": "s.x.one_hot(4)", "norm": "s.x.norm()", "cross": "s.x.cross(s.y)", "cdist": "s.x.cdist(s.y)",
   "sum": "s.x.sum(1)", "prod": "s.x.prod(1)", "max": "s.x.max(1)", "min": "s.x.min(1)", "amax": "s.x.amax(1)", "amin": "s.x.amin(1)",
   "mean": "s.x.mean(1)", "var": "s.x.var(1)", "std": "s.x.std(1)", "var_mean": "s.x.var_mean(1)", "std_mean": "s.x.std_mean(1)",
   "any": "s.x.any(1)", "all": "s.x.all(1)", "argmax": "s.x.argmax(1)", "argmin": "s.x.argmin(1)", "logsumexp": "s.x.logsumexp(1)",
