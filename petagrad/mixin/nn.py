@@ -10,6 +10,9 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any, Sequence
 from petagrad.dtype import dtypes, promote
+from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
+from petagrad.uop.gradient import custom_backward, compute_gradient
 from petagrad.helpers import prod, argfix, flatten as flatten_list
 if TYPE_CHECKING: from petagrad.tensor import Tensor
 
@@ -106,6 +109,21 @@ def _check_axes(op: str, axis: Any, x: Any) -> Any:
   for a in ((axis,) if _is_int(axis) else tuple(axis)): _resolve_axis(op, a, x.ndim, x)
   return axis
 
+def _conv_backward(ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]:
+  """Gradients of a convolution's input and weight (node = CUSTOM_GRAD(value, x, weight))."""
+  from petagrad.tensor import Tensor
+  value, x, w = node.src
+  _, stride, pads, dilation, groups = node.arg
+  dx = Tensor(ctx).conv_transpose2d(Tensor(w), None, groups, stride, dilation, 0)
+  # the transposed convolution covers the padded input up to the last position a window read: extend it to the
+  # whole padded input, then drop the padding
+  dx = dx.pad(((0, 0), (0, 0)) + tuple((0, L + pb + pa - F) for L, (pb, pa), F in zip(x.shape[2:], pads, dx.shape[2:])))
+  dx = dx.shrink(((0, x.shape[0]), (0, x.shape[1])) + tuple((pb, pb + L) for L, (pb, _) in zip(x.shape[2:], pads)))
+  if dx.dtype != x.dtype: dx = dx.cast(x.dtype)
+  return dx.uop, compute_gradient(value, ctx, {w}).get(w)
+
+custom_backward["conv"] = _conv_backward
+
 class NNMixin:
   __slots__ = ()
 
@@ -194,6 +212,10 @@ class NNMixin:
       ret = cl.permute(0, 1 + n, 2 + n, *range(1, 1 + n))
     if dtype is None and ret.dtype != (dt := promote(self.dtype, weight.dtype)): ret = ret.cast(dt)
     ret = ret.reshape(bs, cout, *oyx)
+    if all(p >= 0 for pr in pads for p in pr):
+      # the input's gradient is a transposed convolution (a vectorized kernel) instead of the backward of the
+      # sliding-window view (index math with divisions per element); the weight's stays that of this graph
+      ret = ret._new(UOp(Ops.CUSTOM_GRAD, ret.dtype, (ret.uop, self.uop, weight.uop), ("conv", s_, tuple(pads), d_, groups)), self, weight)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
   def conv1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
     """conv2d with a 1-d kernel (same signature as conv2d; pass torch's stride/padding/dilation/groups by keyword)."""

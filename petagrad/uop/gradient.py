@@ -4,6 +4,7 @@ Each rule gets the node and the gradient of its output, and returns one gradient
 """
 from __future__ import annotations
 import math
+from typing import Callable
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.rewrite import UPat, PatternMatcher
@@ -77,9 +78,14 @@ grad_rules = PatternMatcher([
   # the backward keeps the forward's kernel boundary: without it a chain of contiguous()-separated gathers
   # fuses into one kernel whose expression doubles with every stage
   (UPat({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD}, name="n"), lambda n, ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
+  (UPat(Ops.CUSTOM_GRAD, name="n"), lambda n, ctx: (None, *custom_backward[n.arg[0]](ctx, n))),
   (UPat(Ops.COPY, name="n"), lambda n, ctx: (UOp(Ops.COPY, ctx.dtype, (ctx, UOp(Ops.DEVICE, n.src[1].dtype, (), n.src[0].device))), None)),
 ])
 NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, Ops.CONST, Ops.BUFFER}) | GroupOp.Comparison | GroupOp.IntOnly | GroupOp.IntOrBool
+
+# name -> backward(ctx, node) giving the gradient of each of node.src[1:] (None: no gradient), for CUSTOM_GRAD nodes;
+# the layer that builds such a node registers its backward here (the convolution: petagrad/mixin/nn.py)
+custom_backward: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {}
 
 def _is_buffer_view(u: UOp) -> bool:
   while u.op in GroupOp.Movement: u = u.src[0]

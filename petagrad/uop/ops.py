@@ -13,6 +13,8 @@ class Ops(Enum):
   COPY = auto()         # src=(x, DEVICE): move to another device
   DETACH = auto()       # stops gradients; identity otherwise
   CONTIGUOUS_BACKWARD = auto()   # identity; its gradient is realized into a contiguous buffer
+  CUSTOM_GRAD = auto()  # src=(value, *inputs), arg=(name, *static): computes value; the inputs' gradients come from
+                        # the backward registered under name (gradient.custom_backward), not from value's graph
   ASSIGN = auto()       # src=(target, value): write value into target's buffer
   REDUCE_AXIS = auto()  # arg=(Ops.ADD|MAX|MUL, axes); keeps reduced axes as size 1
   # movement (views: index math, never copies)
