@@ -188,7 +188,14 @@ class BatchNorm:
   """torch.nn.BatchNorm{1,2,3}d over (N, C, *). In training (Tensor.training) it normalizes with the batch
   statistics and updates running_mean / running_var (unbiased) in place; in eval it uses the running stats.
   momentum=None: a cumulative average (factor 1 / num_batches_tracked), like torch.
-  track_running_stats=False: batch statistics always, no running stats. affine=False: no weight and bias."""
+  track_running_stats=False: batch statistics always, no running stats. affine=False: no weight and bias.
+
+  >>> from petagrad import Tensor
+  >>> bn = BatchNorm2d(2)
+  >>> with train(): _ = bn(Tensor([[[[1.0]], [[2.0]]], [[[3.0]], [[6.0]]]]))   # (N=2, C=2, 1, 1)
+  >>> [round(v, 4) for v in bn.running_mean.tolist()], bn.num_batches_tracked.item()
+  ([0.2, 0.4], 1)
+  """
   def __init__(self, num_features: int, eps: float = 1e-5, momentum: float | None = 0.1, affine: bool = True,
                track_running_stats: bool = True, dtype=None, device=None):
     self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats

@@ -222,9 +222,10 @@ class Optimizer:
         values.append((p, g, name, t))
     writes: list[Tensor] = []
     steps_done: set[int] = set()
+    counts_steps = type(self)._begin_group is not Optimizer._begin_group   # Adam-like: a step counter per group
     for p, g, name, t in values:
       if name == "step":   # one counter per group (every parameter of the group holds the same value)
-        if id(g) in steps_done or "betas" not in self.defaults: continue
+        if id(g) in steps_done or not counts_steps: continue
         steps_done.add(id(g))
         t = t.reshape(()).cast(dtypes.int32).to(p.device)
         if isinstance(g.get("step"), Tensor): write(g["step"], t)
