@@ -14,7 +14,9 @@ tensor that held a buffer before the capture and holds a new value after it gets
 into its old buffer (in place), so replays, which read that buffer, see every update. A new value that
 cannot be written in place (an expanded view, another shape) raises JitError naming the tensor, and so does
 a capture whose kernels read a buffer that only a tensor dropped during the call held (state rebound to a new
-Tensor object, `self.h = self.h + x`: replays would read the old buffer forever).
+Tensor object, `self.h = self.h + x`: replays would read the old buffer forever), or a buffer that the warm-up
+call computed from its inputs and the capture reads without rewriting (gradients accumulating across calls
+without zero_grad).
 
 >>> from petagrad import Tensor
 >>> from petagrad.engine.jit import TinyJit
@@ -56,6 +58,7 @@ class TinyJit(Generic[R]):
     self.rng_slots: list[tuple[Buffer, int]] = []
     self.signature: tuple | None = None
     self.ret_views: Any = None
+    self._from_inputs: _Taint | None = None
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list]:
     from petagrad.tensor import Tensor
@@ -90,7 +93,11 @@ class TinyJit(Generic[R]):
     before = _tensor_states()
     jit_active.append(self.fxn.__name__)
     recorded: list[ExecItem] = []
-    if self.cnt == 1: capture_hooks.append(recorded.append)
+    hook: Callable[[ExecItem], None] = recorded.append
+    if self.cnt == 0:   # the warm-up call: remember which new buffers hold values computed from its inputs
+      self._from_inputs = _Taint(bufs)
+      hook = self._from_inputs.see
+    capture_hooks.append(hook)
     try:
       ret = self.fxn(*args, **kwargs)
       out = [t for t in _leaves(ret) if isinstance(t, Tensor)]
@@ -98,9 +105,11 @@ class TinyJit(Generic[R]):
       Tensor.realize_all(*out, *_pending_state(self.fxn.__name__, before, {id(t) for t in out}, self.cnt == 1))
     finally:
       jit_active.pop()
-      if self.cnt == 1: capture_hooks.remove(recorded.append)
+      capture_hooks.remove(hook)
     if self.cnt == 1:
       _check_dropped_state(self.fxn.__name__, before, recorded, bufs)
+      if self._from_inputs is not None: self._from_inputs.check(self.fxn.__name__, recorded, bufs)
+      self._from_inputs = None
       self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes_in_place) for ei in recorded]
       index = {id(b): i for i, b in enumerate(bufs)}
       self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
@@ -115,6 +124,28 @@ def _tensor_states() -> dict[int, tuple[Any, Any, Any]]:
   """Every live Tensor: id -> (a weak reference to it, its Buffer if it views a realized one else its lazy UOp, its UOp)."""
   from petagrad.tensor import Tensor
   return {id(o): (weakref.ref(o), _state(o), o.uop) for o in gc.get_objects() if issubclass(type(o), Tensor)}   # type(): no __class__ lookups on foreign objects
+
+class _Taint:
+  """Follows the warm-up call's launches: which buffers it allocated hold values computed (directly or not) from
+  its inputs. The capture must not read such a buffer without writing it: a replay would read the warm-up call's
+  value forever (gradients accumulated across calls without zero_grad, a cached result of the previous call)."""
+  def __init__(self, inputs: list[Buffer]):
+    self.tainted: weakref.WeakSet = weakref.WeakSet(inputs)   # depends on the inputs (also buffers written in place)
+    self.new: weakref.WeakSet = weakref.WeakSet()              # ... and was allocated by the call (flagged if read later)
+  def see(self, ei: ExecItem) -> None:
+    if any(b in self.tainted for b in ei.bufs[1:]):
+      self.tainted.add(ei.bufs[0])
+      if not ei.writes_in_place: self.new.add(ei.bufs[0])
+  def check(self, name: str, recorded: list[ExecItem], inputs: list[Buffer]) -> None:
+    written = {id(ei.bufs[0]) for ei in recorded}
+    skip = written | {id(b) for b in inputs}
+    for ei in recorded:
+      for b in ei.bufs[1:]:
+        if id(b) not in skip and b in self.new:
+          raise JitError(f"TinyJit({name}): a kernel ({ei.kernel.name if ei.kernel else 'copy'}) reads a buffer ({b.size} x {b.dtype}) that the "
+                         "previous call computed from its inputs and this call never rewrites, so replays would read that old value forever "
+                         "(e.g. gradients accumulating across calls: call opt.zero_grad() inside the function; state kept in a new tensor "
+                         "each call: update it in place with assign, or pass it in as an argument)")
 
 def _check_dropped_state(name: str, before: dict[int, tuple[Any, Any, Any]], recorded: list[ExecItem], inputs: list[Buffer]) -> None:
   """Refuse a capture whose kernels read a buffer that only a tensor dropped during the call held: the function

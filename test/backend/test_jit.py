@@ -183,3 +183,13 @@ def test_batchnorm_training_step_jit_matches_eager():
   eager, jitted = run(False), run(True)
   assert jitted["bn.num_batches_tracked"] == 5
   for k in eager: np.testing.assert_allclose(jitted[k], eager[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+def test_gradients_accumulating_across_calls_raise():
+  w = Tensor.ones(3, requires_grad=True).realize()
+  @TinyJit
+  def f(x):
+    (w * x).sum().backward()   # no zero_grad: w.grad = previous grad + new one; a replay would reuse the first call's grad
+    return w.grad.realize()
+  g = f(Tensor.ones(3))
+  with pytest.raises(JitError, match="zero_grad"):
+    g = f(Tensor.ones(3))
