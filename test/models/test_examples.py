@@ -51,20 +51,22 @@ def test_mnist_checkpoint_roundtrip(tmp_path):
   y = Tensor.randint(8, low=0, high=10).cast(dtypes.uint8).realize()
   def make():
     m = M.Model(channels=4, hidden=8)
-    return m, optim.Adam([p for p in get_state_dict(m).values() if p.requires_grad], lr=1e-2)
+    opt = optim.Adam([p for p in get_state_dict(m).values() if p.requires_grad], lr=1e-2)
+    return m, opt, optim.LambdaLR(opt, lambda s: 1 / (1 + s))
   def step(m, opt):
     with nn.train():
       opt.zero_grad()
       loss = m(M.preprocess(x)).cross_entropy(y.int())
       loss.backward()
-      Tensor.realize_all(loss, *opt.schedule_step(), *[t for t in get_state_dict(m).values() if not t.requires_grad])
+      Tensor.realize_all(loss, *opt.schedule_step())
   Tensor.manual_seed(1)
-  m1, o1 = make()
-  for _ in range(2): step(m1, o1)
-  M.save_checkpoint(str(tmp_path / "c.safetensors"), m1, o1, {"epoch": 3, "batch": 7})
+  m1, o1, s1 = make()
+  for _ in range(2): step(m1, o1); s1.step()
+  M.save_checkpoint(str(tmp_path / "c.safetensors"), m1, o1, {"epoch": 3, "batch": 7}, s1)
   Tensor.manual_seed(2)
-  m2, o2 = make()
-  assert M.load_checkpoint(str(tmp_path / "c.safetensors"), m2, o2) == {"epoch": 3, "batch": 7}
+  m2, o2, s2 = make()
+  assert M.load_checkpoint(str(tmp_path / "c.safetensors"), m2, o2, s2) == {"epoch": 3, "batch": 7}
+  assert s2.last_epoch == 2 and o2.param_groups[0]["lr"].item() == pytest.approx(1e-2 / 3) and o2.param_groups[0]["step"].item() == 2
   for k, t in get_state_dict(m1).items(): assert t.tolist() == get_state_dict(m2)[k].tolist(), k
   with nn.eval():
     Tensor.manual_seed(5); a = m1(M.preprocess(x)).tolist()
