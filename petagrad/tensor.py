@@ -22,6 +22,8 @@ from petagrad.mixin.nn import NNMixin
 
 # nodes realized so far -> their buffer views; a later schedule reads the buffer instead of recomputing
 _realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
+# buffer -> the nodes in _realized that read it: an in-place write to the buffer forgets them
+_realized_in: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 Scalar = int | float | bool
 
@@ -177,16 +179,24 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
 
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    todo = [t for t in tensors if t.uop.base.op is not Ops.BUFFER and t.uop not in _realized]
+    todo = [t for t in tensors if t.uop.base.op is not Ops.BUFFER]
     if not todo: return
     done: dict[UOp, UOp] = {}
-    targets = [_substitute_realized(t.uop, done) for t in todo]
+    targets: list[UOp] = []
+    for t in todo:
+      tgt = _substitute_realized(t.uop, done)
+      # a tensor is its own memory: equal graphs (two Tensor.zeros(3), the same sum built twice) are one node, so
+      # one of them may already be realized into a buffer another tensor holds, or be a target twice here;
+      # sharing that buffer would let an in-place write to one change the other, so this one gets a copy
+      if (tgt.base.op is Ops.BUFFER and _views.get(tgt.base.buffer)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
+      targets.append(tgt)
     becomes = realize_uops(targets)
     inverse: dict[UOp, list[UOp]] = {}
     for orig, new in done.items(): inverse.setdefault(new, []).append(orig)
     for node, view in becomes.items():
-      _realized[node] = view
-      for orig in inverse.get(node, []): _realized[orig] = view
+      for n in (node, *inverse.get(node, [])):
+        _realized[n] = view
+        _realized_in.setdefault(view.base.buffer, weakref.WeakSet()).add(n)
     for t, tgt in zip(todo, targets):
       # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph);
       # _realized makes every later kernel read its buffer instead of recomputing it
@@ -1110,6 +1120,7 @@ def _renew_buffer_node(buf) -> None:
   """After an in-place write to `buf`, every tensor viewing it gets a fresh BUFFER node over the same
   memory. Graphs built from now on are new nodes (so no result cached for the old contents is reused),
   while results realized before the write keep their values (like PyTorch)."""
+  for n in list(_realized_in.pop(buf, ())): _realized.pop(n, None)   # their values were the old contents
   tensors = list(_views.get(buf, {}).values())
   if not tensors: return
   old = tensors[0].uop.base

@@ -57,3 +57,15 @@ def test_cat_of_reduces_realizes_pieces():
   out = x.sum(0).cat(y.sum(0)).realize()
   assert GlobalCounters.kernel_count == 3   # each piece once, then the cheap cat
   assert abs(out.sum().item() - (x.sum() + y.sum()).item()) < 1e-4
+
+def test_equal_graphs_are_separate_memory(device):
+  # two Tensor.zeros(3) are one graph node (hash-consed); each realized tensor still owns its memory
+  a, b = Tensor.zeros(3).contiguous(), Tensor.zeros(3).contiguous()
+  a.realize()
+  a.assign(Tensor.ones(3))
+  assert b.tolist() == [0.0, 0.0, 0.0] and a.tolist() == [1.0, 1.0, 1.0]
+  assert Tensor.zeros(3).contiguous().tolist() == [0.0, 0.0, 0.0]   # built after the write: not the written buffer
+  c, d = Tensor.ones(4), Tensor.ones(4)
+  Tensor.realize_all(c, d)   # the same node twice in one realize
+  c.assign(Tensor.full((4,), 3.0))
+  assert c.tolist() == [3.0] * 4 and d.tolist() == [1.0] * 4 and Tensor.ones(4).tolist() == [1.0] * 4
