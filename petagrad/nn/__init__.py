@@ -46,9 +46,7 @@ def _uniform(shape: Sequence[int], bound: float, dtype=None, device=None) -> Ten
 def _param(t: Tensor) -> Tensor: return t.requires_grad_(True)
 
 def _filled(shape: int | Sequence[int], value: float | int, dtype=None, device=None) -> Tensor:
-  """A tensor in a realized buffer of its own, filled with value. (A lazy `Tensor.zeros(n)` would be realized into
-  the same buffer as every equal graph: all LayerNorm biases of one size would be one tensor; see
-  /work/bugs_from_training.md.)"""
+  """A tensor in a realized buffer of its own, filled with value (state that is written in place from the start)."""
   return Tensor.empty(*_ntuple(shape, 1), dtype=dtype, device=device).assign(value)
 
 def _buffer(t: Tensor) -> Tensor:

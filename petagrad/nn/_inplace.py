@@ -1,6 +1,6 @@
 """Lazy in-place writes for optimizers, the GradScaler and state-dict loading, batched into one schedule.
 
-`Tensor.assign` realizes at once (one realize per call; reported in /work/bugs_core.md), so N parameter
+`Tensor.assign` realizes at once (one realize per call), so N parameter
 updates would be N separate realizes. `write()` records the update as a lazy ASSIGN node instead
 (tinygrad's semantics: the tensor now *is* the pending write, so later reads in the same step see the new
 value); `commit()` realizes every pending write in ONE `Tensor.realize_all` call. Delete this module once
@@ -73,9 +73,8 @@ def _fresh(view: UOp) -> UOp:
 
 def own_buffers(tensors: Iterable[Tensor], taken: set[int] | None = None) -> None:
   """Give every tensor that is not (a view of) a realized buffer, or whose buffer an earlier tensor of the list (or
-  `taken`, a set of ids of Buffers) already uses, a fresh buffer of its own holding its value; one schedule for all.
-  Structurally equal lazy graphs (two `Tensor.zeros(3).contiguous()`) realize into ONE shared buffer in the core
-  (/work/bugs_from_training.md), so parameters must not be realized with a plain realize."""
+  `taken`, a set of ids of Buffers) already uses, a fresh buffer of its own holding its value; one schedule for all
+  (an optimizer writes each parameter in place, so no two may share memory)."""
   seen = set() if taken is None else taken
   todo: list[Tensor] = []
   for t in tensors:

@@ -302,8 +302,8 @@ def test_ten_training_steps_vs_torch(name):
     np.testing.assert_allclose(psd[k].numpy(), _np(v), rtol=1e-4, atol=1e-5, err_msg=k)
 
 def test_layers_own_their_buffers():
-  """Equal lazy inits (ones/zeros) realize into one shared buffer in the core (bugs_from_training.md): layers and
-  the optimizer make sure every parameter and running statistic has memory of its own."""
+  """Equal lazy inits (ones/zeros) are one graph node: every parameter and running statistic still gets memory of
+  its own, and an update of one never moves another."""
   from petagrad.nn import optim
   a, b, bn = nn.LayerNorm(4), nn.LayerNorm(4), nn.BatchNorm1d(4)
   ts = [a.weight, a.bias, b.weight, b.bias, bn.weight, bn.bias, bn.running_mean, bn.running_var]
