@@ -142,3 +142,16 @@ def remember(measured: dict, path: str) -> dict:
 if __name__ == "__main__":
   import json
   print(json.dumps(measure(), indent=1))
+
+def git_rev() -> str:
+  """The petagrad commit being measured, marked when petagrad/ has uncommitted changes."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  try:
+    rev = subprocess.run(["git", "-C", root, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "petagrad"], capture_output=True, text=True).stdout.strip()
+    return rev + ("+uncommitted changes in petagrad/" if dirty else "")
+  except OSError: return "?"
+
+def loadavg() -> str:
+  try: return " ".join(f"{x:.2f}" for x in os.getloadavg())
+  except OSError: return "?"

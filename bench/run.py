@@ -230,17 +230,6 @@ def markdown(report: dict) -> str:
   return "\n".join(L) + "\n"
 
 # ---------------------------------------------------------------- main
-def git_rev() -> str:
-  try:
-    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "petagrad"], capture_output=True, text=True).stdout.strip()
-    return rev + ("+uncommitted changes in petagrad/" if dirty else "")
-  except OSError: return "?"
-
-def loadavg() -> str:
-  try: return " ".join(f"{x:.2f}" for x in os.getloadavg())
-  except OSError: return "?"
-
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
   ap.add_argument("--quick", action="store_true", help="fewer repeats and shorter samples (a few minutes on 2 cores)")
@@ -264,7 +253,7 @@ def main() -> None:
   selected = [c for c in C.CASES.values() if not o.only or any(c.name == s or c.name.startswith(s) for s in o.only)]
   if not selected: ap.error(f"no case matches {o.only}; see --list")
 
-  load_start = loadavg()
+  load_start = machine.loadavg()
   log(f"bench: measuring the machine's limits ...")
   peak = machine.measure(o.quick)
   log(f"bench: {peak['peak_gflops']:.0f} GFLOP/s, {peak['peak_gbs']:.1f} GB/s; loading {', '.join(o.frameworks)} ...")
@@ -274,12 +263,12 @@ def main() -> None:
   report: dict = {"meta": {}, "machine": peak, "cases": []}
   for case in selected:
     log(f"bench: {case.name}: {case.desc}")
-    st, load0 = time.perf_counter(), loadavg()
+    st, load0 = time.perf_counter(), machine.loadavg()
     res = time_cold(case, fws, o) if case.cold_of else time_case(case, fws, o)
     d = derive(case, res, peak)
     report["cases"].append({"name": case.name, "desc": case.desc, "bound": case.bound, "per": case.per,
                             "flops": case.flops, "bytes": case.nbytes, "results": res, "derived": d,
-                            "load_before": load0, "load_after": loadavg(), "wall_s": time.perf_counter() - st})
+                            "load_before": load0, "load_after": machine.loadavg(), "wall_s": time.perf_counter() - st})
     log("  " + "  ".join(f"{n}={cell(r)}" for n, r in res.items()) +
         "  | speedup " + " ".join(f"vs {p} {x:.2f}x" for p, x in d["speedup"].items()) + f"  ({time.perf_counter() - st:.1f} s)")
   log("bench: measuring the machine's limits again (the limits are the better of the two measurements) ...")
@@ -290,10 +279,10 @@ def main() -> None:
   versions = {n: fw.version for n, fw in fws.items() if not fw.reason}
   if "tinygrad" in versions: versions["tinygrad"] += f" (CPU, {getattr(fws['tinygrad'], 'renderer', '?')})"
   versions["python"] = platform.python_version()
-  report["meta"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "git": git_rev(), "quick": o.quick,
+  report["meta"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "git": machine.git_rev(), "quick": o.quick,
                     "threads": o.threads, "repeats": o.repeats, "frameworks": o.frameworks, "versions": versions,
                     "unavailable": {n: fw.reason for n, fw in fws.items() if fw.reason},
-                    "load_start": load_start, "load_end": loadavg(), "argv": sys.argv[1:]}
+                    "load_start": load_start, "load_end": machine.loadavg(), "argv": sys.argv[1:]}
   os.makedirs(o.out, exist_ok=True)
   js = json.dumps(report, indent=1)
   with open(os.path.join(o.out, "latest.json"), "w") as f: f.write(js + "\n")

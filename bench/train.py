@@ -41,6 +41,7 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, ROOT)
 import numpy as np
 import frameworks as F
+import machine
 
 def log(*a) -> None: print(*a, file=sys.stderr, flush=True)
 
@@ -269,18 +270,6 @@ def markdown(report: dict) -> str:
     L.append(f"| {c['name']} | " + " | ".join(fs) + " | " + " | ".join(ls) + " |")
   return "\n".join(L) + "\n"
 
-def git_rev() -> str:
-  import subprocess
-  try:
-    rev = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--", "petagrad"], capture_output=True, text=True).stdout.strip()
-    return rev + ("+uncommitted changes in petagrad/" if dirty else "")
-  except OSError: return "?"
-
-def loadavg() -> str:
-  try: return " ".join(f"{x:.2f}" for x in os.getloadavg())
-  except OSError: return "?"
-
 FRAMEWORKS = ["petagrad", "torch", "torch.compile", "tinygrad"]
 
 def load_frameworks(names: list[str], threads: int) -> tuple[dict, dict]:
@@ -320,25 +309,25 @@ def main() -> None:
   o.warmup, o.warm_s = 3, (0.5 if o.quick else 2.0)
   o.sample_s = 1.0 if o.quick else 2.0
   o.pause = 0.2
-  load_start = loadavg()
+  load_start = machine.loadavg()
   fws, versions = load_frameworks(o.frameworks, o.threads)
   for n, fw in fws.items():
     if fw.get("reason"): log(f"bench: {n} unavailable: {fw['reason']}")
   report: dict = {"meta": {}, "cases": []}
   for case in (o.only or list(CASES)):
     log(f"bench: {case}: {CASES[case]}")
-    st, l0 = time.perf_counter(), loadavg()
+    st, l0 = time.perf_counter(), machine.loadavg()
     res = time_case(case, fws, o)
     rt = ratios(res)
-    report["cases"].append({"name": case, "desc": CASES[case], "results": res, "ratios": rt, "load_before": l0, "load_after": loadavg(),
+    report["cases"].append({"name": case, "desc": CASES[case], "results": res, "ratios": rt, "load_before": l0, "load_after": machine.loadavg(),
                             "wall_s": time.perf_counter() - st})
     log("  " + "  ".join(f"{n}={r['steps_per_s']:.1f} steps/s" if "steps_per_s" in r else f"{n}={'skipped' if 'skipped' in r else 'error'}" for n, r in res.items()) +
         "  | petagrad/" + " ".join(f"{p} {x:.2f}x" for p, x in rt.items()) + f"  ({time.perf_counter() - st:.0f} s)")
   versions["python"] = platform.python_version()
-  report["meta"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "git": git_rev(), "quick": o.quick, "threads": o.threads,
+  report["meta"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "git": machine.git_rev(), "quick": o.quick, "threads": o.threads,
                     "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""), "rounds": o.rounds, "samples_per_round": o.samples_per_round,
                     "frameworks": o.frameworks, "versions": versions, "unavailable": {n: fw["reason"] for n, fw in fws.items() if fw.get("reason")},
-                    "load_start": load_start, "load_end": loadavg(), "argv": sys.argv[1:]}
+                    "load_start": load_start, "load_end": machine.loadavg(), "argv": sys.argv[1:]}
   os.makedirs(o.out, exist_ok=True)
   with open(os.path.join(o.out, "train.json"), "w") as f: f.write(json.dumps(report, indent=1) + "\n")
   md = markdown(report)
