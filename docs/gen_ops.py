@@ -247,7 +247,7 @@ def render(records: list[dict]) -> str:
     "  and `index_select` (PyTorch rejects negative indices there, and so does petagrad).",
     "* **known indices raise** `IndexError` at the call, naming the op, the bad index, the dim and its size, the operands",
     "  and your line: Python ints, lists, tuples and numpy arrays, and index tensors whose values are already in memory",
-    "  (made from Python data or realized, at most `KNOWN_INDEX_LIMIT` = 65536 elements, seen through",
+    "  (made from Python data or realized, at most `KNOWN_INDEX_LIMIT` = 4096 elements, seen through",
     "  reshape/expand/permute/flip only). Reading them back is a copy, not a kernel.",
     "* **lazy indices** (computed by a kernel that has not run yet, or inside a `TinyJit` function) cannot be checked",
     "  without running it. An invalid one selects nothing: a read gives 0 (`False` for bool) and passes no gradient; a",

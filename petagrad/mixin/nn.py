@@ -675,6 +675,11 @@ class NNMixin:
   def _index_nll(self, op: str, logp: Tensor, target: Tensor, cd: int, w, ignore_index: int, reduction: str, smoothing: float = 0.0) -> Tensor:
     T = type(self)
     C = self.shape[cd]
+    from petagrad.mixin.indexing import _known_values
+    known = _known_values(target)   # class indices already in memory are checked like PyTorch does
+    if known is not None:
+      bad = next((v for v in known if v != ignore_index and not 0 <= v < C), None)
+      if bad is not None: raise _fail(IndexError, op, f"target {bad} is out of bounds for {C} classes (ignore_index={ignore_index})", self, target)
     hot = target.unsqueeze(cd) == T.arange(C, device=self.device).cast(target.dtype).reshape((C,) + (1,) * (self.ndim - cd - 1))
     valid = target != ignore_index
     wl = logp * w if w is not None else logp
@@ -687,7 +692,8 @@ class NNMixin:
     return loss.sum() / denom
   def cross_entropy(self, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
     """torch.nn.functional.cross_entropy on logits (N, C, *d) or (C,): target is class indices (N, *d) or probabilities
-    with the input's shape. Out-of-range class indices (other than ignore_index) contribute 0 (no runtime check)."""
+    with the input's shape. Out-of-range class indices (other than ignore_index) raise IndexError when their values
+    are known at the call (see the index rules in docs/ops.md) and contribute 0 when they are lazy."""
     op = "cross_entropy"
     cd, probs = self._class_target(op, target)
     _check_reduction(op, reduction, self)

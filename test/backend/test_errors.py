@@ -183,6 +183,8 @@ API_BAD_CALLS = {
   "interpolate": (ValueError, lambda _x, _img: _img.interpolate((8, 8), mode="cubic"), "interpolate", [(1, 3, 4, 4), "cubic"]),
   "pad_reflect": (ValueError, lambda _x, _img: _img.pad((5, 5), mode="reflect"), "pad", [(1, 3, 4, 4)]),
   "cross_entropy": (ValueError, lambda _x, _img: _x.cross_entropy(Tensor([0, 1, 2])), "cross_entropy", [(2, 3), (3,), "int64"]),
+  "cross_entropy_target_range": (IndexError, lambda _x, _img: _x.cross_entropy(Tensor([0, 3])), "cross_entropy", [(2, 3), (2,), "int64", "target 3 is out of bounds"]),
+  "nll_loss_target_range": (IndexError, lambda _x, _img: _x.nll_loss(Tensor([-1, 0])), "nll_loss", [(2, 3), (2,), "target -1"]),
   "nll_loss": (TypeError, lambda _x, _img: _x.nll_loss(Tensor([0.5, 1.0])), "nll_loss", [(2, 3), (2,), "float32"]),
   "binary_cross_entropy": (ValueError, lambda _x, _img: _x.binary_cross_entropy(Tensor.ones(3)), "binary_cross_entropy", [(2, 3), (3,)]),
   "kl_div": (ValueError, lambda _x, _img: _x.kl_div(Tensor.ones(4)), "kl_div", [(2, 3), (4,)]),

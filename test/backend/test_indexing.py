@@ -1,4 +1,5 @@
 """Indexing vs PyTorch: advanced __getitem__, __setitem__, gather/scatter & co, masks; forward and gradients."""
+import math
 import numpy as np
 import pytest
 import torch
@@ -144,6 +145,19 @@ def test_known_in_range_matches_torch(device):
   helper_test_op(None, lambda x, i: torch.take_along_dim(x, i, 1), lambda x, i: x.take_along_dim(i, 1),
                  vals=[np.linspace(-1, 1, 6).reshape(2, 3), np.array([[-1, 0], [-3, 2]])], dtype=["float32", "int64"])
   _setitem_both((4,), lambda x, L: x.__setitem__(V(L, [-1, -4]), V(L, [7.0, 8.0])))
+
+def test_known_check_limit_and_losses(device, monkeypatch):
+  # above KNOWN_INDEX_LIMIT elements the values are not read back: the lazy rule applies
+  import petagrad.mixin.indexing as I
+  monkeypatch.setattr(I, "KNOWN_INDEX_LIMIT", 2)
+  assert Tensor([1.0, 2.0])[Tensor([0, 1, 7])].tolist() == [1.0, 2.0, 0.0]
+  with pytest.raises(IndexError, match=r"getitem: index 7 is out of bounds"): Tensor([1.0, 2.0])[Tensor([0, 7])]
+  monkeypatch.undo()
+  # class-index targets: ignore_index is allowed, other known out-of-range targets raise, lazy ones add nothing
+  x = Tensor.ones(2, 3)
+  assert x.cross_entropy(Tensor([1, -100])).item() == pytest.approx(math.log(3))
+  with pytest.raises(IndexError, match=r"cross_entropy: target 5 is out of bounds for 3 classes"): x.cross_entropy(Tensor([5, -100]))
+  assert x.cross_entropy(lazy([1, 5]), reduction="sum").item() == pytest.approx(math.log(3))
 
 def test_known_check_skipped_in_jit(device):
   # inside TinyJit the index is an input that changes between calls: not read back, the lazy rule applies
