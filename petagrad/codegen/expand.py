@@ -19,9 +19,11 @@ def _ranges(ast: UOp, kind: str) -> list[UOp]:
   return sorted((u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[2] == kind), key=lambda r: r.arg[0])
 
 def _combine(op: Ops, vals: list[UOp]) -> UOp:
-  out = vals[0]
-  for v in vals[1:]: out = UOp(op, out.dtype, (out, v)) if not (out.dtype.is_bool and op is Ops.ADD) else UOp(Ops.OR, out.dtype, (out, v))
-  return out
+  """op over vals as a balanced tree: log2(n) dependent steps instead of n-1 (the lanes of a vector accumulator)."""
+  if op is Ops.ADD and vals[0].dtype.is_bool: op = Ops.OR
+  while len(vals) > 1:
+    vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1])) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+  return vals[0]
 
 def _monotone_mask(valid: UOp, v: UOp) -> bool:
   """Is `valid` an AND of comparisons of affine functions of v (true on an interval of v)?"""

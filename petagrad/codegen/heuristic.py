@@ -94,4 +94,4 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
     # a plain row reduction has one accumulator, so every vector add waits for the previous one: four partial
     # sums keep the adder busy
     rest = [x for x in k.ranges if x.arg[2] == "reduce"]
-    if k.unrolled_size() == 1 and rest and rest[0].arg[1] % 4 == 0 and rest[0].arg[1] > 4: _try(k, Opt(OptOps.UNROLL, _axis(k, rest[0]), 4))
+    if k.unrolled_size() == 1 and rest and rest[0].arg[1] % 4 == 0 and rest[0].arg[1] >= 16: _try(k, Opt(OptOps.UNROLL, _axis(k, rest[0]), 4))

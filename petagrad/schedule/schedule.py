@@ -86,7 +86,8 @@ def _inputs(srcs: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
 # Recomputing an elementwise chain below an EXPAND inside a reduce costs its ops once per expanded element (a
 # matmul's prologue runs N times per input element); past this many op-equivalents the chain gets a buffer.
 RECOMPUTE_COST, RECOMPUTE_FACTOR = 8, 4
-_OP_COST = {**{op: 1 for op in GroupOp.ALU}, **{op: 10 for op in GroupOp.Transcendental}, Ops.FDIV: 4, Ops.RECIPROCAL: 4}
+_OP_COST = {**{op: 1 for op in GroupOp.ALU}, **{op: 10 for op in GroupOp.Transcendental}, Ops.FDIV: 4, Ops.RECIPROCAL: 4,
+            Ops.PAD: 2}   # a pad is a masked load: a compare and a select (a cat of n pieces is n of them)
 
 def _compute_base(u: UOp) -> UOp:
   """The node a view is taken of: movement ops are index math, the buffer goes below them."""
