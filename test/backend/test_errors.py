@@ -246,3 +246,15 @@ def test_api_bad_calls(device, name):
   assert msg.startswith(op + ":"), f"the message must start with the op name {op!r}: {msg}"
   for n in needles: assert str(n) in msg, f"{n!r} not in message: {msg}"
   assert f"{THIS_FILE}:{line}" in msg, f"user line {THIS_FILE}:{line} not in message: {msg}"
+
+def test_index_ops_on_different_devices(device):
+  # an index (or src) on another device: RuntimeError naming the op and both devices, at the call
+  other = "PYTHON" if device == "CPU" else "CPU"
+  x, i = Tensor.ones(2, 3), Tensor([[0, 1]], device=other)
+  check_error(RuntimeError, lambda: x[i[0]], "getitem", device, other)
+  check_error(RuntimeError, lambda: x.gather(1, i), "gather", device, other)
+  check_error(RuntimeError, lambda: x.scatter(1, i, 1.0), "scatter", device, other)
+  check_error(RuntimeError, lambda: x.scatter(1, Tensor([[0, 1]]), Tensor.ones(1, 2, device=other)), "scatter", device, other)
+  check_error(RuntimeError, lambda: x.index_select(1, i[0]), "index_select", device, other)
+  check_error(RuntimeError, lambda: x.index_add(1, i[0], Tensor.ones(2, 2)), "index_add", device, other)
+  check_error(RuntimeError, lambda: x.take_along_dim(i, 1), "take_along_dim", device, other)
