@@ -60,6 +60,10 @@ CHAIN_OPS: dict[str, tuple[Callable, Callable[[tuple[int, ...]], bool]]] = {
   "cumsum": (lambda x: x.cumsum(-1), lambda s: len(s) >= 1),
   "cumprod": (lambda x: x.cumprod(0), lambda s: len(s) >= 1),
   "sort": (lambda x: x.sort(-1)[0], lambda s: len(s) >= 1),
+  "cummax": (lambda x: x.cummax(-1)[0], lambda s: len(s) >= 1),
+  "logcumsumexp": (lambda x: x.logcumsumexp(0), lambda s: len(s) >= 1),
+  "take_along_neg": (lambda x: torch.take_along_dim(x, _idx(x, np.full(x.shape[:-1] + (1,), -1).tolist()), -1) if _lib(x) is torch
+                     else x.take_along_dim(_idx(x, np.full(x.shape[:-1] + (1,), -1).tolist()), -1), lambda s: len(s) >= 1 and s[-1] >= 1),
   "topk": (lambda x: x.topk(1, dim=-1)[0], lambda s: len(s) >= 1 and s[-1] >= 1),
   "matmul": (lambda x: x @ _const(x, (x.shape[-1], 2), 4), lambda s: len(s) >= 1),
   "where": (lambda x: (x > 0).where(x, x * 0.5) if _lib(x) is Tensor else torch.where(x > 0, x, x * 0.5), lambda s: True),
