@@ -329,62 +329,61 @@ def _rnd(shape, seed=1, lo=-2.0, hi=2.0):
 
 REDUCTIONS = ["mean", "sum", "none"]
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_cross_entropy_indices(device, reduction):
-  helper_test_op(None, lambda x, t: F.cross_entropy(x, t, reduction=reduction), lambda x, t: x.cross_entropy(t, reduction=reduction),
+def _reds(f):
+  """One function returning f(*xs, reduction) for every reduction: one helper call (and one backward) checks them all."""
+  return lambda *xs: tuple(f(*xs, r) for r in REDUCTIONS)
+
+def test_cross_entropy_indices(device):
+  helper_test_op(None, _reds(lambda x, t, r: F.cross_entropy(x, t, reduction=r)), _reds(lambda x, t, r: x.cross_entropy(t, reduction=r)),
                  vals=[_rnd((4, 5)), _cls((4,), 5)], dtype=["float32", "int64"])
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_cross_entropy_all_options(device, reduction):
+def test_cross_entropy_all_options(device):
   # weight, ignore_index (a valid class here, so it needs masking), label smoothing, spatial dims
-  kw = dict(reduction=reduction, ignore_index=1, label_smoothing=0.2)
+  kw = dict(ignore_index=1, label_smoothing=0.2)
   w = _rnd((3,), 3, 0.5, 2)   # (torch: class weights cannot require grad)
-  helper_test_op(None, lambda x, t: F.cross_entropy(x, t, weight=torch.tensor(w), **kw), lambda x, t: x.cross_entropy(t, weight=Tensor(w), **kw),
+  helper_test_op(None, _reds(lambda x, t, r: F.cross_entropy(x, t, weight=torch.tensor(w), reduction=r, **kw)),
+                 _reds(lambda x, t, r: x.cross_entropy(t, weight=Tensor(w), reduction=r, **kw)),
                  vals=[_rnd((2, 3, 2, 2)), _cls((2, 2, 2), 3)], dtype=["float32", "int64"])
 
 def test_cross_entropy_ignore_default(device):
   helper_test_op(None, lambda x, t: F.cross_entropy(x, t, label_smoothing=0.1), lambda x, t: x.cross_entropy(t, label_smoothing=0.1),
                  vals=[_rnd((4, 3)), _cls((4,), 3, ignore=-100)], dtype=["float32", "int64"])
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_cross_entropy_probs(device, reduction):
+def test_cross_entropy_probs(device):
   p = np.random.default_rng(2).dirichlet(np.ones(4), size=3).astype(np.float32)
   w = _rnd((4,), 3, 0.5, 2)
-  helper_test_op(None, lambda x, t: F.cross_entropy(x, t, weight=torch.tensor(w), reduction=reduction, label_smoothing=0.1),
-                 lambda x, t: x.cross_entropy(t, weight=Tensor(w), reduction=reduction, label_smoothing=0.1), vals=[_rnd((3, 4)), p])
+  helper_test_op(None, _reds(lambda x, t, r: F.cross_entropy(x, t, weight=torch.tensor(w), reduction=r, label_smoothing=0.1)),
+                 _reds(lambda x, t, r: x.cross_entropy(t, weight=Tensor(w), reduction=r, label_smoothing=0.1)), vals=[_rnd((3, 4)), p])
 
 def test_cross_entropy_unbatched(device):
   helper_test_op(None, lambda x, t: F.cross_entropy(x, t.reshape(())), lambda x, t: x.cross_entropy(t.reshape(())), vals=[_rnd((5,)), [3]], dtype=["float32", "int64"])
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_nll_loss(device, reduction):
+def test_nll_loss(device):
   w = _rnd((4,), 3, 0.5, 2)
-  helper_test_op(None, lambda x, t: F.nll_loss(x.log_softmax(1), t, weight=torch.tensor(w), ignore_index=2, reduction=reduction),
-                 lambda x, t: x.log_softmax(1).nll_loss(t, weight=Tensor(w), ignore_index=2, reduction=reduction),
+  helper_test_op(None, _reds(lambda x, t, r: F.nll_loss(x.log_softmax(1), t, weight=torch.tensor(w), ignore_index=2, reduction=r)),
+                 _reds(lambda x, t, r: x.log_softmax(1).nll_loss(t, weight=Tensor(w), ignore_index=2, reduction=r)),
                  vals=[_rnd((5, 4)), _cls((5,), 4, 3)], dtype=["float32", "int64"])
-  helper_test_op(None, lambda x, t: F.nll_loss(x, t, reduction=reduction), lambda x, t: x.nll_loss(t, reduction=reduction),
+  helper_test_op(None, _reds(lambda x, t, r: F.nll_loss(x, t, reduction=r)), _reds(lambda x, t, r: x.nll_loss(t, reduction=r)),
                  vals=[_rnd((2, 3, 4)), _cls((2, 4), 3, 4)], dtype=["float32", "int64"])
 
 def test_sparse_categorical_crossentropy(device):
   helper_test_op(None, lambda x, t: F.cross_entropy(x, t, ignore_index=-1), lambda x, t: x.sparse_categorical_crossentropy(t),
                  vals=[_rnd((4, 3)), _cls((4,), 3, ignore=-1)], dtype=["float32", "int64"])
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_binary_cross_entropy(device, reduction):
+def test_binary_cross_entropy(device):
   w = _rnd((4,), 3, 0, 2)   # (torch: weights cannot require grad)
-  helper_test_op(None, lambda x, t: F.binary_cross_entropy(x.sigmoid(), t, weight=torch.tensor(w), reduction=reduction),
-                 lambda x, t: x.sigmoid().binary_cross_entropy(t, weight=Tensor(w), reduction=reduction), vals=[_rnd((3, 4)), _rnd((3, 4), 2, 0, 1)])
-  helper_test_op(None, lambda x, t: F.binary_cross_entropy(x, t, reduction=reduction), lambda x, t: x.binary_cross_entropy(t, reduction=reduction),
+  helper_test_op(None, _reds(lambda x, t, r: F.binary_cross_entropy(x.sigmoid(), t, weight=torch.tensor(w), reduction=r)),
+                 _reds(lambda x, t, r: x.sigmoid().binary_cross_entropy(t, weight=Tensor(w), reduction=r)), vals=[_rnd((3, 4)), _rnd((3, 4), 2, 0, 1)])
+  helper_test_op(None, _reds(lambda x, t, r: F.binary_cross_entropy(x, t, reduction=r)), _reds(lambda x, t, r: x.binary_cross_entropy(t, reduction=r)),
                  vals=[[0.0, 1.0, 0.5, 1e-3], [1.0, 0.0, 0.3, 1.0]], forward_only=True, atol=1e-4)
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
-def test_binary_cross_entropy_with_logits(device, reduction):
+def test_binary_cross_entropy_with_logits(device):
   pw, w = _rnd((4,), 3, 0.5, 3), _rnd((3, 1), 3, 0.5, 3)
-  helper_test_op(None, lambda x, t: F.binary_cross_entropy_with_logits(x, t, reduction=reduction, pos_weight=torch.tensor(pw)),
-                 lambda x, t: x.binary_cross_entropy_with_logits(t, reduction=reduction, pos_weight=Tensor(pw)),
+  helper_test_op(None, _reds(lambda x, t, r: F.binary_cross_entropy_with_logits(x, t, reduction=r, pos_weight=torch.tensor(pw))),
+                 _reds(lambda x, t, r: x.binary_cross_entropy_with_logits(t, reduction=r, pos_weight=Tensor(pw))),
                  vals=[_rnd((3, 4), 1, -30, 30), _rnd((3, 4), 2, 0, 1)], atol=1e-5)
-  helper_test_op(None, lambda x, t: F.binary_cross_entropy_with_logits(x, t, weight=torch.tensor(w), reduction=reduction),
-                 lambda x, t: x.binary_cross_entropy_with_logits(t, weight=Tensor(w), reduction=reduction),
+  helper_test_op(None, _reds(lambda x, t, r: F.binary_cross_entropy_with_logits(x, t, weight=torch.tensor(w), reduction=r)),
+                 _reds(lambda x, t, r: x.binary_cross_entropy_with_logits(t, weight=Tensor(w), reduction=r)),
                  vals=[_rnd((3, 4)), _rnd((3, 4), 2, 0, 1)], atol=1e-5)
 
 PAIR_LOSSES = {
@@ -398,11 +397,11 @@ PAIR_LOSSES = {
                         lambda x, y, r: x.log_softmax(-1).kl_div(y.log_softmax(-1), reduction=r, log_target=True)),
 }
 
-@pytest.mark.parametrize("reduction", REDUCTIONS)
 @pytest.mark.parametrize("name", list(PAIR_LOSSES))
-def test_pair_loss(device, name, reduction):
+def test_pair_loss(device, name):
+  # every reduction in one call: the outputs (and the gradient of their weighted sum) are compared together
   tf, pf = PAIR_LOSSES[name]
-  helper_test_op([(3, 4), (3, 4)], lambda x, y: tf(x, y, reduction), lambda x, y: pf(x, y, reduction))
+  helper_test_op([(3, 4), (3, 4)], lambda x, y: tuple(tf(x, y, r) for r in REDUCTIONS), lambda x, y: tuple(pf(x, y, r) for r in REDUCTIONS))
 
 def test_kl_div_batchmean_zero_target(device):
   t = np.array([[0.0, 0.5, 0.5], [0.2, 0.8, 0.0]], np.float32)   # (a constant: torch's target gradient is nan at 0)
