@@ -124,6 +124,37 @@ def _conv_backward(ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]:
 
 custom_backward["conv"] = _conv_backward
 
+def _pool_backward(ctx: UOp, node: UOp) -> tuple[UOp]:
+  """Gradient of the sliding-window view (..., *L) -> (..., *o, *k) (node = CUSTOM_GRAD(view, x)): every kernel
+  offset's slice of ctx, spread out by the stride and shifted to where that offset read, summed (col2im)."""
+  from petagrad.tensor import Tensor
+  import itertools
+  _, k_, s_, d_ = node.arg
+  x, n = node.src[1], len(k_)
+  pre, L_ = x.shape[:-n], x.shape[-n:]
+  o_ = ctx.shape[len(pre):len(pre) + n]
+  # spread out by the stride once ((o) -> (o*s), zeros between) and realize it: it is read k times over, may hold
+  # the forward's window view (a max-pool's argmax mask), and the pieces below are then plain shifted slices
+  g = Tensor(ctx)
+  for i, (o, s) in enumerate(zip(o_, s_)):
+    if s == 1: continue
+    ax = len(pre) + i
+    u = g.unsqueeze(ax + 1)
+    g = u.pad(tuple((0, s - 1) if a == ax + 1 else (0, 0) for a in range(u.ndim))).reshape(g.shape[:ax] + (o * s,) + g.shape[ax + 1:])
+  g = g.contiguous()
+  out = None
+  for offs in itertools.product(*[range(k) for k in k_]):
+    piece = g.shrink(tuple((0, sz) for sz in g.shape[:len(pre) + n]) + tuple((j, j + 1) for j in offs)).reshape(g.shape[:len(pre) + n])
+    for i, (L, d, j) in enumerate(zip(L_, d_, offs)):
+      ax = len(pre) + i
+      span = min(piece.shape[ax], L - j * d)   # the last window ends at most at L
+      piece = piece.shrink(tuple((0, sz) if a != ax else (0, span) for a, sz in enumerate(piece.shape)))
+      piece = piece.pad(tuple((0, 0) if a != ax else (j * d, L - j * d - span) for a in range(piece.ndim)))
+    out = piece if out is None else out + piece
+  return (out.uop,)
+
+custom_backward["pool"] = _pool_backward
+
 class NNMixin:
   __slots__ = ()
 
@@ -160,7 +191,10 @@ class NNMixin:
     x = self
     for i, (k, s, d) in enumerate(zip(k_, s_, d_)): x = x._window1(pre + 2 * i, k, s, d)
     # (..., k1, o1, k2, o2, ...) -> (..., o1, o2, ..., k1, k2, ...)
-    return x.permute(tuple(range(pre)) + tuple(pre + 2 * i + 1 for i in range(n)) + tuple(pre + 2 * i for i in range(n)))
+    x = x.permute(tuple(range(pre)) + tuple(pre + 2 * i + 1 for i in range(n)) + tuple(pre + 2 * i for i in range(n)))
+    # the backward of that view is index math dividing per element; windows scattered back one kernel offset at a
+    # time (col2im, _pool_backward) is a sum of shifted pads
+    return x._new(UOp(Ops.CUSTOM_GRAD, x.dtype, (x.uop, self.uop), ("pool", tuple(k_), s_, d_)), self)
 
   # ================================================================== convolution
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
