@@ -33,6 +33,8 @@ class OptOps(Enum):
   VECTOR = auto()    # split a range, compute the inner part as SIMD lanes
   THREAD = auto()    # spread the outermost output range over CPU threads
   SWAP = auto()      # exchange the loop positions of two output ranges (axis and amount are their indices)
+  TILE = auto()      # split an output range into an outer loop (in its place) and an inner loop of `amount`
+                     # nested innermost among the output loops: blocks that stay in cache
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True)
@@ -157,6 +159,11 @@ class Kernel:
     if opt.op is OptOps.VECTOR:
       if any(x.arg[2] == "vector" for x in rs): raise OptError("only one vector range per kernel")
       if kind not in ("global", "reduce"): raise OptError("VECTOR needs an output or reduce range")
+    if opt.op is OptOps.TILE:
+      if kind != "global": raise OptError("TILE needs an output loop")
+      self.split(r, opt.amount, "global")   # the inner part gets the newest id: the innermost output loop
+      self.applied.append(opt)
+      return
     new_kind = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll", OptOps.VECTOR: "vector"}[opt.op]
     amount = opt.amount or r.arg[1]
     if amount == r.arg[1]:

@@ -20,6 +20,7 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Op
     kind, size = r.arg[2], r.arg[1]
     if kind == "global":
       out += [Opt(OptOps.UPCAST, i, a) for a in (2, 4, 8) if size % a == 0 and size > a]
+      out += [Opt(OptOps.TILE, i, a) for a in (8, 32) if size % a == 0 and size > a]
       if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
     if kind == "reduce":
       out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4) if size % a == 0 and size > a]

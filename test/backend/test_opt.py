@@ -90,3 +90,27 @@ def test_swap_reorders_loops_and_keeps_results(monkeypatch):
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
   np.testing.assert_allclose((Tensor(a3).permute(2, 0, 1) * 2).numpy(), a3.transpose(2, 0, 1) * 2, rtol=1e-6)
   assert any(before[:2] == after[:2][::-1] for before, after in seen)
+
+def test_tile_nests_a_block_loop_and_keeps_results(monkeypatch):
+  import petagrad.engine.realize as R
+  from petagrad.codegen.opt import Opt, OptOps, OptError
+  tiled = []
+  def tile_first(k, *_):
+    k.normalize_ranges()
+    g = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global"]
+    size = k.ranges[g[0]].arg[1]
+    if size % 4 == 0 and size > 4:
+      k.apply(Opt(OptOps.TILE, g[0], 4))
+      gl = [r.arg[1] for r in k.ranges if r.arg[2] == "global"]
+      tiled.append((size, gl))
+    red = [i for i, r in enumerate(k.ranges) if r.arg[2] == "reduce"]
+    if red:
+      with pytest.raises(OptError): k.apply(Opt(OptOps.TILE, red[0], 2))
+    return k
+  monkeypatch.setattr(R, "hand_coded_optimizations", tile_first)
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  rng = np.random.default_rng(4)
+  a, b = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 56)).astype(np.float32)
+  np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
+  # the outer part keeps the first place, the block of 4 is the innermost output loop
+  assert any(gl[0] == size // 4 and gl[-1] == 4 for size, gl in tiled)
