@@ -988,7 +988,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     bx, bw = xv.shape[:-2], wv.shape[:-2]
     for a, b in zip(reversed(bx), reversed(bw)):
       if a != b and a != 1 and b != 1: raise _fail(ValueError, "matmul", f"batch dimensions {bx} and {bw} are not broadcastable", x, w)
-    wv = _panel_layout(wv)
+    wv = _right_operand_layout(wv)
     # (..., n, 1, k) * (..., 1, m, k) -> sum over k
     xr = xv.reshape(xv.shape[:-1] + (1, kx))
     wr = wv.transpose(-1, -2).reshape(wv.shape[:-2] + (1, wv.shape[-1], kw))
@@ -1021,11 +1021,13 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in self._axes("logsumexp", axis)))
 
 PANEL = 32
-def _panel_layout(w: Tensor) -> Tensor:
-  """A big row-major right operand whose rows are a multiple of 1 KiB apart is read column panel by
-  column panel, each row of a panel at the same cache-set offset: the panel thrashes the cache. Copying
-  it once into (N/32, K, 32) panels (and reading that through a view) keeps a panel contiguous.
-  Values and gradients are unchanged; this costs one O(K*N) copy kernel."""
+def _right_operand_layout(w: Tensor) -> Tensor:
+  """The layout a matmul reads its right operand in (values and gradients unchanged; at most one copy kernel):
+  * a transposed view with a short reduction is copied row-major, so the kernel takes its lanes from the
+    output columns instead of combining partial sums of a short reduction for every output;
+  * a big row-major operand whose rows are a multiple of 1 KiB apart is read column panel by column panel, each
+    row of a panel at the same cache-set offset, which thrashes the cache: it is copied into (N/32, K, 32)
+    panels, read through a view."""
   if w.ndim >= 2 and w.uop.op is Ops.PERMUTE:
     # a transposed view (x @ W.T, a Linear layer) is read along its contiguous rows: lanes come from the
     # reduction, whose partial sums must be combined per output. With a short reduction that combining
