@@ -108,7 +108,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if isinstance(data, (list, tuple)):
       shape = _nested_shape(data)
       flat = _flatten_nested(data, shape)
-      dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
+      try: dt = dt or (dtypes.from_py(flat) if flat else dtypes.default_float)
+      except TypeError as e: raise _fail(TypeError, "Tensor", f"{e} (elements must be bools, ints or floats)") from None
       self.uop = self._from_bytes(_pack(flat, dt), shape, dt, dev)
       return
     raise _fail(TypeError, "Tensor", f"cannot make a Tensor from {type(data).__name__}")
@@ -128,6 +129,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def device(self) -> str: return self.uop.device
   @property
   def ndim(self) -> int: return len(self.shape)
+  def dim(self) -> int: return len(self.shape)
   def numel(self) -> int: return prod(self.shape)
   def size(self, dim: int | None = None) -> tuple[int, ...] | int: return self.shape if dim is None else self.shape[_resolve_axis("size", dim, self.ndim, self)]
   def element_size(self) -> int: return self.dtype.itemsize
@@ -650,7 +652,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if a.dtype.is_float: return -((-a).maximum(-b))
     return a.bitwise_not().maximum(b.bitwise_not()).bitwise_not()
   def where(self, x, y) -> Tensor:
-    """Elementwise `x if self else y` (self is the condition).
+    """Elementwise `x if self else y` (self is the condition; a non-bool condition is true where it is nonzero,
+    as in tinygrad, where torch asks for a bool tensor).
 
     >>> Tensor([True, False]).where(1, 2).tolist()
     [1, 2]
@@ -769,7 +772,16 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     d = self - f
     even = (f % 2) == 0
     return (d > 0.5).where(f + 1, (d < 0.5).where(f, even.where(f, f + 1)))
-  round = round_half_even
+  def round(self, decimals: int = 0) -> Tensor:
+    """Round half to even, to `decimals` decimal places (like torch.round).
+
+    >>> Tensor([0.5, 1.5, 1.2345]).round().tolist(), Tensor([1.2345]).round(decimals=2).tolist()
+    ([0.0, 2.0, 1.0], [1.2300000190734863])
+    """
+    if not isinstance(decimals, int) or isinstance(decimals, bool): raise _fail(TypeError, "round", f"decimals must be an int, got {decimals!r}", self)
+    if decimals == 0 or not self.dtype.is_float: return self.round_half_even()
+    scale = 10.0 ** decimals
+    return (self * scale).round_half_even() / scale
 
   # ------------------------------------------------------------ movement
   def reshape(self, *shape) -> Tensor:
@@ -803,6 +815,24 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return self.permute(order)
   @property
   def T(self) -> Tensor: return self.permute(tuple(reversed(range(self.ndim))))
+  def t(self) -> Tensor:
+    """The transpose of a matrix (a 0-d or 1-d tensor is returned as is), like torch.Tensor.t."""
+    if self.ndim > 2: raise _fail(ValueError, "t", f"expects a tensor with at most 2 dims, got {self.ndim}-d", self)
+    return self.transpose(0, 1) if self.ndim == 2 else self
+  @property
+  def mT(self) -> Tensor:
+    """The last two dims swapped (a batch of matrices transposed)."""
+    if self.ndim < 2: raise _fail(ValueError, "mT", f"needs at least 2 dims, got shape {self.shape}", self)
+    return self.transpose(-2, -1)
+  mH = mT   # no complex dtypes: the conjugate transpose is the transpose
+  def type_as(self, other: Tensor) -> Tensor: return self.cast(other.dtype)
+  def new_full(self, size, fill_value, dtype=None, device=None) -> Tensor:
+    """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless given."""
+    return Tensor.full(tuple(argfix(size)), fill_value, dtype=dtype or self.dtype, device=device or self.device)
+  def new_zeros(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(argfix(*size), 0, dtype, device)
+  def new_ones(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(argfix(*size), 1, dtype, device)
+  def new_empty(self, *size, dtype=None, device=None) -> Tensor:
+    return Tensor.empty(*argfix(*size), dtype=dtype or self.dtype, device=device or self.device)
   def expand(self, *shape) -> Tensor:
     """Broadcast size-1 dims to a bigger size (-1 keeps a dim). No copy."""
     shape = argfix(*shape)

@@ -1039,3 +1039,19 @@ def test_transcendental_accuracy(device):
 def test_cos_large_argument(device):
   x = _wide(device, -1e4, 1e4)
   np.testing.assert_allclose(Tensor(x).cos().numpy(), _f64_ref(np.cos, x), atol=1e-5, rtol=0)
+
+def test_round_decimals(device):
+  helper_test_op(None, lambda x: x.round(decimals=2), vals=[[1.2345, -2.675, 0.005, 123.456]], forward_only=True)
+  helper_test_op(None, lambda x: x.round(decimals=-1), vals=[[15.0, 25.0, -34.9, 0.4]], forward_only=True)
+
+def test_torch_tensor_method_names(device):
+  helper_test_op([(3, 4)], lambda x: x.t())
+  helper_test_op([(2, 3, 4)], lambda x: x.mT)
+  helper_test_op([(5,)], lambda x: x.t())
+  helper_test_op([(3, 4)], lambda x: x.new_zeros(2, 3) + x.new_ones((2, 3)) * 2 + x.new_full((2, 3), 0.5) + x.sum(), forward_only=True)
+  x = Tensor.ones(2, 3, 4)
+  assert x.dim() == 3 and x.type_as(Tensor([1, 2])).dtype == Tensor([1, 2]).dtype and x.new_empty(5).shape == (5,)
+  with pytest.raises(ValueError, match="t: expects"): x.t()
+
+def test_tensor_from_bad_python_data_names_the_op():
+  with pytest.raises(TypeError, match=r"Tensor: cannot infer a dtype from str value 'a'"): Tensor(["a"])
