@@ -108,12 +108,14 @@ def compile_ahead(wanted: list[tuple[str, UOp, list[DType], tuple[int, ...]]]) -
 
 _lower_cache: dict[tuple, tuple[UOp, list[int]]] = {}
 
-def lower_cached(out: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
-  """lower(), keyed by the kernel's structure: buffers become numbered slots."""
-  key, nodes, bufs = structure(UOp(Ops.SINK, out.dtype, (out, value)))
+def lower_cached(out: UOp, value: UOp, known: tuple[tuple, list[UOp]] | None = None) -> tuple[UOp, list[UOp]]:
+  """lower(), keyed by the kernel's structure: buffers become numbered slots. `known`: the structure's key and
+  buffers when the scheduler already has them."""
+  sink = UOp(Ops.SINK, out.dtype, (out, value))
+  key, bufs = known if known is not None else structure(sink)[::2]
   if (hit := _lower_cache.get(key)) is None:
     placeholders = {b: UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], -1 - i)) for i, b in enumerate(bufs)}
-    norm = substitute(nodes[-1], placeholders)
+    norm = substitute(sink, placeholders)
     ast, params = lower(norm.src[0], norm.src[1])
     hit = _lower_cache[key] = (ast, [-1 - p.arg[2] for p in params])
   ast, order = hit
@@ -158,7 +160,7 @@ capture_hooks: list[Callable[[ExecItem], None]] = []
 write_hooks: list[Callable[[Buffer], None]] = []
 
 def _lower_item(si: ScheduleItem) -> tuple[UOp, list[UOp]]:
-  ast, bufs = lower_cached(si.out, si.value)
+  ast, bufs = lower_cached(si.out, si.value, si.structure)
   device = si.out.base.buffer.device
   for b in bufs:
     if b.arg[0] != device:

@@ -13,7 +13,7 @@ Fusion rules (docs/fusion.md):
 """
 from __future__ import annotations
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, _arg_key
 from petagrad.device import Buffer
@@ -39,6 +39,8 @@ class ScheduleItem:
   kind: str            # "kernel": compute value into a new buffer; "assign": into an existing one; "copy"
   out: UOp             # a view over the output BUFFER
   value: UOp           # tensor graph over BUFFER views, CONST and IOTA
+  # structure(SINK(out, value)) without the nodes: (key, BUFFER nodes in slot order), when already known
+  structure: tuple[tuple, list[UOp]] | None = field(default=None, compare=False, repr=False)
 
 def substitute(root: UOp, subst: dict[UOp, UOp]) -> UOp:
   """Rebuild root with the nodes in `subst` replaced (not looking below them). Iterative."""
@@ -186,15 +188,21 @@ def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict
   key, nodes, bufs = structure(UOp(Ops.SINK, dtypes.bool, tuple(targets)))
   if (t := _schedule_cache.get(key)) is not None:
     subst = {**dict(zip(t.inputs, bufs)), **{o: new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs}}
-    items = [ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst)) for it in t.items]
+    items = [ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst),
+                          None if it.structure is None else (it.structure[0], [subst[b] for b in it.structure[1]])) for it in t.items]
     return items, {nodes[i]: substitute(v, subst) for i, v in t.becomes}
   items, becomes = create_schedule(targets)
+  # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
+  items = [it if it.kind == "copy" else ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2])
+           for it in items]
   slots = {b: _slot(b, ("in", i)) for i, b in enumerate(bufs)}
   outs = [it.out.base for it in items if it.kind != "assign"]
   slots.update({b: _slot(b, ("out", j)) for j, b in enumerate(outs)})
   index = {u: i for i, u in enumerate(nodes)}
   if len(_schedule_cache) >= 4096: _schedule_cache.clear()   # bounded: graphs of many shapes
-  _schedule_cache[key] = _Template([ScheduleItem(it.kind, substitute(it.out, slots), substitute(it.value, slots)) for it in items],
+  _schedule_cache[key] = _Template([ScheduleItem(it.kind, substitute(it.out, slots), substitute(it.value, slots),
+                                                 None if it.structure is None else (it.structure[0], [slots[b] for b in it.structure[1]]))
+                                    for it in items],
                                    [(index[n], substitute(v, slots)) for n, v in becomes.items()],
                                    [slots[b] for b in bufs], [slots[b] for b in outs])
   return items, becomes
