@@ -49,7 +49,8 @@ def _try(k: Kernel, opt: Opt) -> bool:
 def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
   # loads the reduction streams through (they depend on a reduce range)
   streamed = [_depends_on_reduce(u, red) for u in k.ast.toposort() if u.op in (Ops.LOAD, Ops.STORE)]
-  # vector lanes along an output range r: a streamed load is contiguous along r and none is gathered. Prefer
+  # vector lanes along an output range r: a streamed load is contiguous along r (or every other element: a
+  # stride-2 pool, whose lanes are then loaded one by one but computed together) and none is gathered. Prefer
   # full-width lanes, then a contiguous store; a store whose lanes are written one by one (a convolution
   # vectorized over output channels) is fine when a long reduction amortizes it
   red_len = prod(x.arg[1] for x in red)
@@ -58,12 +59,12 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
     st = loads_stride(k.ast, r)
     moving = [s for s, dep in zip(st[:-1], streamed[:-1]) if dep]
     w = next((w for w in (n, n // 2, n // 4) if w >= 4 and r.arg[1] % w == 0), None)
-    if w is None or 1 not in moving or not all(s in (0, 1) for s in moving) or (st[-1] != 1 and red_len < 64): continue
+    if w is None or not (1 in moving or 2 in moving) or not all(s in (0, 1, 2) for s in moving) or (st[-1] != 1 and red_len < 64): continue
     cands.append(((w == n, st[-1] == 1, -pos), r, st, w))
   if cands:
     _, r, st, n = max(cands, key=lambda c: c[0])
     # a range where the vector loads do not move: unrolling it reuses each vector load (register tile)
-    vloads = [i for i, (s, dep) in enumerate(zip(st[:-1], streamed[:-1])) if dep and s == 1]
+    vloads = [i for i, (s, dep) in enumerate(zip(st[:-1], streamed[:-1])) if dep and s in (1, 2)]
     others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and all(loads_stride(k.ast, o)[i] == 0 for i in vloads)]
     if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
     vector_outer = r.arg[0] if r.arg[1] > n else None   # the split left an outer range (it keeps r's id)
