@@ -111,11 +111,10 @@ _lower_cache: dict[tuple, tuple[UOp, list[int]]] = {}
 def lower_cached(out: UOp, value: UOp, known: tuple[tuple, list[UOp]] | None = None) -> tuple[UOp, list[UOp]]:
   """lower(), keyed by the kernel's structure: buffers become numbered slots. `known`: the structure's key and
   buffers when the scheduler already has them."""
-  sink = UOp(Ops.SINK, out.dtype, (out, value))
-  key, bufs = known if known is not None else structure(sink)[::2]
+  key, bufs = known if known is not None else structure(UOp(Ops.SINK, out.dtype, (out, value)))[::2]
   if (hit := _lower_cache.get(key)) is None:
     placeholders = {b: UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], -1 - i)) for i, b in enumerate(bufs)}
-    norm = substitute(sink, placeholders)
+    norm = substitute(UOp(Ops.SINK, out.dtype, (out, value)), placeholders)
     ast, params = lower(norm.src[0], norm.src[1])
     hit = _lower_cache[key] = (ast, [-1 - p.arg[2] for p in params])
   ast, order = hit
