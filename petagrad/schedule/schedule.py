@@ -173,6 +173,11 @@ def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp]]:
 
 def _slot(b: UOp, name: tuple) -> UOp: return UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], name))
 
+def _rebind(it: ScheduleItem, subst: dict[UOp, UOp]) -> ScheduleItem:
+  """The item over other buffers (`subst` maps each old BUFFER node to its new one)."""
+  known = None if it.structure is None else (it.structure[0], [subst[b] for b in it.structure[1]])
+  return ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst), known)
+
 @dataclass(frozen=True)
 class _Template:
   items: list[ScheduleItem]            # over slot BUFFERs
@@ -188,9 +193,7 @@ def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict
   key, nodes, bufs = structure(UOp(Ops.SINK, dtypes.bool, tuple(targets)))
   if (t := _schedule_cache.get(key)) is not None:
     subst = {**dict(zip(t.inputs, bufs)), **{o: new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs}}
-    items = [ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst),
-                          None if it.structure is None else (it.structure[0], [subst[b] for b in it.structure[1]])) for it in t.items]
-    return items, {nodes[i]: substitute(v, subst) for i, v in t.becomes}
+    return [_rebind(it, subst) for it in t.items], {nodes[i]: substitute(v, subst) for i, v in t.becomes}
   items, becomes = create_schedule(targets)
   # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
   items = [it if it.kind == "copy" else ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2])
@@ -200,9 +203,7 @@ def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict
   slots.update({b: _slot(b, ("out", j)) for j, b in enumerate(outs)})
   index = {u: i for i, u in enumerate(nodes)}
   if len(_schedule_cache) >= 4096: _schedule_cache.clear()   # bounded: graphs of many shapes
-  _schedule_cache[key] = _Template([ScheduleItem(it.kind, substitute(it.out, slots), substitute(it.value, slots),
-                                                 None if it.structure is None else (it.structure[0], [slots[b] for b in it.structure[1]]))
-                                    for it in items],
+  _schedule_cache[key] = _Template([_rebind(it, slots) for it in items],
                                    [(index[n], substitute(v, slots)) for n, v in becomes.items()],
                                    [slots[b] for b in bufs], [slots[b] for b in outs])
   return items, becomes
