@@ -91,11 +91,6 @@ RECOMPUTE_COST, RECOMPUTE_FACTOR = 8, 4
 _OP_COST = {**{op: 1 for op in GroupOp.ALU}, **{op: 10 for op in GroupOp.Transcendental}, Ops.FDIV: 4, Ops.RECIPROCAL: 4,
             Ops.PAD: 2}   # a pad is a masked load: a compare and a select (a cat of n pieces is n of them)
 
-def _compute_base(u: UOp) -> UOp:
-  """The node a view is taken of: movement ops are index math, the buffer goes below them."""
-  while u.op in GroupOp.Movement: u = u.src[0]
-  return u
-
 def _chain_cost(root: UOp, realized: set[UOp]) -> int:
   """Op-equivalents one element of root costs to compute inside another kernel (a load counts one)."""
   return sum(1 if (u in realized or u.op is Ops.BUFFER) else _OP_COST.get(u.op, 0) for u in _kernel_walk((root,), realized))
@@ -106,7 +101,7 @@ def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
     if r.op is not Ops.REDUCE_AXIS: continue
     for e in _kernel_walk(r.src, realize, stop=lambda u: u.op is Ops.EXPAND):
       if e.op is not Ops.EXPAND or e in realize or prod(e.shape) < RECOMPUTE_FACTOR * prod(e.src[0].shape): continue
-      base = _compute_base(e.src[0])
+      base = e.src[0].base   # below the movement ops: they are index math
       if base in realize or base.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA): continue
       if _chain_cost(base, realize) >= RECOMPUTE_COST: realize.add(base)
 

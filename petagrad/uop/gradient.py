@@ -87,16 +87,12 @@ NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, O
 # the layer that builds such a node registers its backward here (the convolution: petagrad/mixin/nn.py)
 custom_backward: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {}
 
-def _is_buffer_view(u: UOp) -> bool:
-  while u.op in GroupOp.Movement: u = u.src[0]
-  return u.op is Ops.BUFFER
-
 def _layout_copy_source(u: UOp) -> UOp | None:
   """For a view of a CONTIGUOUS of a view of a buffer (a copy made only to change the layout), the same view
   of the copy's source."""
   chain = []
   while u.op in GroupOp.Movement: chain.append(u); u = u.src[0]
-  if u.op is not Ops.CONTIGUOUS or not _is_buffer_view(u.src[0]): return None
+  if u.op is not Ops.CONTIGUOUS or u.src[0].base.op is not Ops.BUFFER: return None
   out = u.src[0]
   for m in reversed(chain): out = m.replace(src=(out,) + m.src[1:])
   return out
