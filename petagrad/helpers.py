@@ -46,6 +46,7 @@ BEAM = Flag("BEAM", 0, "n >= 1: search kernel optimizations with a beam of width
 CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
 DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk compile cache.")
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
+GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
 PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
 MNIST_PATH = Flag("MNIST_PATH", "", "Folder holding the MNIST/Fashion-MNIST IDX files; nn.datasets looks there first. Empty: not set.")
@@ -77,15 +78,18 @@ def cache_dir() -> pathlib.Path:
 # ---------------------------------------------------------------- counters
 
 class GlobalCounters:
-  """Totals since the last `reset()`: kernels launched, FLOPs and bytes they moved, and their time."""
+  """Totals since the last `reset()`: kernels run, programs launched, FLOPs and bytes they moved, and their time.
+  A kernel is one output computed by one loop nest (what fusion decides); a launch runs one compiled program,
+  which holds one kernel or, for a launch group, several."""
   kernel_count: int = 0
+  launch_count: int = 0
   global_ops: int = 0
   global_mem: int = 0
   time_sum_s: float = 0.0
   compile_count: int = 0     # compile cache misses (memory and disk)
   @staticmethod
   def reset() -> None:
-    GlobalCounters.kernel_count = GlobalCounters.global_ops = GlobalCounters.global_mem = GlobalCounters.compile_count = 0
+    GlobalCounters.kernel_count = GlobalCounters.launch_count = GlobalCounters.global_ops = GlobalCounters.global_mem = GlobalCounters.compile_count = 0
     GlobalCounters.time_sum_s = 0.0
 
 # ---------------------------------------------------------------- small utilities

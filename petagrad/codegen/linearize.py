@@ -126,3 +126,18 @@ def linearize(sink: UOp) -> LinearProgram:
   for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
   return LinearProgram(out, flops, global_ranges)
 
+
+def concat_programs(progs: list[LinearProgram], params: list[list[int]]) -> LinearProgram:
+  """One program that runs `progs` one after another (a launch group): each program's parameter i becomes
+  parameter params[k][i] of the whole. Every loop nest closes before the next program starts, so a program
+  sees everything the ones before it wrote. Renderers take a node's latest emission as its value, so a node that
+  appears in two programs (the same load, say) is computed again in each."""
+  out: list[UOp] = []
+  for prog, pmap in zip(progs, params):
+    new: dict[UOp, UOp] = {}
+    for u in prog.uops:
+      if u.op is Ops.DEFINE_GLOBAL: nu = UOp(Ops.DEFINE_GLOBAL, u.dtype, (), pmap[u.arg])
+      else: nu = UOp(u.op, u.dtype, tuple(new.get(s, s) for s in u.src), u.arg) if u.src else u
+      new[u] = nu
+      out.append(nu)
+  return LinearProgram(out, sum(p.flops for p in progs), [r for p in progs for r in p.global_ranges])

@@ -110,7 +110,7 @@ class TinyJit(Generic[R]):
       _check_dropped_state(self.fxn.__name__, before, recorded, bufs)
       if self._from_inputs is not None: self._from_inputs.check(self.fxn.__name__, recorded, bufs)
       self._from_inputs = None
-      self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes_in_place) for ei in recorded]
+      self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes) for ei in recorded]
       index = {id(b): i for i, b in enumerate(bufs)}
       self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
       self.rng_slots = [(b, rng_state_buffers[b]) for ei in self.captured for b in ei.bufs if b in rng_state_buffers]
@@ -133,14 +133,15 @@ class _Taint:
     self.tainted: weakref.WeakSet = weakref.WeakSet(inputs)   # depends on the inputs (also buffers written in place)
     self.new: weakref.WeakSet = weakref.WeakSet()              # ... and was allocated by the call (flagged if read later)
   def see(self, ei: ExecItem) -> None:
-    if any(b in self.tainted for b in ei.bufs[1:]):
-      self.tainted.add(ei.bufs[0])
-      if not ei.writes_in_place: self.new.add(ei.bufs[0])
+    for w in ei.writes:   # in order: a launch group's kernels see what the ones before them wrote
+      if any(ei.bufs[i] in self.tainted for i in w.ins):
+        self.tainted.add(ei.bufs[w.out])
+        if not w.in_place: self.new.add(ei.bufs[w.out])
   def check(self, name: str, recorded: list[ExecItem], inputs: list[Buffer]) -> None:
-    written = {id(ei.bufs[0]) for ei in recorded}
+    written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
     skip = written | {id(b) for b in inputs}
     for ei in recorded:
-      for b in ei.bufs[1:]:
+      for b in (ei.bufs[i] for w in ei.writes for i in w.ins):
         if id(b) not in skip and b in self.new:
           raise JitError(f"TinyJit({name}): a kernel ({ei.kernel.name if ei.kernel else 'copy'}) reads a buffer ({b.size} x {b.dtype}) that the "
                          "previous call computed from its inputs and this call never rewrites, so replays would read that old value forever "
@@ -151,8 +152,8 @@ def _check_dropped_state(name: str, before: dict[int, tuple[Any, Any, Any]], rec
   """Refuse a capture whose kernels read a buffer that only a tensor dropped during the call held: the function
   replaced that tensor with a new one (`self.h = self.h + x`), and replays would read the old buffer forever."""
   from petagrad.tensor import _realized
-  written = {id(ei.bufs[0]) for ei in recorded}
-  read = {id(b) for ei in recorded for b in ei.bufs[1:]} - written - {id(b) for b in inputs}
+  written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
+  read = {id(ei.bufs[i]) for ei in recorded for w in ei.writes for i in w.ins} - written - {id(b) for b in inputs}
   if not read: return
   held = {id(st) for _, st, _ in _tensor_states().values() if isinstance(st, Buffer)}
   held |= {id(v.base.buffer) for v in list(_realized.values()) if v.base.op.name == "BUFFER"}

@@ -18,7 +18,7 @@ from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters, cpu_threads
 from petagrad.schedule.schedule import ScheduleItem, create_schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
-from petagrad.codegen.linearize import linearize
+from petagrad.codegen.linearize import linearize, concat_programs
 from petagrad.codegen.opt import Kernel
 from petagrad.codegen.heuristic import hand_coded_optimizations
 from petagrad.codegen.expand import expand_unrolled, vectorize
@@ -34,6 +34,15 @@ class CompiledKernel:
   flops: int
   params: list[DType]
 
+@dataclass(frozen=True)
+class Part:
+  """One kernel of a launch: its AST and, for each of its parameters, the position among the launch's buffers."""
+  ast: UOp
+  params: tuple[int, ...]
+
+# an optimized kernel and the positions of its parameters among its program's (several make a launch group)
+Member = tuple[Kernel, tuple[int, ...]]
+
 _kernel_cache: dict[tuple, CompiledKernel] = {}
 
 def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
@@ -43,18 +52,22 @@ def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
   rsize = "_".join(str(rr.arg[1]) for r in reduces[-1:] for rr in r.src[1:])
   return f"r_{shape}_{rsize}"
 
-def compile_kernels(device: str, todo: list[tuple[Kernel, str, list[DType]]]) -> list[CompiledKernel | Exception]:
+def compile_kernels(device: str, todo: list[tuple[Kernel | list[Member], str, list[DType]]]) -> list[CompiledKernel | Exception]:
   """Expand, linearize and render each (optimized) kernel here, one after the other, then run the compiler on
   the sources side by side (it runs in subprocesses; all Python work stays in this thread) and load them.
+  An entry is one kernel, or the members of a launch group (compiled into one program that runs them in order).
   A kernel that fails to compile gives its exception in its place."""
   dev = Device[device]
   progs, srcs = [], []
-  for k, name, params in todo:
+  for kk, name, params in todo:
+    members = [(kk, tuple(range(len(params))))] if isinstance(kk, Kernel) else kk
     try:
-      prog = linearize(vectorize(expand_unrolled(decompose(k.ast, dev.renderer.decompose_ops))))
+      parts = [linearize(vectorize(expand_unrolled(decompose(k.ast, dev.renderer.decompose_ops)))) for k, _ in members]
+      prog = parts[0] if len(parts) == 1 else concat_programs(parts, [list(p) for _, p in members])
       src = dev.renderer.render(name, prog, params)
     except Exception as e: prog, src = None, e
-    if DEBUG >= 5: print(f"--- kernel AST {name}\n{pretty(k.ast)}")
+    if DEBUG >= 5:
+      for k, _ in members: print(f"--- kernel AST {name}\n{pretty(k.ast)}")
     if DEBUG >= 6 and prog is not None: print(f"--- linear program {name}\n{pretty(UOp(Ops.SINK, params[0], tuple(prog.uops)))}")
     if DEBUG >= 4: print(f"--- source {name}\n{src}")
     progs.append(prog); srcs.append(src)
@@ -65,16 +78,12 @@ def compile_kernels(device: str, todo: list[tuple[Kernel, str, list[DType]]]) ->
   if len(todo) > 1:
     with ThreadPoolExecutor(max_workers=min(len(todo), os.cpu_count() or 1)) as pool: libs = list(pool.map(build, range(len(todo))))
   else: libs = [build(0)] if todo else []
-  return [lib if isinstance(lib, Exception) else CompiledKernel(name, device, list(k.applied), dev.program(name, lib), src, prog.flops, params)
-          for (k, name, params), prog, src, lib in zip(todo, progs, srcs, libs)]
+  def applied(kk) -> list: return list(kk.applied) if isinstance(kk, Kernel) else [list(k.applied) for k, _ in kk]
+  return [lib if isinstance(lib, Exception) else CompiledKernel(name, device, applied(kk), dev.program(name, lib), src, prog.flops, params)
+          for (kk, name, params), prog, src, lib in zip(todo, progs, srcs, libs)]
 
-def compile_kernel(device: str, k: Kernel, name: str, params: list[DType]) -> CompiledKernel:
-  """Expand, linearize, render and compile one (optimized) kernel."""
-  ck = compile_kernels(device, [(k, name, params)])[0]
-  if isinstance(ck, Exception): raise ck
-  return ck
-
-def _kernel_key(device: str, ast: UOp) -> tuple: return (device, ast, int(NOOPT), int(BEAM), cpu_threads())   # these flags change the kernel
+def _kernel_key(device: str, parts: tuple[Part, ...]) -> tuple:
+  return (device, parts, int(NOOPT), int(BEAM), cpu_threads())   # these flags change the kernel
 
 def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
   dev = Device[device]
@@ -83,23 +92,29 @@ def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
     return beam_search(device, Kernel(ast), params, int(BEAM))
   return hand_coded_optimizations(Kernel(ast), dev.renderer.supports_vector, dev.renderer.supports_threads)
 
-def get_kernel(device: str, ast: UOp, params: list[DType], out_shape: tuple[int, ...]) -> CompiledKernel:
-  key = _kernel_key(device, ast)
+def _members(device: str, parts: tuple[Part, ...], params: list[DType]) -> list[Member]:
+  return [(_optimize(device, p.ast, [params[i] for i in p.params]), p.params) for p in parts]
+
+def get_kernel(device: str, parts: tuple[Part, ...], params: list[DType], name: str) -> CompiledKernel:
+  """The compiled program running `parts` in order (one part: a plain kernel), from the cache or compiled now."""
+  key = _kernel_key(device, parts)
   if (ck := _kernel_cache.get(key)) is None:
-    ck = _kernel_cache[key] = compile_kernel(device, _optimize(device, ast, params), kernel_name(ast, out_shape), params)
+    ck = compile_kernels(device, [(_members(device, parts, params), name, params)])[0]
+    if isinstance(ck, Exception): raise ck
+    _kernel_cache[key] = ck
   return ck
 
-def compile_ahead(wanted: list[tuple[str, UOp, list[DType], tuple[int, ...]]]) -> None:
-  """Compile the kernels of a schedule that are not in the cache yet, side by side, before the first runs.
+def compile_ahead(wanted: list[tuple[str, tuple[Part, ...], list[DType], str]]) -> None:
+  """Compile the programs of a schedule that are not in the cache yet, side by side, before the first runs.
   With BEAM each kernel is searched (and timed on the device) on its own, when it is first needed."""
   todo: dict[tuple, tuple] = {}
-  for device, ast, params, shape in wanted:
-    if (key := _kernel_key(device, ast)) not in _kernel_cache and key not in todo: todo[key] = (device, ast, params, shape)
+  for device, parts, params, name in wanted:
+    if (key := _kernel_key(device, parts)) not in _kernel_cache and key not in todo: todo[key] = (device, parts, params, name)
   if len(todo) < 2 or BEAM: return
   by_device: dict[str, list[tuple]] = {}
-  for key, (device, ast, params, shape) in todo.items(): by_device.setdefault(device, []).append((key, ast, params, shape))
+  for key, (device, parts, params, name) in todo.items(): by_device.setdefault(device, []).append((key, parts, params, name))
   for device, group in by_device.items():
-    built = compile_kernels(device, [(_optimize(device, ast, params), kernel_name(ast, shape), params) for _, ast, params, shape in group])
+    built = compile_kernels(device, [(_members(device, parts, params), name, params) for _, parts, params, name in group])
     for (key, *_), ck in zip(group, built):
       if isinstance(ck, Exception): raise ck
       _kernel_cache[key] = ck
@@ -122,12 +137,20 @@ def lower_cached(out: UOp, value: UOp, known: tuple[tuple, list[UOp]] | None = N
 
 # ---------------------------------------------------------------- running
 
+@dataclass(frozen=True)
+class Writes:
+  """What one kernel of a launch does with the launch's buffers (positions in ExecItem.bufs)."""
+  out: int
+  ins: tuple[int, ...]
+  in_place: bool = False   # an ASSIGN: the write hooks hear about it
+
 @dataclass
 class ExecItem:
-  """One launch: a compiled kernel (or a copy when kernel is None) and its buffers, output first."""
+  """One launch: a compiled program (or a copy when kernel is None), its buffers, and per kernel in it, which
+  buffer it writes and which it reads (a launch group runs several kernels)."""
   kernel: CompiledKernel | None
   bufs: list[Buffer]
-  writes_in_place: bool = False   # an ASSIGN: the write hooks hear about it
+  writes: list[Writes]
   def run(self) -> float:
     if self.kernel is None:
       out, src = self.bufs
@@ -140,15 +163,17 @@ class ExecItem:
     st = time.perf_counter()
     k.program(*raw)
     et = time.perf_counter() - st
-    if self.writes_in_place:
-      for hook in write_hooks: hook(self.bufs[0])
+    for w in self.writes:
+      if w.in_place:
+        for hook in write_hooks: hook(self.bufs[w.out])
     mem = sum(b.nbytes for b in self.bufs)
-    GlobalCounters.kernel_count += 1
+    GlobalCounters.kernel_count += len(self.writes)
+    GlobalCounters.launch_count += 1
     GlobalCounters.global_ops += k.flops
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
     if DEBUG >= 2:
-      print(f"*** {k.device:7s} {GlobalCounters.kernel_count:4d} {k.name:30s} bufs {len(self.bufs):2d}  tm {et*1e6:9.2f}us  "
+      print(f"*** {k.device:7s} {GlobalCounters.launch_count:4d} {k.name:30s} bufs {len(self.bufs):2d}  tm {et*1e6:9.2f}us  "
             f"{k.flops/max(et,1e-9)/1e9:8.2f} GFLOP/s {mem/max(et,1e-9)/1e9:8.2f} GB/s")
     if DEBUG >= 3: print(f"    opts: {k.opts or 'none'}")
     return et
@@ -166,28 +191,57 @@ def _lower_item(si: ScheduleItem) -> tuple[UOp, list[UOp]]:
       raise RuntimeError(f"a kernel on {device} reads a buffer on {b.arg[0]}; move tensors with .to({device!r}) first")
   return ast, bufs
 
-def to_exec_item(si: ScheduleItem, lowered: tuple[UOp, list[UOp]] | None = None) -> ExecItem | None:
-  out_buf = si.out.base.buffer
-  if si.kind == "copy": return ExecItem(None, [out_buf, si.value.base.buffer])
-  if si.out.size == 0: return None   # nothing to compute
-  ast, bufs = lowered or _lower_item(si)
-  return ExecItem(get_kernel(out_buf.device, ast, [b.dtype for b in bufs], si.out.shape), [b.buffer for b in bufs], si.kind == "assign")
+@dataclass
+class _Launch:
+  """Lowered schedule items that run as one program: their kernels, the program's BUFFER nodes, and its name."""
+  items: list[ScheduleItem]
+  parts: tuple[Part, ...]
+  bufs: list[UOp]
+  names: list[str]
+  @property
+  def device(self) -> str: return self.items[0].out.base.buffer.device
+  @property
+  def name(self) -> str: return self.names[0] if len(self.names) == 1 else f"G{len(self.names)}_{self.names[0]}"
+  def params(self) -> list[DType]: return [b.dtype for b in self.bufs]
+
+def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
+  """The schedule's copies (as they are) and its programs: a kernel alone, or a run of items of one group."""
+  out: list[_Launch | ScheduleItem] = []
+  for si in items:
+    if si.kind == "copy": out.append(si); continue
+    if si.out.size == 0: continue   # nothing to compute
+    ast, bufs = _lower_item(si)
+    last = out[-1] if out else None
+    if si.group >= 0 and isinstance(last, _Launch) and last.items[-1].group == si.group:
+      pos = {b: i for i, b in enumerate(last.bufs)}
+      for b in bufs:
+        if b not in pos: pos[b] = len(last.bufs); last.bufs.append(b)
+      last.items.append(si)
+      last.parts += (Part(ast, tuple(pos[b] for b in bufs)),)
+      last.names.append(kernel_name(ast, si.out.shape))
+    else: out.append(_Launch([si], (Part(ast, tuple(range(len(bufs)))),), list(bufs), [kernel_name(ast, si.out.shape)]))
+  return out
+
+def _exec_item(launch: _Launch | ScheduleItem) -> ExecItem:
+  if isinstance(launch, ScheduleItem): return ExecItem(None, [launch.out.base.buffer, launch.value.base.buffer], [Writes(0, (1,))])
+  writes = [Writes(p.params[0], p.params[1:], si.kind == "assign") for si, p in zip(launch.items, launch.parts)]
+  ck = get_kernel(launch.device, launch.parts, launch.params(), launch.name)
+  return ExecItem(ck, [b.buffer for b in launch.bufs], writes)
 
 def run_schedule(items: list[ScheduleItem]) -> None:
-  lowered = [_lower_item(si) if si.kind != "copy" and si.out.size else None for si in items]
-  compile_ahead([(si.out.base.buffer.device, lw[0], [b.dtype for b in lw[1]], si.out.shape) for si, lw in zip(items, lowered) if lw is not None])
-  for si, lw in zip(items, lowered):
-    if (ei := to_exec_item(si, lw)) is None: continue
+  launches = _launches(items)
+  compile_ahead([(l.device, l.parts, l.params(), l.name) for l in launches if isinstance(l, _Launch)])
+  for launch in launches:
+    ei = _exec_item(launch)
     for hook in capture_hooks: hook(ei)
     ei.run()
 
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views."""
-  st, k0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.compile_count
+  st, k0, l0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.launch_count, GlobalCounters.compile_count
   items, becomes = create_schedule_cached(targets)
   run_schedule(items)
   if DEBUG >= 1 and items:
-    print(f"realize: {len(items)} items, {GlobalCounters.kernel_count - k0} kernels, "
+    print(f"realize: {len(items)} items, {GlobalCounters.kernel_count - k0} kernels in {GlobalCounters.launch_count - l0} launches, "
           f"{GlobalCounters.compile_count - c0} compiled, {(time.perf_counter() - st)*1e3:.2f} ms")
   return becomes
-

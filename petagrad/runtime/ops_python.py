@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast, math, struct
 from petagrad.device import Compiler, DeviceSpec, HostAllocator, Program
 from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
 from petagrad.uop.alu import exec_alu, exec_cast, exec_bitcast
 from petagrad.dtype import DTYPES_BY_NAME, dtypes, bf16_bits_to_float, float_to_bf16_bits, truncate
 from petagrad.renderer.cstyle import Renderer
@@ -29,9 +30,12 @@ class PythonRenderer(Renderer):
   """One line per instruction: (op, dtype, source positions, arg), readable and parseable."""
   device = "PYTHON"
   def render(self, name: str, prog: LinearProgram, params) -> str:
-    pos = {u: i for i, u in enumerate(prog.uops)}
+    # a source is the node's latest emission (a launch group computes the same node again in each of its kernels)
+    pos: dict[UOp, int] = {}
     lines = [f"# kernel {name} params {[d.name for d in params]}"]
-    for u in prog.uops: lines.append(repr((u.op.name, u.dtype.name, tuple(pos[s] for s in u.src), _enc(u.arg))))
+    for i, u in enumerate(prog.uops):
+      lines.append(repr((u.op.name, u.dtype.name, tuple(pos[s] for s in u.src), _enc(u.arg))))
+      pos[u] = i
     return "\n".join(lines) + "\n"
 
 class PythonProgram(Program):

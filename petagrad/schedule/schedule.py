@@ -10,6 +10,11 @@ Fusion rules (docs/fusion.md):
   * an elementwise chain a reduce reads through a large EXPAND (a matmul's prologue: the gradient flowing
     into a weight gradient, an activation feeding the next layer) is realized when recomputing it per
     expanded element would cost more than a few ops (RECOMPUTE_COST).
+
+Launch groups: independent kernels with nothing to share (an optimizer updating every parameter, each
+in its own buffer) cannot fuse into one loop nest, but they can run as one program: several loop nests one
+after another in one compiled function, one launch. Elementwise kernels and small reductions that are
+ready at the same time are grouped that way (`ScheduleItem.group`, up to GROUP_MAX per program).
 """
 from __future__ import annotations
 import itertools
@@ -18,7 +23,7 @@ from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, _arg_key
 from petagrad.device import Buffer
 from petagrad.dtype import DType, dtypes
-from petagrad.helpers import prod
+from petagrad.helpers import prod, GROUP_MAX
 
 _buffer_ids = itertools.count()
 
@@ -41,6 +46,8 @@ class ScheduleItem:
   value: UOp           # tensor graph over BUFFER views, CONST and IOTA
   # structure(SINK(out, value)) without the nodes: (key, BUFFER nodes in slot order), when already known
   structure: tuple[tuple, list[UOp]] | None = field(default=None, compare=False, repr=False)
+  # consecutive items with the same group number (>= 0) run as one program (one launch); -1: alone
+  group: int = -1
 
 def substitute(root: UOp, subst: dict[UOp, UOp]) -> UOp:
   """Rebuild root with the nodes in `subst` replaced (not looking below them). Iterative."""
@@ -150,7 +157,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
       items.append(ScheduleItem("kernel", out, substitute(u.src[0] if u.op is Ops.CONTIGUOUS else u, becomes)))
     becomes[u] = out
-  return _order_writes_after_reads(items, producers, realize), becomes
+  return _order_and_group(items, producers, realize), becomes
 
 def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp]]:
   """A key for root's graph with its BUFFER nodes as numbered slots (the same structure over new buffers
@@ -171,7 +178,7 @@ def _slot(b: UOp, name: tuple) -> UOp: return UOp(Ops.BUFFER, b.dtype, (), (b.ar
 def _rebind(it: ScheduleItem, subst: dict[UOp, UOp]) -> ScheduleItem:
   """The item over other buffers (`subst` maps each old BUFFER node to its new one)."""
   known = None if it.structure is None else (it.structure[0], [subst[b] for b in it.structure[1]])
-  return ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst), known)
+  return ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst), known, it.group)
 
 @dataclass(frozen=True)
 class _Template:
@@ -186,12 +193,13 @@ def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict
   """create_schedule, skipped for a graph whose structure was scheduled before: the cached kernels get this
   graph's buffers and freshly allocated outputs."""
   key, nodes, bufs = structure(UOp(Ops.SINK, dtypes.bool, tuple(targets)))
+  key = (key, int(GROUP_MAX))   # the flag changes the schedule
   if (t := _schedule_cache.get(key)) is not None:
     subst = {**dict(zip(t.inputs, bufs)), **{o: new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs}}
     return [_rebind(it, subst) for it in t.items], {nodes[i]: substitute(v, subst) for i, v in t.becomes}
   items, becomes = create_schedule(targets)
   # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
-  items = [it if it.kind == "copy" else ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2])
+  items = [it if it.kind == "copy" else ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2], it.group)
            for it in items]
   slots = {b: _slot(b, ("in", i)) for i, b in enumerate(bufs)}
   outs = [it.out.base for it in items if it.kind != "assign"]
@@ -203,29 +211,65 @@ def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict
                                    [slots[b] for b in bufs], [slots[b] for b in outs])
   return items, becomes
 
-def _order_writes_after_reads(items: list[ScheduleItem], producers: list[UOp], realize: set[UOp]) -> list[ScheduleItem]:
-  """Dependency order, plus: a kernel that reads a buffer's old value runs before the ASSIGN that
-  overwrites it (unless it consumes that ASSIGN's result)."""
-  if not any(it.kind == "assign" for it in items): return items
+# a reduction joins a launch group only when its whole loop nest is this small. A group holds at most GROUP_MAX
+# kernels (one compile unit: a bigger one compiles slower, and a change in one kernel recompiles all of it)
+GROUP_REDUCE_WORK = 1 << 16
+
+def _groupable(u: UOp, realize: set[UOp]) -> bool:
+  """May the kernel computing the realized node u share a program with others? Elementwise kernels and small
+  reductions: for them the launch costs as much as the work. A big kernel gains nothing from a group."""
+  if u.op is Ops.COPY or prod(u.shape) == 0: return False
+  reduces = _kernel_reduces(u, realize) | ({u} if u.op is Ops.REDUCE_AXIS else set())
+  return all(prod(r.src[0].shape) <= GROUP_REDUCE_WORK for r in reduces)
+
+def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: set[UOp]) -> list[ScheduleItem]:
+  """Dependency order, plus: a kernel that reads a buffer's old value runs before the ASSIGN that overwrites it
+  (unless it consumes that ASSIGN's result). Groupable kernels that are ready together get one group number:
+  kernels that must wait for nothing else run first, so the groups collect as many kernels as they can."""
+  groupable = [int(GROUP_MAX) > 1 and _groupable(u, realize) for u in producers]
+  if not any(it.kind == "assign" for it in items) and sum(groupable) < 2: return items
   pos = {u: i for i, u in enumerate(producers)}
-  deps: list[set[int]] = []
+  after: list[set[int]] = []
   for u in producers:   # the realized nodes each kernel consumes directly
     srcs = u.src[1:] if u.op is Ops.ASSIGN else u.src
-    deps.append({pos[r] for r in _inputs(srcs, realize) if r in pos})
-  ancestors: list[set[int]] = []
-  for i, d in enumerate(deps): ancestors.append(set(d).union(*(ancestors[j] for j in d)))
-  reads = [{b for b in it.value.toposort() if b.op is Ops.BUFFER} for it in items]
-  after = [set(d) for d in deps]
-  for a, it in enumerate(items):
-    if it.kind != "assign": continue
-    target = it.out.base
-    for j, rd in enumerate(reads):
-      if j != a and target in rd and a not in ancestors[j]: after[a].add(j)
+    after.append({pos[r] for r in _inputs(srcs, realize) if r in pos})
+  if any(it.kind == "assign" for it in items):
+    ancestors: list[set[int]] = []
+    for d in after: ancestors.append(set(d).union(*(ancestors[j] for j in d)))
+    # by memory, not by node: a lazy write goes through a fresh BUFFER node over the same memory (nn/_inplace.py)
+    memory = lambda b: id(b.buffer if b.buffer is not None else b)
+    reads = [{memory(b) for b in it.value.toposort() if b.op is Ops.BUFFER} for it in items]
+    for a, it in enumerate(items):
+      if it.kind != "assign": continue
+      target = memory(it.out.base)
+      for j, rd in enumerate(reads):
+        if j != a and target in rd and a not in ancestors[j]: after[a].add(j)
   out: list[ScheduleItem] = []
   done: set[int] = set()
-  while len(done) < len(items):
-    ready = [i for i in range(len(items)) if i not in done and after[i] <= done]
+  pending = list(range(len(items)))
+  groups = 0
+  def take(i: int, group: int) -> None:
+    done.add(i)
+    it = items[i]
+    out.append(it if group < 0 else ScheduleItem(it.kind, it.out, it.value, it.structure, group))
+  while pending:
+    ready = [i for i in pending if after[i] <= done]
     if not ready: raise RuntimeError("these in-place writes read each other's old values in a cycle; realize one of them first")
-    done.add(ready[0])
-    out.append(items[ready[0]])
+    alone = [i for i in ready if not groupable[i]]
+    if alone: take(alone[0], -1)
+    else:
+      # every ready kernel, then those that become ready through the group (it runs its kernels in order)
+      device = items[ready[0]].out.base.arg[0]
+      members: list[int] = []
+      grew = True
+      while grew and len(members) < int(GROUP_MAX):
+        grew = False
+        for i in pending:
+          if i in done or not groupable[i] or not after[i] <= done or items[i].out.base.arg[0] != device: continue
+          done.add(i); members.append(i); grew = True
+          if len(members) == int(GROUP_MAX): break
+      done.difference_update(members)
+      for i in members: take(i, groups if len(members) > 1 else -1)
+      groups += 1
+    pending = [i for i in pending if i not in done]
   return out

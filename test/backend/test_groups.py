@@ -1,0 +1,92 @@
+"""Launch groups: small independent kernels that are ready together run as one program (one launch)."""
+from __future__ import annotations
+import numpy as np
+import pytest
+from petagrad import Tensor, GlobalCounters, nn
+from petagrad.helpers import Context
+from petagrad.engine.jit import TinyJit
+from petagrad.nn._inplace import write   # a lazy in-place write (Tensor.assign realizes at once)
+
+SHAPES = [(16, 8), (8,), (4, 3, 2), (1,), (32, 5)]
+
+def launches(*ts: Tensor) -> tuple[int, int]:
+  GlobalCounters.reset()
+  Tensor.realize_all(*ts)
+  return GlobalCounters.kernel_count, GlobalCounters.launch_count
+
+def _train(make_opt, steps: int, group_max: int) -> tuple[list[np.ndarray], list[tuple[int, int]]]:
+  rng = np.random.default_rng(0)
+  with Context(GROUP_MAX=group_max):
+    ps = [Tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in SHAPES]
+    opt = make_opt(ps)
+    counts = []
+    for _ in range(steps):
+      for p in ps: p.grad = Tensor(rng.standard_normal(p.shape).astype(np.float32)).realize()
+      GlobalCounters.reset()
+      opt.step()
+      counts.append((GlobalCounters.kernel_count, GlobalCounters.launch_count))
+    return [p.numpy() for p in ps], counts
+
+@pytest.mark.parametrize("name,make", [
+  ("sgd", lambda ps: nn.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=0.01)),
+  ("adam", lambda ps: nn.optim.Adam(ps, lr=0.01)),
+  ("adamw", lambda ps: nn.optim.AdamW(ps, lr=0.01, weight_decay=0.1)),
+  ("lamb", lambda ps: nn.optim.LAMB(ps, lr=0.01)),
+  ("lars", lambda ps: nn.optim.LARS(ps, lr=0.01, momentum=0.9))])
+def test_optimizer_step_is_a_few_launches(device, name, make):
+  grouped, counts = _train(make, 3, 64)
+  alone, counts_alone = _train(make, 3, 1)
+  for a, b in zip(grouped, alone): np.testing.assert_array_equal(a, b)   # the same kernels, only launched together
+  kernels, launched = counts[-1]
+  assert kernels == counts_alone[-1][0] and kernels >= 2 * len(SHAPES)   # every parameter and state tensor written...
+  assert launched <= 3, f"{name}: {kernels} kernels in {launched} launches"   # ... by a few programs (LAMB: norms, then updates)
+  assert counts_alone[-1][1] == kernels
+
+def test_group_sees_writes_of_earlier_kernels(device):
+  # one realize: a kernel reading w's old value, the in-place write of w, and two kernels reading its new value
+  w = Tensor([1.0, 2.0, 3.0]).realize()
+  old = w * 10
+  write(w, w + 1)
+  new = w * 2
+  flipped = w.flip(0) + 0
+  kernels, launched = launches(old, w, new, flipped)
+  assert (kernels, launched) == (4, 1)
+  np.testing.assert_array_equal(old.numpy(), [10, 20, 30])
+  np.testing.assert_array_equal(w.numpy(), [2, 3, 4])
+  np.testing.assert_array_equal(new.numpy(), [4, 6, 8])
+  np.testing.assert_array_equal(flipped.numpy(), [4, 3, 2])
+
+def test_group_size_is_capped(device):
+  xs = [Tensor.full((3,), float(i)).contiguous().realize() for i in range(10)]
+  for x in xs: write(x, x * 2)
+  with Context(GROUP_MAX=4):
+    assert launches(*xs) == (10, 3)
+  assert [x.numpy()[0] for x in xs] == [2.0 * i for i in range(10)]
+
+def test_big_reductions_launch_alone(device):
+  n = 300 if device == "PYTHON" else 1024   # over GROUP_REDUCE_WORK (65536) elements each
+  a, b = Tensor.rand(n, n).realize(), Tensor.rand(n, n).realize()
+  sa, sb = a.sum(), b.sum()
+  assert launches(sa, sb) == (2, 2)
+  small = [Tensor.rand(8, 8).realize() for _ in range(3)]
+  sums = [s.sum() for s in small]
+  assert launches(*sums) == (3, 1)
+  for s, x in zip(sums, small): np.testing.assert_allclose(s.numpy(), x.numpy().sum(), rtol=1e-5)
+
+def test_grouped_step_replays_in_jit(device):
+  rng = np.random.default_rng(1)
+  data = [(rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)) for _ in range(5)]
+  def run(jit: bool) -> list[np.ndarray]:
+    Tensor.manual_seed(3)
+    l1, l2 = nn.Linear(6, 5), nn.Linear(5, 2)
+    opt = nn.optim.Adam(nn.state.get_parameters([l1, l2]), lr=0.05)
+    def step(x, y):
+      opt.zero_grad()
+      loss = ((l2(l1(x).relu()) - y) ** 2).mean()
+      loss.backward()
+      opt.step()
+      return loss
+    f = TinyJit(step) if jit else step
+    for x, y in data: f(Tensor(x), Tensor(y))
+    return [p.numpy() for p in nn.state.get_parameters([l1, l2])]
+  for a, b in zip(run(True), run(False)): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
