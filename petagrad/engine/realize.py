@@ -95,27 +95,28 @@ def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
 def _members(device: str, parts: tuple[Part, ...], params: list[DType]) -> list[Member]:
   return [(_optimize(device, p.ast, [params[i] for i in p.params]), p.params) for p in parts]
 
-def get_kernel(device: str, parts: tuple[Part, ...], params: list[DType], name: str) -> CompiledKernel:
-  """The compiled program running `parts` in order (one part: a plain kernel), from the cache or compiled now."""
-  key = _kernel_key(device, parts)
+def get_kernel(launch: _Launch) -> CompiledKernel:
+  """The compiled program running the launch's kernels in order, from the cache or compiled now."""
+  key = _kernel_key(launch.device, launch.parts)
   if (ck := _kernel_cache.get(key)) is None:
-    ck = compile_kernels(device, [(_members(device, parts, params), name, params)])[0]
+    params = launch.params()
+    ck = compile_kernels(launch.device, [(_members(launch.device, launch.parts, params), launch.name, params)])[0]
     if isinstance(ck, Exception): raise ck
     _kernel_cache[key] = ck
   return ck
 
-def compile_ahead(wanted: list[tuple[str, tuple[Part, ...], list[DType], str]]) -> None:
+def compile_ahead(launches: list[_Launch]) -> None:
   """Compile the programs of a schedule that are not in the cache yet, side by side, before the first runs.
   With BEAM each kernel is searched (and timed on the device) on its own, when it is first needed."""
-  todo: dict[tuple, tuple] = {}
-  for device, parts, params, name in wanted:
-    if (key := _kernel_key(device, parts)) not in _kernel_cache and key not in todo: todo[key] = (device, parts, params, name)
+  todo: dict[tuple, _Launch] = {}
+  for l in launches:
+    if (key := _kernel_key(l.device, l.parts)) not in _kernel_cache and key not in todo: todo[key] = l
   if len(todo) < 2 or BEAM: return
-  by_device: dict[str, list[tuple]] = {}
-  for key, (device, parts, params, name) in todo.items(): by_device.setdefault(device, []).append((key, parts, params, name))
+  by_device: dict[str, list[tuple[tuple, _Launch]]] = {}
+  for key, l in todo.items(): by_device.setdefault(l.device, []).append((key, l))
   for device, group in by_device.items():
-    built = compile_kernels(device, [(_members(device, parts, params), name, params) for _, parts, params, name in group])
-    for (key, *_), ck in zip(group, built):
+    built = compile_kernels(device, [(_members(device, l.parts, l.params()), l.name, l.params()) for _, l in group])
+    for (key, _), ck in zip(group, built):
       if isinstance(ck, Exception): raise ck
       _kernel_cache[key] = ck
 
@@ -193,15 +194,16 @@ def _lower_item(si: ScheduleItem) -> tuple[UOp, list[UOp]]:
 
 @dataclass
 class _Launch:
-  """Lowered schedule items that run as one program: their kernels, the program's BUFFER nodes, and its name."""
+  """Lowered schedule items that run as one program: their kernels and the program's BUFFER nodes."""
   items: list[ScheduleItem]
   parts: tuple[Part, ...]
   bufs: list[UOp]
-  names: list[str]
   @property
   def device(self) -> str: return self.items[0].out.base.buffer.device
   @property
-  def name(self) -> str: return self.names[0] if len(self.names) == 1 else f"G{len(self.names)}_{self.names[0]}"
+  def name(self) -> str:   # only needed to compile: not computed on every run
+    first = kernel_name(self.parts[0].ast, self.items[0].out.shape)
+    return first if len(self.parts) == 1 else f"G{len(self.parts)}_{first}"
   def params(self) -> list[DType]: return [b.dtype for b in self.bufs]
 
 def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
@@ -218,19 +220,17 @@ def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
         if b not in pos: pos[b] = len(last.bufs); last.bufs.append(b)
       last.items.append(si)
       last.parts += (Part(ast, tuple(pos[b] for b in bufs)),)
-      last.names.append(kernel_name(ast, si.out.shape))
-    else: out.append(_Launch([si], (Part(ast, tuple(range(len(bufs)))),), list(bufs), [kernel_name(ast, si.out.shape)]))
+    else: out.append(_Launch([si], (Part(ast, tuple(range(len(bufs)))),), list(bufs)))
   return out
 
 def _exec_item(launch: _Launch | ScheduleItem) -> ExecItem:
   if isinstance(launch, ScheduleItem): return ExecItem(None, [launch.out.base.buffer, launch.value.base.buffer], [Writes(0, (1,))])
   writes = [Writes(p.params[0], p.params[1:], si.kind == "assign") for si, p in zip(launch.items, launch.parts)]
-  ck = get_kernel(launch.device, launch.parts, launch.params(), launch.name)
-  return ExecItem(ck, [b.buffer for b in launch.bufs], writes)
+  return ExecItem(get_kernel(launch), [b.buffer for b in launch.bufs], writes)
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   launches = _launches(items)
-  compile_ahead([(l.device, l.parts, l.params(), l.name) for l in launches if isinstance(l, _Launch)])
+  if len(launches) > 1: compile_ahead([l for l in launches if isinstance(l, _Launch)])
   for launch in launches:
     ei = _exec_item(launch)
     for hook in capture_hooks: hook(ei)
