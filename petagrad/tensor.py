@@ -1074,7 +1074,8 @@ def _hash32(x: int) -> int:
   x ^= x >> 15; x = (x * 0x846ca68b) & 0xffffffff
   return x ^ (x >> 16)
 
-# random-state buffers -> how many numbers they count for (a JIT replay refills them)
+# random-state buffers -> (where in the stream they start, how many numbers they count for): a JIT replay refills
+# them in stream order, so it draws the same numbers as the same calls run eagerly
 rng_state_buffers: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def rng_state_bytes(n: int) -> bytes:
@@ -1087,8 +1088,8 @@ def rng_state_bytes(n: int) -> bytes:
 
 def _rng_state_buffer(n: int, device: str) -> UOp:
   buf = new_buffer(device, 3, dtypes.uint32)
+  rng_state_buffers[buf.buffer] = (Tensor._rng_counter, n)
   buf.buffer.ensure_allocated().copyin(memoryview(rng_state_bytes(n)))
-  rng_state_buffers[buf.buffer] = n
   return buf
 
 def _hash32_t(x: Tensor) -> Tensor:

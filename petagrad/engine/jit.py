@@ -113,7 +113,9 @@ class TinyJit(Generic[R]):
       self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes) for ei in recorded]
       index = {id(b): i for i, b in enumerate(bufs)}
       self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
-      self.rng_slots = [(b, rng_state_buffers[b]) for ei in self.captured for b in ei.bufs if b in rng_state_buffers]
+      # each random-state buffer once, in the order the calls drew them (kernels may read them in another order)
+      rng = {id(b): b for ei in self.captured for b in ei.bufs if b in rng_state_buffers}
+      self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.signature = (sig, consts)
       self.ret_views = _views(ret)
       if DEBUG >= 1: print(f"jit captured {self.fxn.__name__}: {len(self.captured)} kernels, {len(self.input_slots)} input slots")
