@@ -19,6 +19,7 @@ from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters, cpu_threads
 from petagrad.schedule.schedule import ScheduleItem, create_schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
+from petagrad.codegen.group import merge_nests
 from petagrad.codegen.opt import Kernel
 from petagrad.codegen.heuristic import hand_coded_optimizations
 from petagrad.codegen.expand import expand_unrolled, vectorize
@@ -194,20 +195,23 @@ def _lower_item(si: ScheduleItem) -> tuple[UOp, list[UOp]]:
 
 @dataclass
 class _Launch:
-  """Lowered schedule items that run as one program: their kernels and the program's BUFFER nodes."""
+  """Lowered schedule items that run as one program: the program's kernels (after merging, fewer than the items),
+  its BUFFER nodes, and what each item writes and reads."""
   items: list[ScheduleItem]
   parts: tuple[Part, ...]
   bufs: list[UOp]
+  writes: list[Writes]
   @property
   def device(self) -> str: return self.items[0].out.base.buffer.device
   @property
   def name(self) -> str:   # only needed to compile: not computed on every run
     first = kernel_name(self.parts[0].ast, self.items[0].out.shape)
-    return first if len(self.parts) == 1 else f"G{len(self.parts)}_{first}"
+    return first if len(self.items) == 1 else f"G{len(self.items)}_{first}"
   def params(self) -> list[DType]: return [b.dtype for b in self.bufs]
 
 def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
-  """The schedule's copies (as they are) and its programs: a kernel alone, or a run of items of one group."""
+  """The schedule's copies (as they are) and its programs: a kernel alone, or a run of items of one group (where
+  consecutive elementwise kernels of one shape share a loop nest: codegen/group.py)."""
   out: list[_Launch | ScheduleItem] = []
   for si in items:
     if si.kind == "copy": out.append(si); continue
@@ -220,13 +224,17 @@ def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
         if b not in pos: pos[b] = len(last.bufs); last.bufs.append(b)
       last.items.append(si)
       last.parts += (Part(ast, tuple(pos[b] for b in bufs)),)
-    else: out.append(_Launch([si], (Part(ast, tuple(range(len(bufs)))),), list(bufs)))
+    else: out.append(_Launch([si], (Part(ast, tuple(range(len(bufs)))),), list(bufs), []))
+  for l in out:
+    if not isinstance(l, _Launch): continue
+    l.writes = [Writes(p.params[0], p.params[1:], si.kind == "assign") for si, p in zip(l.items, l.parts)]
+    if len(l.parts) > 1:
+      l.parts = tuple(Part(a, p) for a, p in merge_nests([(p.ast, p.params) for p in l.parts], [id(b.buffer) for b in l.bufs]))
   return out
 
 def _exec_item(launch: _Launch | ScheduleItem) -> ExecItem:
   if isinstance(launch, ScheduleItem): return ExecItem(None, [launch.out.base.buffer, launch.value.base.buffer], [Writes(0, (1,))])
-  writes = [Writes(p.params[0], p.params[1:], si.kind == "assign") for si, p in zip(launch.items, launch.parts)]
-  return ExecItem(get_kernel(launch), [b.buffer for b in launch.bufs], writes)
+  return ExecItem(get_kernel(launch), [b.buffer for b in launch.bufs], launch.writes)
 
 def run_schedule(items: list[ScheduleItem]) -> None:
   launches = _launches(items)

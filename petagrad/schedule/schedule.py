@@ -222,6 +222,20 @@ def _groupable(u: UOp, realize: set[UOp]) -> bool:
   reduces = _kernel_reduces(u, realize) | ({u} if u.op is Ops.REDUCE_AXIS else set())
   return all(prod(r.src[0].shape) <= GROUP_REDUCE_WORK for r in reduces)
 
+def _cluster_shapes(members: list[int], after: list[set[int]], items: list[ScheduleItem]) -> list[int]:
+  """The group's kernels in a dependency order that keeps kernels of one output shape together (consecutive
+  elementwise kernels of one shape become one loop nest: codegen/group.py): the next kernel has the last one's
+  shape if one is ready, else it is the smallest ready one (a step counter, a bias correction: the scalars the
+  bigger kernels read)."""
+  inside, placed, order = set(members), set(), []
+  while len(order) < len(members):
+    ready = [i for i in members if i not in placed and (after[i] & inside) <= placed]
+    last = items[order[-1]].out.shape if order else None
+    i = next((i for i in ready if items[i].out.shape == last), None)
+    if i is None: i = min(ready, key=lambda i: prod(items[i].out.shape))
+    placed.add(i); order.append(i)
+  return order
+
 def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: set[UOp]) -> list[ScheduleItem]:
   """Dependency order, plus: a kernel that reads a buffer's old value runs before the ASSIGN that overwrites it
   (unless it consumes that ASSIGN's result). Groupable kernels that are ready together get one group number:
@@ -269,7 +283,7 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
           done.add(i); members.append(i); grew = True
           if len(members) == int(GROUP_MAX): break
       done.difference_update(members)
-      for i in members: take(i, groups if len(members) > 1 else -1)
+      for i in _cluster_shapes(members, after, items): take(i, groups if len(members) > 1 else -1)
       groups += 1
     pending = [i for i in pending if i not in done]
   return out

@@ -90,3 +90,37 @@ def test_grouped_step_replays_in_jit(device):
     for x, y in data: f(Tensor(x), Tensor(y))
     return [p.numpy() for p in nn.state.get_parameters([l1, l2])]
   for a, b in zip(run(True), run(False)): np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+def _launched(*ts: Tensor) -> list:
+  from petagrad.engine.realize import capture_hooks
+  seen: list = []
+  capture_hooks.append(seen.append)
+  try: Tensor.realize_all(*ts)
+  finally: capture_hooks.remove(seen.append)
+  return seen
+
+def test_adam_update_of_a_parameter_is_one_loop_nest(device):
+  # m, v and the parameter (which reads the new m and v) in one loop: each element of p, g, m, v is loaded once
+  rng = np.random.default_rng(2)
+  ps = [Tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True) for s in SHAPES]
+  opt = nn.optim.Adam(ps, lr=0.01)
+  for _ in range(2):
+    for p in ps: p.grad = Tensor(rng.standard_normal(p.shape).astype(np.float32)).realize()
+    launched = _launched(*opt.schedule_step())
+  (ei,) = launched
+  nests = len(ei.kernel.opts)   # one list of applied optimizations per loop nest
+  assert len(ei.writes) == 3 * len(SHAPES) + 1 + 1   # p, m, v per parameter, the step counter, the bias corrections
+  assert nests == len(SHAPES) + 2, nests
+
+@pytest.mark.parametrize("reader", ["same", "flipped"])
+def test_loop_nest_merge_keeps_reads_of_old_values(device, reader):
+  # a kernel reading w's old value and the write of w: one loop nest only when the read is at the written element
+  w = Tensor([1.0, 2.0, 3.0, 4.0]).realize()
+  old = (w if reader == "same" else w.flip(0)) * 10
+  write(w, w + 1)
+  new = w * 2
+  (ei,) = _launched(old, w, new)
+  assert len(ei.kernel.opts) == (1 if reader == "same" else 2)
+  np.testing.assert_array_equal(old.numpy(), [10, 20, 30, 40] if reader == "same" else [40, 30, 20, 10])
+  np.testing.assert_array_equal(w.numpy(), [2, 3, 4, 5])
+  np.testing.assert_array_equal(new.numpy(), [4, 6, 8, 10])
