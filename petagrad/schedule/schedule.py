@@ -17,7 +17,7 @@ after another in one compiled function, one launch. Elementwise kernels and smal
 ready at the same time are grouped that way (`ScheduleItem.group`, up to GROUP_MAX per program).
 """
 from __future__ import annotations
-import itertools
+import heapq, itertools
 from dataclasses import dataclass, field
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, _arg_key
@@ -258,32 +258,40 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
       target = memory(it.out.base)
       for j, rd in enumerate(reads):
         if j != a and target in rd and a not in ancestors[j]: after[a].add(j)
+  # Kahn's algorithm, the lowest schedule position first among the ready kernels
+  waiting = [len(a) for a in after]
+  users: list[list[int]] = [[] for _ in items]
+  for i, a in enumerate(after):
+    for d in a: users[d].append(i)
+  ready_alone: list[int] = []
+  ready_group: list[int] = []
+  def release(i: int) -> None:
+    heapq.heappush(ready_group if groupable[i] else ready_alone, i)
+  for i, w in enumerate(waiting):
+    if w == 0: release(i)
+  def finish(i: int) -> None:
+    for u in users[i]:
+      waiting[u] -= 1
+      if waiting[u] == 0: release(u)
   out: list[ScheduleItem] = []
-  done: set[int] = set()
-  pending = list(range(len(items)))
   groups = 0
-  def take(i: int, group: int) -> None:
-    done.add(i)
-    it = items[i]
-    out.append(it if group < 0 else ScheduleItem(it.kind, it.out, it.value, it.structure, group))
-  while pending:
-    ready = [i for i in pending if after[i] <= done]
-    if not ready: raise RuntimeError("these in-place writes read each other's old values in a cycle; realize one of them first")
-    alone = [i for i in ready if not groupable[i]]
-    if alone: take(alone[0], -1)
-    else:
-      # every ready kernel, then those that become ready through the group (it runs its kernels in order)
-      device = items[ready[0]].out.base.arg[0]
-      members: list[int] = []
-      grew = True
-      while grew and len(members) < int(GROUP_MAX):
-        grew = False
-        for i in pending:
-          if i in done or not groupable[i] or not after[i] <= done or items[i].out.base.arg[0] != device: continue
-          done.add(i); members.append(i); grew = True
-          if len(members) == int(GROUP_MAX): break
-      done.difference_update(members)
-      for i in _cluster_shapes(members, after, items): take(i, groups if len(members) > 1 else -1)
-      groups += 1
-    pending = [i for i in pending if i not in done]
+  while ready_alone or ready_group:
+    if ready_alone:   # what must run alone runs first: more kernels are ready for the next group
+      i = heapq.heappop(ready_alone)
+      out.append(items[i]); finish(i)
+      continue
+    # every ready kernel, and those that become ready through the group (it runs its kernels in order)
+    device = items[ready_group[0]].out.base.arg[0]
+    members: list[int] = []
+    other_device: list[int] = []
+    while ready_group and len(members) < int(GROUP_MAX):
+      i = heapq.heappop(ready_group)
+      if items[i].out.base.arg[0] != device: other_device.append(i); continue
+      members.append(i); finish(i)
+    for i in other_device: heapq.heappush(ready_group, i)
+    for i in _cluster_shapes(members, after, items):
+      it = items[i]
+      out.append(it if len(members) == 1 else ScheduleItem(it.kind, it.out, it.value, it.structure, groups))
+    groups += 1
+  if len(out) < len(items): raise RuntimeError("these in-place writes read each other's old values in a cycle; realize one of them first")
   return out
