@@ -48,6 +48,8 @@ DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the o
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
+OMP = Flag("OMP", 0, "1: CPU kernels spread their thread loop with OpenMP (parallel for) instead of petagrad's thread pool. Read when the CPU device is created.")
+POOL_SPIN_US = Flag("POOL_SPIN_US", 100, "Microseconds a CPU pool worker (and a caller waiting for it) spins after its last job before it sleeps. Read when the pool is loaded.")
 PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
 MNIST_PATH = Flag("MNIST_PATH", "", "Folder holding the MNIST/Fashion-MNIST IDX files; nn.datasets looks there first. Empty: not set.")
 

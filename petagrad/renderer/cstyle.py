@@ -13,7 +13,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.dtype import DType, dtypes, float_to_bf16_bits
 from petagrad.codegen.linearize import LinearProgram
-from petagrad.helpers import cpu_threads
+from petagrad.helpers import cpu_threads, OMP
 
 class Renderer:
   """Base of all renderers: turns a linear program into source text for one device."""
@@ -80,6 +80,11 @@ class CStyleRenderer(Renderer):
     self._vec_types: dict[str, tuple[str, int]] = {}
     uops = prog.uops
     innermost = _innermost_loops(uops)
+    # a loop over a `thread` range is outlined into a function the thread pool runs in chunks (thread_pool);
+    # its lines go to that function while it is open
+    outlined: list[str] = []
+    thread_end = _thread_loops(uops) if self.thread_pool else {}
+    open_thread: tuple[int, list[str], int, list[UOp]] | None = None   # (end index, caller's lines, caller's depth, captured)
     for i, u in enumerate(uops):
       op, dt = u.op, u.dtype
       if op is Ops.CONST: names[u] = self.const(u.arg, dt); continue
@@ -90,13 +95,28 @@ class CStyleRenderer(Renderer):
         names[u] = v
         simd = i in innermost and innermost[i] is not None and bool(self.simd_pragma)
         red = f" reduction(+:{', '.join(names[a] for a in innermost[i])})" if simd and innermost[i] else ""
-        if u.arg[2] == "thread" and self.thread_pragma:
+        if i in thread_end and open_thread is None:
+          captured = _captured(uops, i, thread_end[i], names)
+          open_thread = (thread_end[i], lines, depth, captured)
+          lines, depth = [], 2
+          if simd: lines.append(f"  {self.simd_pragma}{red}")
+          lines.append(f"  for (long long {v} = lo_; {v} < hi_; {v}++) {{")
+          continue
+        if u.arg[2] == "thread" and self.thread_pragma and not self.thread_pool:
           lines.append(f"{ind}{self.thread_pragma}{' simd' if simd else ''}{red} num_threads({cpu_threads()})")
         elif simd: lines.append(f"{ind}{self.simd_pragma}{red}")
         lines.append(f"{ind}for (long long {v} = 0; {v} < {u.arg[1]}; {v}++) {{")
         depth += 1; continue
       if op is Ops.ENDRANGE:
-        depth -= 1; lines.append("  " * depth + "}"); continue
+        depth -= 1; lines.append("  " * depth + "}")
+        if open_thread is not None and i == open_thread[0]:
+          body, (_, lines, depth, captured) = lines, open_thread
+          open_thread = None
+          k = len(outlined)
+          outlined.append(self._outline(name, k, body, captured, params, names))
+          init = ", ".join([f"data{j}" for j in range(len(params))] + [names[c] for c in captured])
+          lines.append(f"{'  ' * depth}{{ struct {name}_a{k} a_ = {{{init}}}; pg_parallel_for({name}_t{k}, &a_, {u.src[0].arg[1]}LL, {cpu_threads()}); }}")
+        continue
       if op is Ops.STORE:
         buf, idx, val = (names[s] for s in u.src)
         vdt = u.src[2].dtype
@@ -127,8 +147,21 @@ class CStyleRenderer(Renderer):
       elif op is Ops.GEP: expr = f"(({names[u.src[0]]})[{u.arg}] != 0)" if dt.is_bool else f"({names[u.src[0]]})[{u.arg}]"
       else: expr = self.alu_expr(u, names)
       lines.append(f"{ind}{self.tname(dt)} {v} = {expr};")
+    assert open_thread is None, "a thread loop was never closed"
     args = ", ".join(f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params))
-    return f"{self.preamble}{self.vector_typedefs()}{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n"
+    pool = POOL_DECL if outlined else ""
+    return (f"{self.preamble}{pool}{self.vector_typedefs()}{''.join(outlined)}"
+            f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n")
+
+  def _outline(self, name: str, k: int, body: list[str], captured: list[UOp], params: list[DType], names: dict[UOp, str]) -> str:
+    """A thread loop as `static void name_tk(args, lo_, hi_)` over [lo_, hi_) of its range, with the kernel's
+    buffers and the values it reads from outside the loop (`captured`) passed in a struct."""
+    def ctype(c: UOp) -> str: return "long long" if c.op is Ops.RANGE else self.tname(c.dtype)
+    fields = [f"{self.types[d]}* data{j}" for j, d in enumerate(params)] + [f"{ctype(c)} {names[c]}" for c in captured]
+    unpack = [f"  {f} = a_->{f.split()[-1].lstrip('*')};" for f in fields]
+    return (f"struct {name}_a{k} {{ {'; '.join(fields)}; }};\n"
+            f"static void {name}_t{k}(void *p_, long long lo_, long long hi_) {{\n"
+            f"  const struct {name}_a{k} *a_ = (const struct {name}_a{k} *)p_;\n" + "\n".join(unpack + body) + "\n}\n")
 
   # ------------------------------------------------------------ expressions
   def reduce_expr(self, op: Ops, acc: UOp, val: UOp, names: dict[UOp, str]) -> str:
@@ -261,6 +294,32 @@ def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
       if accs[j] is not None: accs[j] = accs[j] + [u.src[0]] if ok else None
   return out
 
+def _thread_loops(uops: list[UOp]) -> dict[int, int]:
+  """Index of each outermost loop over a `thread` range -> index of its ENDRANGE. A program may hold several
+  loop nests one after another, each with its own thread loop."""
+  out: dict[int, int] = {}
+  open_at: list[int] = []
+  inside = -1   # the open thread loop's RANGE index (a thread range nested in it runs serially inside the chunk)
+  for i, u in enumerate(uops):
+    if u.op is Ops.RANGE:
+      open_at.append(i)
+      if u.arg[2] == "thread" and inside < 0: inside = i
+    elif u.op is Ops.ENDRANGE:
+      j = open_at.pop()
+      if j == inside: out[j] = i; inside = -1
+  return out
+
+def _captured(uops: list[UOp], start: int, end: int, names: dict[UOp, str]) -> list[UOp]:
+  """Values the loop uops[start..end] reads that are computed outside it (not constants or buffers)."""
+  inside = set(uops[start:end + 1])
+  out: dict[UOp, None] = {}
+  for u in uops[start + 1:end]:
+    for s in u.src:
+      if s not in inside and s.op not in (Ops.CONST, Ops.DEFINE_GLOBAL) and s in names: out[s] = None
+    # an accumulator updated across iterations of a parallel loop would race
+    assert not (u.op is Ops.ACC_UPDATE and u.src[0] not in inside), "a thread loop updates an accumulator declared outside it"
+  return list(out)
+
 C_SIZES = {"_Bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "int": 4, "unsigned int": 4,
            "long long": 8, "unsigned long long": 8, "_Float16": 2, "float": 4, "double": 8}
 
@@ -268,6 +327,10 @@ BF16_HELPERS = """static inline float __bf2f(unsigned short b) { unsigned int u 
 static inline unsigned short __f2bf(float f) { unsigned int u; memcpy(&u, &f, 4);
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 """
+
+# what a kernel that uses the pool needs: the pool's entry point (runtime/threadpool.c), resolved when the kernel's
+# library is loaded (the pool's library is loaded first, with its symbols global)
+POOL_DECL = "void pg_parallel_for(void (*fn)(void *, long long, long long), void *args, long long n, int nthreads);\n"
 
 class CRenderer(CStyleRenderer):
   device = "CPU"
@@ -278,3 +341,6 @@ class CRenderer(CStyleRenderer):
   preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"
+  def __init__(self):
+    # read once, when the CPU device is created: the in-memory kernel cache is not keyed by it
+    self.thread_pool = not int(OMP)
