@@ -27,33 +27,56 @@ def _local(ast: UOp) -> Nest:
   local = {p: i for i, p in enumerate(used)}
   return substitute(ast, {u: UOp(Ops.DEFINE_GLOBAL, u.dtype, (), local[u.arg]) for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}), tuple(used)
 
-def _ranges(ast: UOp) -> frozenset[UOp]: return frozenset(u for u in ast.toposort() if u.op is Ops.RANGE)
+class _Nest:
+  """A loop nest being built: its stores, and the memory each of its loads reads at which element."""
+  def __init__(self, ast: UOp, nodes: list[UOp], memory: list[int]):
+    self.stores: list[UOp] = list(ast.src)
+    self.ranges = frozenset(u for u in nodes if u.op is Ops.RANGE)
+    self.elementwise = not any(u.op is Ops.REDUCE for u in nodes)
+    self.stored = {memory[s.src[0].arg]: s for s in ast.src}
+    self.loads: dict[int, set[UOp]] = {}
+    self._add_loads(nodes, memory)
+  def _add_loads(self, nodes: list[UOp], memory: list[int]) -> None:
+    for u in nodes:
+      if u.op is Ops.LOAD: self.loads.setdefault(memory[u.src[0].arg], set()).add(u.src[1])
 
-def _join(nest: UOp, new: UOp, memory: list[int]) -> UOp | None:
-  """nest and new (both in launch positions) as one SINK, or None where that would change what they compute."""
-  if any(u.op is Ops.REDUCE for a in (nest, new) for u in a.toposort()) or _ranges(nest) != _ranges(new): return None
-  stored = {memory[s.src[0].arg]: s for s in nest.src}
-  subst: dict[UOp, UOp] = {}
-  for u in new.toposort():
-    if u.op is Ops.LOAD and (s := stored.get(memory[u.src[0].arg])) is not None:
-      # what an earlier kernel wrote: its value at the same element, computed in this iteration
-      if len(u.src) != 2 or u.src[1] is not s.src[1] or s.src[2].dtype != u.dtype: return None
-      subst[u] = s.src[2]
-  for st in new.src:
-    m = memory[st.src[0].arg]
-    if m in stored: return None   # two kernels writing one buffer
-    # an earlier kernel reading the old value must read it at the element this store overwrites, in the same iteration
-    if any(u.op is Ops.LOAD and memory[u.src[0].arg] == m and u.src[1] is not st.src[1] for u in nest.toposort()): return None
-  return UOp(Ops.SINK, nest.dtype, nest.src + substitute(new, subst).src)
+  def join(self, ast: UOp, nodes: list[UOp], memory: list[int]) -> bool:
+    """Add the kernel `ast` (its nodes: `nodes`) to this nest, unless that would change what either computes."""
+    if not self.elementwise or any(u.op is Ops.REDUCE for u in nodes) or self.ranges != frozenset(u for u in nodes if u.op is Ops.RANGE):
+      return False
+    subst: dict[UOp, UOp] = {}
+    for u in nodes:
+      if u.op is Ops.LOAD and (s := self.stored.get(memory[u.src[0].arg])) is not None:
+        # what an earlier kernel wrote: its value at the same element, computed in this iteration
+        if len(u.src) != 2 or u.src[1] is not s.src[1] or s.src[2].dtype != u.dtype: return False
+        subst[u] = s.src[2]
+    for st in ast.src:
+      m = memory[st.src[0].arg]
+      if m in self.stored: return False   # two kernels writing one buffer
+      # an earlier kernel reading the old value must read it at the element this store overwrites, in the same iteration
+      if self.loads.get(m, {st.src[1]}) != {st.src[1]}: return False
+    ast = substitute(ast, subst) if subst else ast
+    self.stores.extend(ast.src)
+    self.stored.update((memory[s.src[0].arg], s) for s in ast.src)
+    self._add_loads([u for u in nodes if u not in subst], memory)
+    return True
+
+_cache: dict[tuple, list[Nest]] = {}
 
 def merge_nests(parts: list[Nest], memory: list[int]) -> list[Nest]:
   """Merge runs of consecutive elementwise kernels over the same output ranges into one loop nest each.
   parts: (AST, parameter positions) in run order; memory: an identity of the memory behind each launch position
-  (two positions may share memory: a lazy write goes through a fresh BUFFER node)."""
-  out: list[UOp] = []
+  (two positions may share memory: a lazy write goes through a fresh BUFFER node). Cached: a training step
+  merges the same kernels every time."""
+  first: dict[int, int] = {}
+  aliasing = tuple(first.setdefault(m, i) for i, m in enumerate(memory))   # which positions share memory
+  key = (tuple(parts), aliasing)
+  if (hit := _cache.get(key)) is not None: return hit
+  nests: list[_Nest] = []
   for ast, params in parts:
     g = _global(ast, params)
-    joined = _join(out[-1], g, memory) if out else None
-    if joined is None: out.append(g)
-    else: out[-1] = joined
-  return [_local(a) for a in out]
+    nodes = list(g.toposort())
+    if not nests or not nests[-1].join(g, nodes, list(aliasing)): nests.append(_Nest(g, nodes, list(aliasing)))
+  if len(_cache) >= 4096: _cache.clear()
+  out = _cache[key] = [_local(UOp(Ops.SINK, n.stores[0].dtype, tuple(n.stores))) for n in nests]
+  return out
