@@ -115,7 +115,8 @@ class CStyleRenderer(Renderer):
           k = len(outlined)
           outlined.append(self._outline(name, k, body, captured, params, names))
           init = ", ".join([f"data{j}" for j in range(len(params))] + [names[c] for c in captured])
-          lines.append(f"{'  ' * depth}{{ struct {name}_a{k} a_ = {{{init}}}; pg_parallel_for({name}_t{k}, &a_, {u.src[0].arg[1]}LL, {cpu_threads()}); }}")
+          call = f"pg_parallel_for({name}_t{k}, &a_, {u.src[0].arg[1]}LL, {cpu_threads()})"
+          lines.append(f"{'  ' * depth}{{ struct {name}_a{k} a_ = {{{init}}}; if (pg_parallel_for) {call}; else {name}_t{k}(&a_, 0, {u.src[0].arg[1]}LL); }}")
         continue
       if op is Ops.STORE:
         buf, idx, val = (names[s] for s in u.src)
@@ -328,9 +329,9 @@ static inline unsigned short __f2bf(float f) { unsigned int u; memcpy(&u, &f, 4)
   if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
 """
 
-# what a kernel that uses the pool needs: the pool's entry point (runtime/threadpool.c), resolved when the kernel's
-# library is loaded (the pool's library is loaded first, with its symbols global)
-POOL_DECL = "void pg_parallel_for(void (*fn)(void *, long long, long long), void *args, long long n, int nthreads);\n"
+# what a kernel that uses the pool needs: a pointer to the pool's entry point (runtime/threadpool.c), which the runtime
+# sets after loading the kernel; null (the pool is not loaded yet, or could not be built): loops run on this thread
+POOL_DECL = "void (*pg_parallel_for)(void (*fn)(void *, long long, long long), void *args, long long n, int nthreads) = 0;\n"
 
 class CRenderer(CStyleRenderer):
   device = "CPU"

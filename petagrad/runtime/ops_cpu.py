@@ -1,6 +1,6 @@
 """CPU device: C source compiled by the system compiler into a shared object, called through ctypes."""
 from __future__ import annotations
-import atexit, ctypes, functools, os, pathlib, shutil, subprocess, tempfile, threading, uuid
+import atexit, ctypes, functools, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
 from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program
 from petagrad.helpers import CC, CFLAGS, POOL_SPIN_US, content_hash, cache_dir
 from petagrad.renderer.cstyle import CRenderer
@@ -13,44 +13,49 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 POOL_SRC = pathlib.Path(__file__).with_name("threadpool.c")
 
 class ThreadPool:
-  """petagrad's CPU thread pool (runtime/threadpool.c), compiled once per machine and compiler and loaded with its
-  symbols global, so that kernel libraries loaded after it resolve `pg_parallel_for`. Compiling starts in the
-  background when the device is created (it overlaps the first kernels' compiles) and is waited for before the
-  first kernel library loads."""
-  def __init__(self):
-    self._lib: ctypes.CDLL | None = None
-    self._err: BaseException | None = None
+  """petagrad's CPU thread pool (runtime/threadpool.c), compiled once per machine and compiler (cached next to the
+  kernels) and built in the background when the device is created, so a cold start never waits for it: a kernel
+  that runs before it is ready runs its thread loops on the calling thread (see CPUProgram)."""
+  def __init__(self, compiler: ClangCompiler):
+    self.compiler = compiler
+    self.lib: ctypes.CDLL | None = None
+    self.entry = 0   # address of pg_parallel_for once loaded
+    self.error: BaseException | None = None
     self._thread = threading.Thread(target=self._build, name="petagrad-pool-build", daemon=True)
     self._thread.start()
   def _build(self) -> None:
     try:
-      cc = ClangCompiler()
-      src = POOL_SRC.read_text()
-      flags = ["-O2", "-fPIC", "-shared", "-pthread"]
-      path = cache_dir() / "so" / f"threadpool_{content_hash(src, cc.cc, ' '.join(flags), cc._version())[:40]}.so"
+      cc, src, flags = self.compiler.cc, POOL_SRC.read_text(), ["-O2", "-fPIC", "-shared", "-pthread"]
+      path = cache_dir() / "so" / f"threadpool_{content_hash(src, ' '.join(flags), self.compiler.cache_key)[:40]}.so"
       if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}_{uuid.uuid4().hex[:8]}")
-        p = subprocess.run([cc.cc, *flags, "-x", "c", "-", "-o", str(tmp)], input=src, capture_output=True, text=True, timeout=300)
-        if p.returncode != 0: raise CompileError(f"compiling the CPU thread pool with {cc.cc!r} failed:\n{p.stderr.strip()}")
+        p = subprocess.run([cc, *flags, "-x", "c", "-", "-o", str(tmp)], input=src, capture_output=True, text=True, timeout=300)
+        if p.returncode != 0: raise CompileError(f"compiling the CPU thread pool with {cc!r} failed:\n{p.stderr.strip()}")
         tmp.replace(path)
-      lib = ctypes.CDLL(str(path), mode=ctypes.RTLD_GLOBAL)
+      lib = ctypes.CDLL(str(path))
       lib.pg_pool_set_spin_ns(ctypes.c_long(int(POOL_SPIN_US) * 1000))
       lib.pg_pool_workers.restype = ctypes.c_int
       atexit.register(lib.pg_pool_shutdown)   # join the workers before the interpreter goes away
-      self._lib = lib
-    except BaseException as e: self._err = e
-  def lib(self) -> ctypes.CDLL:
-    if self._lib is None:
+      self.entry = ctypes.cast(lib.pg_parallel_for, ctypes.c_void_p).value or 0
+      self.lib = lib
+    except BaseException as e:
+      self.error = e
+      warnings.warn(f"petagrad: no CPU thread pool, kernels run on one thread: {e}", RuntimeWarning)
+  def wait(self) -> ctypes.CDLL:
+    """The loaded pool (blocks until it is built)."""
+    if self.lib is None and self.error is None:
       self._thread.join()
-      if self._err is not None: raise self._err
-      if self._lib is None: self._build()   # a child forked while the build thread ran (it has no such thread)
-      if self._err is not None: raise self._err
-    assert self._lib is not None
-    return self._lib
+      if self.lib is None and self.error is None: self._build()   # a child forked while the build thread ran
+    if self.error is not None: raise self.error
+    assert self.lib is not None
+    return self.lib
 
-@functools.cache
-def thread_pool() -> ThreadPool: return ThreadPool()
+_POOL: ThreadPool | None = None
+def thread_pool(compiler: ClangCompiler | None = None) -> ThreadPool:
+  global _POOL
+  if _POOL is None: _POOL = ThreadPool(compiler or ClangCompiler())
+  return _POOL
 
 class ClangCompiler(Compiler):
   """Compiles with `CC` (default gcc, else clang) to a shared object; the bytes of the .so are the artifact."""
@@ -84,12 +89,20 @@ class CPUProgram(Program):
       path.parent.mkdir(parents=True, exist_ok=True)
       tmp = path.with_suffix(f".tmp{os.getpid()}_{uuid.uuid4().hex[:8]}")   # unique: kernels compile in parallel threads
       tmp.write_bytes(lib); tmp.replace(path)
-    if b"pg_parallel_for" in lib: thread_pool().lib()   # the pool's symbols must be there before the kernel loads
-    self.fxn = getattr(ctypes.CDLL(str(path)), name)
+    dll = ctypes.CDLL(str(path))
+    self.fxn = getattr(dll, name)
     self.fxn.restype = None
-  def __call__(self, *bufs) -> None: self.fxn(*bufs)   # ctypes arrays pass as pointers
+    # a kernel with thread loops calls the pool through its own pointer, null (loops run on the calling thread)
+    # until the pool is loaded
+    self._pool_ptr = ctypes.c_void_p.in_dll(dll, "pg_parallel_for") if b"pg_parallel_for" in lib else None
+    if self._pool_ptr is not None: self._link_pool()
+  def _link_pool(self) -> None:
+    if (entry := thread_pool().entry): self._pool_ptr.value, self._pool_ptr = entry, None   # type: ignore[union-attr]
+  def __call__(self, *bufs) -> None:
+    if self._pool_ptr is not None: self._link_pool()
+    self.fxn(*bufs)   # ctypes arrays pass as pointers
 
 def make_device(name: str) -> DeviceSpec:
-  renderer = CRenderer()
-  if renderer.thread_pool: thread_pool()   # start building the pool now, next to the first kernels' compiles
-  return DeviceSpec(name, HostAllocator(), ClangCompiler(), CPUProgram, renderer)
+  renderer, compiler = CRenderer(), ClangCompiler()
+  if renderer.thread_pool: thread_pool(compiler)   # start building the pool now, next to the first kernels' compiles
+  return DeviceSpec(name, HostAllocator(), compiler, CPUProgram, renderer)

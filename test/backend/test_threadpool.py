@@ -18,7 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TASK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_longlong)
 
 def _pool() -> ctypes.CDLL:
-  lib = thread_pool().lib()
+  lib = thread_pool().wait()
   lib.pg_parallel_for.argtypes = [TASK, ctypes.c_void_p, ctypes.c_longlong, ctypes.c_int]
   return lib
 
@@ -57,6 +57,7 @@ def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)
 def _end(r: UOp) -> UOp: return UOp(Ops.ENDRANGE, r.dtype, (r,))
 
 def _compile(uops: list[UOp], nparams: int, threads: int = 3) -> tuple[str, CPUProgram]:
+  _pool()
   with Context(THREADS=threads):
     src = CRenderer().render("k", LinearProgram(uops), [dtypes.float32] * nparams)
   return src, CPUProgram("k", ClangCompiler().compile(src, "k"))
@@ -82,6 +83,7 @@ def _two_loops(n: int, threads: int) -> tuple[str, CPUProgram]:
 _PROGS: dict[tuple[int, int], CPUProgram] = {}
 def _check_two_loops(n: int = 100_003, threads: int = 3, times: int = 3) -> None:
   """Runs a program whose two thread loops always go through the pool (with NOOPT=1 too) and checks it."""
+  _pool()   # built and loaded before the program, so the program is linked to it
   if (n, threads) not in _PROGS: _PROGS[(n, threads)] = _two_loops(n, threads)[1]
   prog = _PROGS[(n, threads)]
   x = np.arange(n, dtype=np.float32)
@@ -92,8 +94,21 @@ def _check_two_loops(n: int = 100_003, threads: int = 3, times: int = 3) -> None
 
 def test_two_thread_loops_run_in_order():
   src, _ = _two_loops(1000, 3)
-  assert src.count("pg_parallel_for(") == 3, src   # the declaration and one launch per nest
+  assert src.count("pg_parallel_for(k_t") == 2, src   # one launch per nest
   _check_two_loops(times=20)
+
+def test_runs_without_the_pool(tmp_path):
+  # a kernel library whose pool pointer was never set runs its thread loops on the calling thread
+  n = 10_001
+  src, _ = _two_loops(n, 3)
+  so = tmp_path / "k.so"
+  so.write_bytes(ClangCompiler().compile(src, "k"))
+  dll = ctypes.CDLL(str(so))
+  assert ctypes.c_void_p.in_dll(dll, "pg_parallel_for").value is None
+  x = np.arange(n, dtype=np.float32)
+  out, tmp = np.zeros(n, np.float32), np.zeros(n, np.float32)
+  dll.k(_buf(out), _buf(tmp), _buf(x))
+  np.testing.assert_array_equal(out, x[::-1] * 2 + 1)
 
 def test_values_from_outside_the_thread_loop():
   # a serial outer loop j around the thread loop i, and a value loaded before the thread loop: both are captured
@@ -143,7 +158,7 @@ def test_fork():
     code = 1
     try:
       _check_rowsum(); _check_rowsum(threads=3, rows=301); _check_two_loops()
-      code = 0 if thread_pool().lib().pg_pool_workers() >= 2 else 2
+      code = 0 if thread_pool().wait().pg_pool_workers() >= 2 else 2
     finally: os._exit(code)
   deadline = time.monotonic() + 120
   while time.monotonic() < deadline:
