@@ -20,7 +20,7 @@ if __name__ == "__main__":
   _threads = _early_args(sys.argv[1:])
   if os.environ.get("DEV", "CPU") != "CPU": print(f"bench: DEV={os.environ['DEV']} overridden to CPU", file=sys.stderr)
   os.environ["DEV"] = "CPU"                           # petagrad's and tinygrad's default device flag: both CPU
-  # petagrad's kernels (THREADS; OMP_NUM_THREADS for its OpenMP runtime), numpy's BLAS, tinygrad's CPU workers.
+  # petagrad's kernels (THREADS; OMP_NUM_THREADS for its OMP=1 OpenMP path), numpy's BLAS, tinygrad's CPU workers.
   # tinygrad also reads THREADS, as a bool (threads on/off): any N >= 1 keeps them on.
   for var in ("THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"):
     os.environ[var] = str(_threads)

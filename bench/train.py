@@ -30,8 +30,9 @@ if __name__ == "__main__":
   _threads, _wait = _early_args(sys.argv[1:])
   os.environ["DEV"] = "CPU"
   for var in ("THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "NUM_CPU_THREADS"): os.environ[var] = str(_threads)
-  # OpenMP threads (petagrad's kernels and torch's) that spin while waiting lose badly on a shared machine; the
-  # same policy applies to every framework. --omp-wait-policy "" leaves the OpenMP default.
+  # OpenMP threads (torch's; petagrad's only with OMP=1, its own pool backs off by itself) that spin while waiting
+  # lose badly on a shared machine; the same policy applies to every framework. --omp-wait-policy "" leaves the
+  # OpenMP default.
   if _wait: os.environ["OMP_WAIT_POLICY"] = _wait
 
 import json, math, platform, statistics, time, traceback, datetime
