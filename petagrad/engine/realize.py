@@ -16,7 +16,7 @@ from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, NOOPT, BEAM, GlobalCounters, cpu_threads
-from petagrad.schedule.schedule import ScheduleItem, create_schedule_cached, structure, substitute
+from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
 from petagrad.codegen.group import merge_nests
@@ -236,20 +236,59 @@ def _exec_item(launch: _Launch | ScheduleItem) -> ExecItem:
   if isinstance(launch, ScheduleItem): return ExecItem(None, [launch.out.base.buffer, launch.value.base.buffer], [Writes(0, (1,))])
   return ExecItem(get_kernel(launch), [b.buffer for b in launch.bufs], launch.writes)
 
-def run_schedule(items: list[ScheduleItem]) -> None:
+def run_schedule(items: list[ScheduleItem]) -> list[ExecItem]:
+  """Compile (what is not cached) and run the items; returns what ran."""
   launches = _launches(items)
   if len(launches) > 1: compile_ahead([l for l in launches if isinstance(l, _Launch)])
+  ran = []
   for launch in launches:
     ei = _exec_item(launch)
     for hook in capture_hooks: hook(ei)
     ei.run()
+    ran.append(ei)
+  return ran
+
+# ---------------------------------------------------------------- launch plans
+
+@dataclass(frozen=True)
+class _Plan:
+  """What a schedule template ran, over its slots: per launch, the program and where each of its buffers comes from
+  ((False, i): the graph's input i; (True, j): the schedule's output j). A repeated graph runs it directly: no
+  rebinding of the schedule's items, no lowering or program lookups."""
+  kernels: dict    # the program cache it was made under (a swapped cache invalidates it)
+  launches: list[tuple[CompiledKernel | None, list[tuple[bool, int]], list[Writes]]]
+
+_plans: dict[tuple, _Plan] = {}
+
+def _plan(ran: list[ExecItem], sched: Scheduled) -> _Plan | None:
+  where = {id(b.buffer): (False, i) for i, b in enumerate(sched.inputs)}
+  where.update({id(b.buffer): (True, j) for j, b in enumerate(sched.outputs)})
+  if any(id(b) not in where for ei in ran for b in ei.bufs): return None
+  return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes) for ei in ran])
 
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views."""
   st, k0, l0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.launch_count, GlobalCounters.compile_count
-  items, becomes = create_schedule_cached(targets)
-  run_schedule(items)
-  if DEBUG >= 1 and items:
-    print(f"realize: {len(items)} items, {GlobalCounters.kernel_count - k0} kernels in {GlobalCounters.launch_count - l0} launches, "
+  sched = schedule_cached(targets)
+  ins = [b.buffer for b in sched.inputs]
+  first: dict[int, int] = {}
+  # the plan depends on which inputs share memory (launch groups merge loop nests by memory) and on the flags
+  key = (sched.key, tuple(first.setdefault(id(b), i) for i, b in enumerate(ins)), int(NOOPT), int(BEAM), cpu_threads())
+  if (plan := _plans.get(key)) is not None and plan.kernels is _kernel_cache:
+    outs = [b.buffer for b in sched.outputs]
+    for kernel, slots, writes in plan.launches:
+      ei = ExecItem(kernel, [outs[i] if out else ins[i] for out, i in slots], writes)
+      for hook in capture_hooks: hook(ei)
+      ei.run()
+    n = len(plan.launches)
+  else:
+    items = sched.items()
+    ran = run_schedule(items)
+    if (p := _plan(ran, sched)) is not None:
+      if len(_plans) >= 4096: _plans.clear()
+      _plans[key] = p
+    n = len(items)
+  if DEBUG >= 1 and n:
+    print(f"realize: {len(sched.template.items)} items, {GlobalCounters.kernel_count - k0} kernels in {GlobalCounters.launch_count - l0} launches, "
           f"{GlobalCounters.compile_count - c0} compiled, {(time.perf_counter() - st)*1e3:.2f} ms")
-  return becomes
+  return sched.becomes

@@ -189,14 +189,29 @@ class _Template:
 
 _schedule_cache: dict[tuple, _Template] = {}
 
-def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
+@dataclass
+class Scheduled:
+  """A graph's schedule, from the cache: `key` names its structure; `subst` maps the template's slot BUFFERs to this
+  graph's inputs and to freshly made outputs (`outputs`, in slot order); `becomes` as create_schedule's."""
+  key: tuple
+  inputs: list[UOp]
+  outputs: list[UOp]
+  becomes: dict[UOp, UOp]
+  template: _Template
+  subst: dict[UOp, UOp]
+  fresh: list[ScheduleItem] | None = None   # the items, when they were just scheduled (not rebound)
+  def items(self) -> list[ScheduleItem]:
+    return self.fresh if self.fresh is not None else [_rebind(it, self.subst) for it in self.template.items]
+
+def schedule_cached(targets: list[UOp]) -> Scheduled:
   """create_schedule, skipped for a graph whose structure was scheduled before: the cached kernels get this
-  graph's buffers and freshly allocated outputs."""
+  graph's buffers and freshly allocated outputs (rebound only when asked for: a launch plan may not need them)."""
   key, nodes, bufs = structure(UOp(Ops.SINK, dtypes.bool, tuple(targets)))
   key = (key, int(GROUP_MAX))   # the flag changes the schedule
   if (t := _schedule_cache.get(key)) is not None:
-    subst = {**dict(zip(t.inputs, bufs)), **{o: new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs}}
-    return [_rebind(it, subst) for it in t.items], {nodes[i]: substitute(v, subst) for i, v in t.becomes}
+    outs = [new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs]
+    subst = {**dict(zip(t.inputs, bufs)), **dict(zip(t.outputs, outs))}
+    return Scheduled(key, bufs, outs, {nodes[i]: substitute(v, subst) for i, v in t.becomes}, t, subst)
   items, becomes = create_schedule(targets)
   # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
   items = [it if it.kind == "copy" else ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2], it.group)
@@ -206,10 +221,10 @@ def create_schedule_cached(targets: list[UOp]) -> tuple[list[ScheduleItem], dict
   slots.update({b: _slot(b, ("out", j)) for j, b in enumerate(outs)})
   index = {u: i for i, u in enumerate(nodes)}
   if len(_schedule_cache) >= 4096: _schedule_cache.clear()   # bounded: graphs of many shapes
-  _schedule_cache[key] = _Template([_rebind(it, slots) for it in items],
-                                   [(index[n], substitute(v, slots)) for n, v in becomes.items()],
-                                   [slots[b] for b in bufs], [slots[b] for b in outs])
-  return items, becomes
+  t = _schedule_cache[key] = _Template([_rebind(it, slots) for it in items],
+                                       [(index[n], substitute(v, slots)) for n, v in becomes.items()],
+                                       [slots[b] for b in bufs], [slots[b] for b in outs])
+  return Scheduled(key, bufs, outs, becomes, t, {v: k for k, v in slots.items()}, items)
 
 # a reduction joins a launch group only when its whole loop nest is this small. A group holds at most GROUP_MAX
 # kernels (one compile unit: a bigger one compiles slower, and a change in one kernel recompiles all of it)

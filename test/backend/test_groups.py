@@ -124,3 +124,24 @@ def test_loop_nest_merge_keeps_reads_of_old_values(device, reader):
   np.testing.assert_array_equal(old.numpy(), [10, 20, 30, 40] if reader == "same" else [40, 30, 20, 10])
   np.testing.assert_array_equal(w.numpy(), [2, 3, 4, 5])
   np.testing.assert_array_equal(new.numpy(), [4, 6, 8, 10])
+
+def test_repeated_graph_runs_its_launch_plan(device, monkeypatch):
+  # the second time a graph structure is realized, its launches run from the plan: no lowering, no program lookup
+  import petagrad.engine.realize as R
+  calls = []
+  orig = R._launches
+  monkeypatch.setattr(R, "_launches", lambda items: calls.append(len(items)) or orig(items))
+  xs = [Tensor(np.arange(6, dtype=np.float32) * (i + 1)).realize() for i in range(3)]
+  w = Tensor.zeros(6).contiguous().realize()
+  calls.clear()
+  outs = []
+  for x in xs:
+    y = (x * 2 + 1).sum()
+    write(w, w + x)
+    Tensor.realize_all(y, w)
+    outs.append((y.item(), w.numpy().copy()))
+  assert len(calls) == 1, calls
+  for i, (y, wv) in enumerate(outs):
+    x = np.arange(6, dtype=np.float32)
+    assert y == ((x * (i + 1)) * 2 + 1).sum()
+    np.testing.assert_array_equal(wv, x * sum(range(1, i + 2)))
