@@ -17,22 +17,23 @@ from petagrad.schedule.schedule import substitute
 
 Nest = tuple[UOp, tuple[int, ...]]   # a kernel AST (SINK of STOREs) and its parameters' positions in the launch
 
-def _global(ast: UOp, params: tuple[int, ...]) -> UOp:
-  """The AST with each DEFINE_GLOBAL numbered by its position in the launch."""
-  return substitute(ast, {u: UOp(Ops.DEFINE_GLOBAL, u.dtype, (), params[u.arg]) for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
+def _renumber(ast: UOp, index) -> UOp:
+  """The AST with DEFINE_GLOBAL i renumbered index[i]."""
+  return substitute(ast, {u: UOp(Ops.DEFINE_GLOBAL, u.dtype, (), index[u.arg]) for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
 
 def _local(ast: UOp) -> Nest:
-  """Back to parameters numbered 0..n-1 (in order of launch position)."""
+  """Parameters numbered by launch position back to 0..n-1 (in order of launch position)."""
   used = sorted({u.arg for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
-  local = {p: i for i, p in enumerate(used)}
-  return substitute(ast, {u: UOp(Ops.DEFINE_GLOBAL, u.dtype, (), local[u.arg]) for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}), tuple(used)
+  return _renumber(ast, {p: i for i, p in enumerate(used)}), tuple(used)
+
+def _ranges(nodes: list[UOp]) -> frozenset[UOp]: return frozenset(u for u in nodes if u.op is Ops.RANGE)
+def _reduces(nodes: list[UOp]) -> bool: return any(u.op is Ops.REDUCE for u in nodes)
 
 class _Nest:
   """A loop nest being built: its stores, and the memory each of its loads reads at which element."""
   def __init__(self, ast: UOp, nodes: list[UOp], memory: list[int]):
     self.stores: list[UOp] = list(ast.src)
-    self.ranges = frozenset(u for u in nodes if u.op is Ops.RANGE)
-    self.elementwise = not any(u.op is Ops.REDUCE for u in nodes)
+    self.ranges, self.elementwise = _ranges(nodes), not _reduces(nodes)
     self.stored = {memory[s.src[0].arg]: s for s in ast.src}
     self.loads: dict[int, set[UOp]] = {}
     self._add_loads(nodes, memory)
@@ -42,8 +43,7 @@ class _Nest:
 
   def join(self, ast: UOp, nodes: list[UOp], memory: list[int]) -> bool:
     """Add the kernel `ast` (its nodes: `nodes`) to this nest, unless that would change what either computes."""
-    if not self.elementwise or any(u.op is Ops.REDUCE for u in nodes) or self.ranges != frozenset(u for u in nodes if u.op is Ops.RANGE):
-      return False
+    if not self.elementwise or _reduces(nodes) or self.ranges != _ranges(nodes): return False
     subst: dict[UOp, UOp] = {}
     for u in nodes:
       if u.op is Ops.LOAD and (s := self.stored.get(memory[u.src[0].arg])) is not None:
@@ -74,7 +74,7 @@ def merge_nests(parts: list[Nest], memory: list[int]) -> list[Nest]:
   if (hit := _cache.get(key)) is not None: return hit
   nests: list[_Nest] = []
   for ast, params in parts:
-    g = _global(ast, params)
+    g = _renumber(ast, params)   # parameters numbered by launch position
     nodes = list(g.toposort())
     if not nests or not nests[-1].join(g, nodes, list(aliasing)): nests.append(_Nest(g, nodes, list(aliasing)))
   if len(_cache) >= 4096: _cache.clear()

@@ -240,13 +240,12 @@ def run_schedule(items: list[ScheduleItem]) -> list[ExecItem]:
   """Compile (what is not cached) and run the items; returns what ran."""
   launches = _launches(items)
   if len(launches) > 1: compile_ahead([l for l in launches if isinstance(l, _Launch)])
-  ran = []
-  for launch in launches:
-    ei = _exec_item(launch)
-    for hook in capture_hooks: hook(ei)
-    ei.run()
-    ran.append(ei)
-  return ran
+  return [_launch(_exec_item(launch)) for launch in launches]
+
+def _launch(ei: ExecItem) -> ExecItem:
+  for hook in capture_hooks: hook(ei)
+  ei.run()
+  return ei
 
 # ---------------------------------------------------------------- launch plans
 
@@ -276,10 +275,7 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   key = (sched.key, tuple(first.setdefault(id(b), i) for i, b in enumerate(ins)), int(NOOPT), int(BEAM), cpu_threads())
   if (plan := _plans.get(key)) is not None and plan.kernels is _kernel_cache:
     outs = [b.buffer for b in sched.outputs]
-    for kernel, slots, writes in plan.launches:
-      ei = ExecItem(kernel, [outs[i] if out else ins[i] for out, i in slots], writes)
-      for hook in capture_hooks: hook(ei)
-      ei.run()
+    for kernel, slots, writes in plan.launches: _launch(ExecItem(kernel, [outs[i] if out else ins[i] for out, i in slots], writes))
     n = len(plan.launches)
   else:
     items = sched.items()
