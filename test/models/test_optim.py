@@ -14,6 +14,16 @@ X, Y = RNG.standard_normal((6, 4)).astype(np.float32), RNG.standard_normal((6, 3
 
 def pg_loss(W, b, x, y): return ((x @ W + b).tanh() - y).square().mean()
 
+def pg_step(opt, W, b):
+  """One training step of pg_loss as a function of (x, y): loss, gradients and update in one realize."""
+  def step(x, y):
+    opt.zero_grad()
+    loss = pg_loss(W, b, x, y)
+    loss.backward()
+    Tensor.realize_all(loss, *opt.schedule_step())
+    return loss
+  return step
+
 def run_pg(make_opt, steps=10, make_sched=None, clip=None):
   W, b = Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)
   x, y = Tensor(X), Tensor(Y)
@@ -192,12 +202,7 @@ def test_step_in_jit_matches_eager():
     W, b = Tensor(W0.copy(), requires_grad=True), Tensor(B0.copy(), requires_grad=True)
     opt = optim.AdamW([W, b], lr=0.01)
     sched = optim.StepLR(opt, step_size=2, gamma=0.5)
-    def step(x, y):
-      opt.zero_grad()
-      loss = pg_loss(W, b, x, y)
-      loss.backward()
-      Tensor.realize_all(loss, *opt.schedule_step())
-      return loss
+    step = pg_step(opt, W, b)
     f = TinyJit(step) if jit else step
     losses = []
     for _ in range(6):
@@ -376,12 +381,9 @@ SD_CASES = {
 }
 
 def _steps(W, b, opt, n, sched=None):
-  x, y = Tensor(X), Tensor(Y)
+  x, y, step = Tensor(X), Tensor(Y), pg_step(opt, W, b)
   for _ in range(n):
-    opt.zero_grad()
-    loss = pg_loss(W, b, x, y)
-    loss.backward()
-    Tensor.realize_all(loss, *opt.schedule_step())
+    step(x, y)
     if sched is not None: sched.step()
 
 @pytest.mark.parametrize("name", list(SD_CASES))
@@ -445,13 +447,7 @@ def test_load_state_dict_in_place_under_jit():
     return W, b, optim.Adam([W, b], lr=0.01)
   W, b, opt = setup()
   x, y = Tensor(X).realize(), Tensor(Y).realize()
-  @TinyJit
-  def step(x, y):
-    opt.zero_grad()
-    loss = pg_loss(W, b, x, y)
-    loss.backward()
-    Tensor.realize_all(loss, *opt.schedule_step())
-    return loss
+  step = TinyJit(pg_step(opt, W, b))
   for _ in range(3): step(x, y)
   saved = {"W": W.numpy(), "b": b.numpy()}
   saved_sd = {"state": {i: {k: v.numpy() for k, v in st.items()} for i, st in opt.state_dict()["state"].items()},
