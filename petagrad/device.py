@@ -117,20 +117,22 @@ class Buffer:
   """`size` elements of `dtype` on `device`; memory is allocated on first use and freed with the object."""
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
+    self.nbytes = size * dtype.itemsize
     self._raw: Any = None
+    # side data of the tensor layer: in-place writes so far, and weak references to the tensors viewing it
+    self.writes = 0
+    self.views: dict[int, Any] = {}
   def __del__(self):
     if self._raw is not None:
       try: Device[self.device].allocator.free(self._raw, self.nbytes)
       except Exception: pass   # interpreter shutdown: modules may already be gone
-  @property
-  def nbytes(self) -> int: return self.size * self.dtype.itemsize
   @property
   def is_allocated(self) -> bool: return self._raw is not None
   def ensure_allocated(self) -> Buffer:
     if self._raw is None: self._raw = Device[self.device].allocator.alloc(self.nbytes)
     return self
   @property
-  def raw(self) -> Any: return self.ensure_allocated()._raw
+  def raw(self) -> Any: return self._raw if self._raw is not None else self.ensure_allocated()._raw
   def copyin(self, data: memoryview) -> Buffer:
     data = memoryview(data).cast('B') if memoryview(data).format != 'B' or memoryview(data).ndim != 1 else memoryview(data)
     if data.nbytes != self.nbytes: raise ValueError(f"copyin of {data.nbytes} bytes into a buffer of {self.nbytes} bytes")

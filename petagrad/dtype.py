@@ -10,17 +10,24 @@ from dataclasses import dataclass, field
 from typing import Final
 from petagrad.helpers import DEFAULT_FLOAT
 
-@dataclass(frozen=True, eq=True)
-class DType:
+class _Interned(type):
+  """DType(...) returns the one instance per value: dtypes key every UOp lookup, and with one instance per value
+  their hash and == are the identity's (no Python-level call per lookup)."""
+  _all: dict[tuple, DType] = {}
+  def __call__(cls, name: str, itemsize: int, kind: str, fmt: str, count: int = 1) -> DType:
+    key = (name, itemsize, kind, fmt, count)
+    if (d := _Interned._all.get(key)) is None: d = _Interned._all[key] = super().__call__(name, itemsize, kind, fmt, count)
+    return d
+
+@dataclass(frozen=True, eq=False)
+class DType(metaclass=_Interned):
   """A scalar element type. `kind` is 'b' (bool), 'i' (signed int), 'u' (unsigned int) or 'f' (float)."""
   name: str
   itemsize: int
   kind: str
   fmt: str          # struct format character of the storage (bfloat16 is stored as 'H')
   count: int = 1    # > 1: a vector of `count` scalars (only inside generated kernels)
-  _hash: int = field(init=False, repr=False, compare=False, default=0)
-  def __post_init__(self): object.__setattr__(self, "_hash", hash((self.name, self.itemsize, self.kind, self.fmt, self.count)))
-  def __hash__(self) -> int: return self._hash   # dtypes key every UOp lookup: hash once
+  def __reduce__(self): return DType, (self.name, self.itemsize, self.kind, self.fmt, self.count)   # unpickles to the one instance
   def __repr__(self) -> str: return f"dtypes.{self.name}" if self.count == 1 else f"dtypes.{self.name}.vec({self.count})"
   def vec(self, n: int) -> DType:
     assert self.count == 1, "vectors of vectors are not a thing"

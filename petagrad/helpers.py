@@ -5,7 +5,7 @@
 2
 """
 from __future__ import annotations
-import os, sys, functools, operator, time, contextlib, pathlib, hashlib
+import functools, os, sys, operator, time, contextlib, pathlib, hashlib
 from typing import Any, Iterable, TypeVar, Sequence
 
 T = TypeVar("T")
@@ -67,8 +67,11 @@ class Context(contextlib.ContextDecorator):
     for k, v in self.old.items(): FLAGS[k].value = v
 
 def cpu_threads() -> int:
-  """Threads for a CPU kernel: the THREADS flag, or one per core this process may use."""
-  if int(THREADS) > 0: return int(THREADS)
+  """Threads for a CPU kernel: the THREADS flag, or one per core this process may use (as it was at the first call:
+  asked on every realize, and the system call costs as much as a small kernel)."""
+  return THREADS.value if THREADS.value > 0 else _usable_cores()
+@functools.cache
+def _usable_cores() -> int:
   try: return max(1, len(os.sched_getaffinity(0)))
   except AttributeError: return max(1, os.cpu_count() or 1)
 

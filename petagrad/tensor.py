@@ -8,7 +8,7 @@ from __future__ import annotations
 import math, struct, weakref, itertools
 from typing import Any, Sequence, Callable
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, live_uops
 from petagrad.uop.gradient import compute_gradient
 from petagrad.dtype import DType, dtypes, to_dtype, promote, promote_scalar, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Device
@@ -20,10 +20,23 @@ from petagrad.mixin.ordering import OrderingMixin
 from petagrad.mixin.math import MathMixin
 from petagrad.mixin.nn import NNMixin
 
-# nodes realized so far -> their buffer views; a later schedule reads the buffer instead of recomputing
-_realized: weakref.WeakKeyDictionary[UOp, UOp] = weakref.WeakKeyDictionary()
-# buffer -> the nodes in _realized that read it: an in-place write to the buffer forgets them
-_realized_in: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+# A realized node remembers the buffer view it was computed into (UOp.realized), so a later graph holding it reads
+# the buffer instead of recomputing it, until an in-place write changes that buffer (Buffer.writes moves on).
+def realized_view(n: UOp) -> UOp | None:
+  """The buffer view holding n's value, if n was realized and its buffer was not written in place since."""
+  if (r := n.realized) is None: return None
+  if r[0].base.buffer.writes != r[1]:
+    n.realized = None
+    return None
+  return r[0]
+
+def realized_buffers() -> list[Any]:
+  """The buffers that live realized nodes hold their values in (walks every live node: for the JIT's checks)."""
+  return [v.base.buffer for n in live_uops() if (v := realized_view(n)) is not None and v.base.op is Ops.BUFFER]
+
+def _has_views(buf: Any) -> bool:
+  """Does a live tensor view this buffer?"""
+  return any(r() is not None for r in buf.views.values())
 
 Scalar = int | float | bool
 
@@ -76,7 +89,6 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   _rng_counter: int = 0
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
-    dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
     dt = to_dtype(dtype) if dtype is not None else None
     self.grad: Tensor | None = None
     self._requires_grad: bool | None = None
@@ -84,9 +96,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if requires_grad is not None: self.requires_grad = requires_grad
     self._ctx: UOp | None = None   # a grad leaf's node before it was realized (graphs built earlier use it)
     if isinstance(data, UOp):
-      if device is not None and data.device_or_none != dev: data = UOp(Ops.COPY, data.dtype, (data, UOp(Ops.DEVICE, dtypes.bool, (), dev)))
+      if device is not None and data.device_or_none != (dev := Device.canonicalize(device)):
+        data = UOp(Ops.COPY, data.dtype, (data, UOp(Ops.DEVICE, dtypes.bool, (), dev)))
       self.uop = data if dt is None else data.cast(dt)
       return
+    dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
     if isinstance(data, Tensor): raise _fail(TypeError, "Tensor", "Tensor(Tensor) is not supported; use .clone(), .to() or .cast()")
     if isinstance(data, (bool, int, float)):
       self.uop = UOp.const(dt or dtypes.from_py(data), data, dev)
@@ -151,7 +165,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     self._uop = u
     # remember which tensors view which buffer: an in-place write gives them a fresh buffer node
     if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and (b := u.base).op is Ops.BUFFER and b.buffer is not None:
-      _views.setdefault(b.buffer, weakref.WeakValueDictionary())[id(self)] = self
+      b.buffer.views[id(self)] = weakref.ref(self)
 
   @property
   def requires_grad(self) -> bool | None: return self._requires_grad
@@ -165,8 +179,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
 
   # ------------------------------------------------------------ graph plumbing
   def _new(self, u: UOp, *parents: Tensor) -> Tensor:
-    t = Tensor(u)
-    if any(p._requires_grad for p in (self,) + parents): t._requires_grad = True   # not a leaf
+    """A tensor computed from self (and parents) as u: needs grad (not a leaf) when one of them does."""
+    t = Tensor.__new__(Tensor)   # what Tensor(u) does, without its argument checks: every op makes one
+    t.grad, t._leaf, t._ctx = None, False, None
+    t._requires_grad = True if self._requires_grad or any(p._requires_grad for p in parents) else None
+    t.uop = u
     return t
   def _c(self, x: Scalar, dtype: DType | None = None) -> UOp:
     """A broadcast constant with this tensor's shape."""
@@ -190,18 +207,18 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
       # a tensor is its own memory: equal graphs (two Tensor.zeros(3), the same sum built twice) are one node, so
       # one of them may already be realized into a buffer another tensor holds, or be a target twice here;
       # sharing that buffer would let an in-place write to one change the other, so this one gets a copy
-      if (tgt.base.op is Ops.BUFFER and _views.get(tgt.base.buffer)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
+      if (tgt.base.op is Ops.BUFFER and _has_views(tgt.base.buffer)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
       targets.append(tgt)
     becomes = realize_uops(targets)
     inverse: dict[UOp, list[UOp]] = {}
     for orig, new in done.items(): inverse.setdefault(new, []).append(orig)
     for node, view in becomes.items():
-      for n in (node, *inverse.get(node, [])):
-        _realized[n] = view
-        _realized_in.setdefault(view.base.buffer, weakref.WeakSet()).add(n)
+      mark = (view, view.base.buffer.writes)
+      node.realized = mark
+      for n in inverse.get(node, ()): n.realized = mark
     for t, tgt in zip(todo, targets):
       # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph);
-      # _realized makes every later kernel read its buffer instead of recomputing it
+      # its `realized` mark makes every later kernel read its buffer instead of recomputing it
       if t._requires_grad and not t._leaf: continue
       if t._requires_grad: t._ctx = t.uop
       t.uop = becomes.get(tgt, tgt)
@@ -209,7 +226,10 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def _buffer_view(self) -> UOp:
     """The realized view (movement ops over a BUFFER) holding this tensor's values."""
     self.realize()
-    return self.uop if self.uop.base.op is Ops.BUFFER else _realized[self.uop]
+    if self.uop.base.op is Ops.BUFFER: return self.uop
+    view = realized_view(self.uop)
+    assert view is not None, "realize() left the node without a buffer"
+    return view
 
   def _contiguous_buffer(self) -> UOp:
     """A BUFFER holding exactly this tensor's elements in row-major order."""
@@ -466,6 +486,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if isinstance(x, Tensor):
       if x.device != self.device:
         raise _fail(RuntimeError, op, f"tensors are on different devices: {self.device} and {x.device}", self, x)
+      if x.dtype is self.dtype and x.shape == self.shape: return (x, self) if reverse else (self, x)   # the common case
       try: dt = promote(self.dtype, x.dtype)
       except TypeError as e: raise _fail(TypeError, op, str(e), self, x) from None
       a, b = self, x
@@ -949,8 +970,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     axes = self._axes(name, axis)
     if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
       raise _fail(RuntimeError, name, "cannot reduce over a zero-size dimension (no identity)", self)
-    r = self._new(self.uop.reduce(op, axes), self)
-    return r if keepdim else r.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+    r = self.uop.reduce(op, axes)
+    return self._new(r if keepdim else r.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes)), self)
   def sum(self, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Sum over `axis` (all by default). Ints and bools sum as int64; float16/bfloat16 accumulate in float32.
 
@@ -1013,21 +1034,27 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if kx != kw: raise _fail(ValueError, "matmul", f"inner dimensions do not match: {x.shape} @ {w.shape}", x, w)
     try: dt = promote(x.dtype, w.dtype)
     except TypeError as e: raise _fail(TypeError, "matmul", str(e), x, w) from None
-    xv = x.reshape(1, kx) if x.ndim == 1 else x
-    wv = w.reshape(kw, 1) if w.ndim == 1 else w
-    bx, bw = xv.shape[:-2], wv.shape[:-2]
-    for a, b in zip(reversed(bx), reversed(bw)):
-      if a != b and a != 1 and b != 1: raise _fail(ValueError, "matmul", f"batch dimensions {bx} and {bw} are not broadcastable", x, w)
-    wv = _right_operand_layout(wv)
-    # (..., n, 1, k) * (..., 1, m, k) -> sum over k
-    xr = xv.reshape(xv.shape[:-1] + (1, kx))
-    wr = wv.transpose(-1, -2).reshape(wv.shape[:-2] + (1, wv.shape[-1], kw))
+    wv = _right_operand_layout(w.reshape(kw, 1) if w.ndim == 1 else w)
+    # built on the graph directly (one Tensor for the result, not one per step): (..., n, 1, k) * (..., 1, m, k),
+    # summed over k
+    xu, wu = x.uop.reshape((1, kx)) if x.ndim == 1 else x.uop, wv.uop
+    bx, bw = xu.shape[:-2], wu.shape[:-2]
+    nb = max(len(bx), len(bw))
+    bx, bw = (1,) * (nb - len(bx)) + bx, (1,) * (nb - len(bw)) + bw
+    if any(a != b and a != 1 and b != 1 for a, b in zip(bx, bw)):
+      raise _fail(ValueError, "matmul", f"batch dimensions {xu.shape[:-2]} and {wu.shape[:-2]} are not broadcastable", x, w)
+    n, m = xu.shape[-2], wu.shape[-1]
+    full = tuple(max(a, b) for a, b in zip(bx, bw)) + (n, m, kx)
+    # cast before the expand: the gradient of a float16 operand then sums its broadcast copies in float32
     acc = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
-    prodt = xr.cast(dt).cast(acc) * wr.cast(dt).cast(acc)
-    out = prodt.sum(-1, dtype=acc).cast(to_dtype(dtype) if dtype else dt)
-    if x.ndim == 1: out = out.squeeze(-2)
-    if w.ndim == 1: out = out.squeeze(-1)
-    return out
+    xr = xu.reshape(bx + (n, 1, kx)).cast(dt).cast(acc).expand(full)
+    nw = len(wu.shape) - 2
+    wr = wu.permute(tuple(range(nw)) + (nw + 1, nw)).reshape(bw + (1, m, kw)).cast(dt).cast(acc).expand(full)
+    out = UOp(Ops.MUL, acc, (xr, wr)).reduce(Ops.ADD, (nb + 2,)).reshape(full[:-1])
+    out = out.cast(to_dtype(dtype) if dtype else dt)
+    if x.ndim == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:])
+    if w.ndim == 1: out = out.reshape(out.shape[:-1])
+    return x._new(out, w)
   def dot(self, w: Tensor) -> Tensor: return self.matmul(w)
   def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     x = self.matmul(weight.T) if weight.ndim > 1 else self * weight
@@ -1132,7 +1159,7 @@ def _substitute_realized(u: UOp, done: dict[UOp, UOp]) -> UOp:
   while stack:
     n, ready = stack.pop()
     if n in done: continue
-    if (v := _realized.get(n)) is not None: done[n] = v; continue
+    if (v := realized_view(n)) is not None: done[n] = v; continue
     if not ready:
       stack.append((n, True))
       stack.extend((s, False) for s in n.src if s not in done)
@@ -1146,15 +1173,13 @@ def _empty_nested(shape: tuple[int, ...]) -> Any:
   if shape[0] == 0: return []
   return [_empty_nested(shape[1:]) if len(shape) > 1 else [] for _ in range(shape[0])]
 
-# buffer -> the live tensors whose uop is a view of it (weakly)
-_views: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
 def _renew_buffer_node(buf) -> None:
   """After an in-place write to `buf`, every tensor viewing it gets a fresh BUFFER node over the same
   memory. Graphs built from now on are new nodes (so no result cached for the old contents is reused),
   while results realized before the write keep their values (like PyTorch)."""
-  for n in list(_realized_in.pop(buf, ())): _realized.pop(n, None)   # their values were the old contents
-  tensors = list(_views.get(buf, {}).values())
+  buf.writes += 1   # nodes realized into it held the old contents: realized_view forgets them
+  tensors = [t for r in buf.views.values() if (t := r()) is not None]
+  buf.views.clear()   # the tensors that still view it register again below (dead references go)
   if not tensors: return
   old = tensors[0].uop.base
   fresh = new_buffer_node(buf, old.dtype)

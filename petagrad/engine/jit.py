@@ -153,12 +153,12 @@ class _Taint:
 def _check_dropped_state(name: str, before: dict[int, tuple[Any, Any, Any]], recorded: list[ExecItem], inputs: list[Buffer]) -> None:
   """Refuse a capture whose kernels read a buffer that only a tensor dropped during the call held: the function
   replaced that tensor with a new one (`self.h = self.h + x`), and replays would read the old buffer forever."""
-  from petagrad.tensor import _realized
+  from petagrad.tensor import realized_buffers
   written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
   read = {id(ei.bufs[i]) for ei in recorded for w in ei.writes for i in w.ins} - written - {id(b) for b in inputs}
   if not read: return
   held = {id(st) for _, st, _ in _tensor_states().values() if isinstance(st, Buffer)}
-  held |= {id(v.base.buffer) for v in list(_realized.values()) if v.base.op.name == "BUFFER"}
+  held |= {id(b) for b in realized_buffers()}
   for ref, st, u in before.values():
     if ref() is None and isinstance(st, Buffer) and id(st) in read and id(st) not in held:
       raise JitError(f"TinyJit({name}): the captured kernels read a buffer ({u.shape}, {u.dtype}) whose tensor the call dropped, "
@@ -172,9 +172,9 @@ def _state(t: Any) -> Any:
 def _is_pending(t: Any, new: bool) -> bool:
   """Is t a lazy value (not a view of a realized buffer, not realized already)? A tensor created during the call
   counts only when it depends on some buffer (a lazy constant is the same on every call)."""
-  from petagrad.tensor import _realized
+  from petagrad.tensor import realized_view
   u = t.uop
-  if u.base.op.name == "BUFFER" or u in _realized: return False
+  if u.base.op.name == "BUFFER" or realized_view(u) is not None: return False
   return not new or any(n.op.name == "BUFFER" for n in u.toposort())
 
 def _pending_state(name: str, before: dict[int, tuple[Any, Any, Any]], skip: set[int], capture: bool) -> list:

@@ -161,7 +161,7 @@ class ExecItem:
       if DEBUG >= 2: print(f"*** {out.device:7s} copy {out.nbytes:>10d} bytes from {src.device}")
       return 0.0
     k = self.kernel
-    raw = [b.ensure_allocated().raw for b in self.bufs]
+    raw = [b.raw for b in self.bufs]
     st = time.perf_counter()
     k.program(*raw)
     et = time.perf_counter() - st
@@ -174,10 +174,10 @@ class ExecItem:
     GlobalCounters.global_ops += k.flops
     GlobalCounters.global_mem += mem
     GlobalCounters.time_sum_s += et
-    if DEBUG >= 2:
+    if DEBUG.value >= 2:
       print(f"*** {k.device:7s} {GlobalCounters.launch_count:4d} {k.name:30s} bufs {len(self.bufs):2d}  tm {et*1e6:9.2f}us  "
             f"{k.flops/max(et,1e-9)/1e9:8.2f} GFLOP/s {mem/max(et,1e-9)/1e9:8.2f} GB/s")
-    if DEBUG >= 3: print(f"    opts: {k.opts or 'none'}")
+    if DEBUG.value >= 3: print(f"    opts: {k.opts or 'none'}")
     return et
 
 # a JIT capturing a function's launches registers a callback here
@@ -284,7 +284,7 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
       if len(_plans) >= 4096: _plans.clear()
       _plans[key] = p
     n = len(items)
-  if DEBUG >= 1 and n:
+  if DEBUG.value >= 1 and n:
     print(f"realize: {len(sched.template.items)} items, {GlobalCounters.kernel_count - k0} kernels in {GlobalCounters.launch_count - l0} launches, "
           f"{GlobalCounters.compile_count - c0} compiled, {(time.perf_counter() - st)*1e3:.2f} ms")
   return sched.becomes

@@ -10,6 +10,7 @@ True
 """
 from __future__ import annotations
 import math, struct, weakref, hashlib
+from _weakref import _remove_dead_weakref
 from typing import Any, Iterator
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.dtype import DType, dtypes, truncate
@@ -23,26 +24,37 @@ def _arg_key(arg: Any) -> Any:
   if t is tuple and any(type(a) in (float, tuple, bool) for a in arg): return tuple(_arg_key(a) for a in arg)
   return arg
 
+# the hash-consing table: key -> weak reference to the node. A plain dict of KeyedRefs, as a WeakValueDictionary keeps
+# them, without its Python-level get and set (every node built paid for them)
+_uop_cache: dict[tuple, weakref.KeyedRef] = {}
+def _forget(ref: weakref.KeyedRef) -> None: _remove_dead_weakref(_uop_cache, ref.key)   # a node died: drop its entry
+
+def live_uops() -> Iterator[UOp]:
+  """Every node alive now (a walk over the whole table: for rare checks only)."""
+  for ref in list(_uop_cache.values()):
+    if (u := ref()) is not None: yield u
+
 class UOpMeta(type):
-  cache: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
   def __call__(cls, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
     key = (op, dtype, src, _arg_key(arg))
-    if (ret := UOpMeta.cache.get(key)) is not None: return ret
+    if (ref := _uop_cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
-    UOpMeta.cache[key] = ret
+    _uop_cache[key] = weakref.KeyedRef(ret, _forget, key)
     return ret
 
 class UOp(metaclass=UOpMeta):
-  __slots__ = ("op", "dtype", "src", "arg", "_shape", "_device", "_bounds", "_key", "buffer", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "shape", "_device", "_bounds", "_key", "buffer", "realized", "__weakref__")
   op: Ops; dtype: DType; src: tuple[UOp, ...]; arg: Any
 
   def __init__(self, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
     self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
-    self._shape: tuple[int, ...] = _shape_of(self)   # sources are built first, so this is O(1)
+    self.shape: tuple[int, ...] = _shape_of(self)   # tensor-graph nodes: their shape (sources are built first: O(1))
     self._device: str | None = _device_of(self)
     self._bounds: tuple | None = None
     self._key: str | None = None
     self.buffer = None   # BUFFER nodes: the device Buffer once allocated (side data, not identity)
+    self.realized: tuple[UOp, int] | None = None   # side data: the buffer view this node was computed into, and
+                                                   # that buffer's in-place write count then (tensor.py)
 
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def __repr__(self) -> str: return pretty(self)
@@ -127,10 +139,6 @@ class UOp(metaclass=UOpMeta):
     return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
 
   @property
-  def shape(self) -> tuple[int, ...]:
-    """Shape of a tensor-graph node."""
-    return self._shape
-  @property
   def size(self) -> int: return prod(self.shape)
 
   @property
@@ -165,12 +173,12 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
   if op is Ops.IOTA: return (arg,)
   if op in (Ops.CONST, Ops.DEVICE, Ops.SINK) or op not in GroupOp.Movement and not u.src: return ()
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
-  s = u.src[0]._shape
+  s = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(s[i] for i in arg)
   if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, arg))
   if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else d for i, d in enumerate(s))
-  if op is Ops.WHERE: return u.src[1]._shape  # type: ignore[return-value]
+  if op is Ops.WHERE: return u.src[1].shape  # type: ignore[return-value]
   return s
 
 def _device_of(u: UOp) -> str | None:
