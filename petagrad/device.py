@@ -79,8 +79,11 @@ _mem_cache: dict[str, bytes] = {}
 
 class Program:
   """A compiled kernel, called with raw buffers (output first)."""
+  uses_workers = False   # runs on worker threads that sleep when idle (see wake)
   def __init__(self, name: str, lib: bytes, meta: Any = None): self.name, self.lib, self.meta = name, lib, meta
   def __call__(self, *bufs: Any) -> None: raise NotImplementedError
+  def wake(self) -> None:
+    """This program is launched soon: wake the workers it runs on now, so the launch does not wait for them."""
 
 @dataclass
 class DeviceSpec:

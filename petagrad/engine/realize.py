@@ -256,6 +256,7 @@ class _Plan:
   rebinding of the schedule's items, no lowering or program lookups."""
   kernels: dict    # the program cache it was made under (a swapped cache invalidates it)
   launches: list[tuple[CompiledKernel | None, list[tuple[bool, int]], list[Writes]]]
+  wake: Program | None   # the first program that runs on worker threads: woken before the launches
 
 _plans: dict[tuple, _Plan] = {}
 
@@ -263,7 +264,8 @@ def _plan(ran: list[ExecItem], sched: Scheduled) -> _Plan | None:
   where = {id(b.buffer): (False, i) for i, b in enumerate(sched.inputs)}
   where.update({id(b.buffer): (True, j) for j, b in enumerate(sched.outputs)})
   if any(id(b) not in where for ei in ran for b in ei.bufs): return None
-  return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes) for ei in ran])
+  wake = next((ei.kernel.program for ei in ran if ei.kernel is not None and ei.kernel.program.uses_workers), None)
+  return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes) for ei in ran], wake)
 
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views."""
@@ -274,6 +276,7 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   # the plan depends on which inputs share memory (launch groups merge loop nests by memory) and on the flags
   key = (sched.key, tuple(first.setdefault(id(b), i) for i, b in enumerate(ins)), int(NOOPT), int(BEAM), cpu_threads())
   if (plan := _plans.get(key)) is not None and plan.kernels is _kernel_cache:
+    if plan.wake is not None: plan.wake.wake()   # its workers wake while the launches are prepared
     outs = [b.buffer for b in sched.outputs]
     for kernel, slots, writes in plan.launches: _launch(ExecItem(kernel, [outs[i] if out else ins[i] for out, i in slots], writes))
     n = len(plan.launches)

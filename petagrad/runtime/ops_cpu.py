@@ -1,6 +1,7 @@
 """CPU device: C source compiled by the system compiler into a shared object, called through ctypes."""
 from __future__ import annotations
 import atexit, ctypes, functools, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
+from typing import Callable
 from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program
 from petagrad.helpers import CC, CFLAGS, POOL_SPIN_US, content_hash, cache_dir
 from petagrad.renderer.cstyle import CRenderer
@@ -20,6 +21,7 @@ class ThreadPool:
     self.compiler = compiler
     self.lib: ctypes.CDLL | None = None
     self.entry = 0   # address of pg_parallel_for once loaded
+    self.prewake: Callable[[], None] | None = None
     self.error: BaseException | None = None
     self._thread = threading.Thread(target=self._build, name="petagrad-pool-build", daemon=True)
     self._thread.start()
@@ -38,6 +40,8 @@ class ThreadPool:
       lib.pg_pool_workers.restype = ctypes.c_int
       atexit.register(lib.pg_pool_shutdown)   # join the workers before the interpreter goes away
       self.entry = ctypes.cast(lib.pg_parallel_for, ctypes.c_void_p).value or 0
+      lib.pg_pool_prewake.restype = None
+      self.prewake = lib.pg_pool_prewake
       self.lib = lib
     except BaseException as e:
       self.error = e
@@ -94,13 +98,16 @@ class CPUProgram(Program):
     self.fxn.restype = None
     # a kernel with thread loops calls the pool through its own pointer, null (loops run on the calling thread)
     # until the pool is loaded
-    self._pool_ptr = ctypes.c_void_p.in_dll(dll, "pg_parallel_for") if b"pg_parallel_for" in lib else None
+    self.uses_workers = b"pg_parallel_for" in lib
+    self._pool_ptr = ctypes.c_void_p.in_dll(dll, "pg_parallel_for") if self.uses_workers else None
     if self._pool_ptr is not None: self._link_pool()
   def _link_pool(self) -> None:
     if (entry := thread_pool().entry): self._pool_ptr.value, self._pool_ptr = entry, None   # type: ignore[union-attr]
   def __call__(self, *bufs) -> None:
     if self._pool_ptr is not None: self._link_pool()
     self.fxn(*bufs)   # ctypes arrays pass as pointers
+  def wake(self) -> None:
+    if self.uses_workers and (prewake := thread_pool().prewake) is not None: prewake()
 
 def make_device(name: str) -> DeviceSpec:
   renderer, compiler = CRenderer(), ClangCompiler()

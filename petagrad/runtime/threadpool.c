@@ -46,6 +46,7 @@ static struct {
   _Atomic uint32_t done __attribute__((aligned(64)));  /* chunks finished in the current job (futex word) */
   _Atomic int caller_sleeping;
   _Atomic int stop;
+  _Atomic long long prewake_until;                     /* workers woken by pg_pool_prewake spin until then */
   pg_share share[PG_MAX_THREADS];
 } P = {.lock = PTHREAD_MUTEX_INITIALIZER, .spin_ns = 100000};
 
@@ -108,24 +109,30 @@ static void *worker(void *arg) {
     long long t0 = now_ns(), prev = t0;
     struct rusage ru;
     if (getrusage(RUSAGE_THREAD, &ru) == 0 && ru.ru_nivcsw != last_preempted) { last_preempted = ru.ru_nivcsw; quiet_after = t0 + PG_BACKOFF_NS; }
-    long long spin = t0 < quiet_after ? 0 : P.spin_ns;
+    long long until = t0 < quiet_after ? t0 : t0 + P.spin_ns;
     uint32_t g;
-    int spins = 0;
-    while ((g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen && !atomic_load_explicit(&P.stop, memory_order_relaxed)) {
-      cpu_relax();
-      if (++spins == 64) {
-        spins = 0;
-        long long t = now_ns();
-        if (t - prev > PG_GAP_NS) { quiet_after = t + PG_BACKOFF_NS; break; }
-        if (t - t0 > spin) break;
-        prev = t;
+    for (;;) {
+      int spins = 0;
+      while ((g = atomic_load_explicit(&P.gen, memory_order_acquire)) == seen && !atomic_load_explicit(&P.stop, memory_order_relaxed)) {
+        cpu_relax();
+        if (++spins == 64) {
+          spins = 0;
+          long long t = now_ns();
+          if (t - prev > PG_GAP_NS) { quiet_after = t + PG_BACKOFF_NS; break; }
+          if (t > until) break;
+          prev = t;
+        }
       }
-    }
-    while (g == seen && !atomic_load(&P.stop)) {
+      if (g != seen || atomic_load(&P.stop)) break;
       atomic_fetch_add(&P.sleepers, 1);
       if ((g = atomic_load(&P.gen)) == seen) futex(&P.gen, FUTEX_WAIT, seen);   /* returns at once if gen moved */
       atomic_fetch_sub(&P.sleepers, 1);
       g = atomic_load(&P.gen);
+      if (g != seen || atomic_load(&P.stop)) break;
+      /* woken without a job: a pre-wake (or a spurious wake-up): spin until the pre-wake's deadline, unless this
+         thread backs off */
+      prev = now_ns();
+      until = prev < quiet_after ? prev : atomic_load(&P.prewake_until);
     }
     if (atomic_load(&P.stop)) return NULL;
     seen = g;
@@ -197,8 +204,19 @@ void pg_parallel_for(pg_fn fn, void *args, long long n, int nthreads) {
   pthread_mutex_unlock(&P.lock);
 }
 
+/* a threaded kernel is about to be launched (the caller has some Python left to run first): wake the sleeping
+   workers now, so that they spin when the job comes instead of paying their wake-up then. They spin at most
+   PG_PREWAKE_NS, and not at all while they back off (another process wants the cores). */
+#define PG_PREWAKE_NS 1000000LL
+void pg_pool_prewake(void) {
+  if (P.pid != getpid() || P.nworkers == 0 || atomic_load(&P.sleepers) == 0) return;
+  atomic_store(&P.prewake_until, now_ns() + PG_PREWAKE_NS);
+  futex(&P.gen, FUTEX_WAKE, P.nworkers);
+}
+
 void pg_pool_set_spin_ns(long ns) { P.spin_ns = ns < 0 ? 0 : ns; }
 int pg_pool_workers(void) { return P.pid == getpid() ? P.nworkers : 0; }
+int pg_pool_sleepers(void) { return P.pid == getpid() ? atomic_load(&P.sleepers) : 0; }
 
 void pg_pool_shutdown(void) {
   if (P.pid != getpid()) return;

@@ -21,7 +21,9 @@ def _arg_key(arg: Any) -> Any:
   t = type(arg)
   if t is float: return (float, struct.pack('d', arg))
   if t is bool: return (bool, arg)
-  if t is tuple and any(type(a) in (float, tuple, bool) for a in arg): return tuple(_arg_key(a) for a in arg)
+  if t is tuple:
+    for a in arg:   # a plain loop: shapes and axes (all ints) are the common case, and a generator costs a frame
+      if type(a) in (float, tuple, bool): return tuple(_arg_key(a) for a in arg)
   return arg
 
 # the hash-consing table: key -> weak reference to the node. A plain dict of KeyedRefs, as a WeakValueDictionary keeps

@@ -33,6 +33,31 @@ def test_every_index_once(n, nthreads):
   lib.pg_parallel_for(TASK(body), None, n, nthreads)
   assert (seen[:n] == 1).all(), seen[:n]
 
+def _wait_for(cond, seconds: float = 5.0) -> bool:
+  end = time.monotonic() + seconds
+  while not cond():
+    if time.monotonic() > end: return False
+    time.sleep(0.001)
+  return True
+
+def test_prewake_then_sleep_again():
+  """pg_pool_prewake wakes sleeping workers without a job: jobs still run every index once, and the woken workers
+  go back to sleep (they spin at most about a millisecond), also after a burst of pre-wakes."""
+  lib = _pool()
+  lib.pg_pool_workers.restype = lib.pg_pool_sleepers.restype = ctypes.c_int
+  seen = np.zeros(1000, np.int64)
+  def body(_args, lo, hi): seen[lo:hi] += 1
+  task = TASK(body)
+  lib.pg_parallel_for(task, None, 1000, 3)
+  workers = lib.pg_pool_workers()
+  assert workers >= 2
+  assert _wait_for(lambda: lib.pg_pool_sleepers() == workers)
+  for i in range(50):
+    lib.pg_pool_prewake()
+    if i % 5 == 0: lib.pg_parallel_for(task, None, 1000, 3)
+  assert (seen == 11).all()
+  assert _wait_for(lambda: lib.pg_pool_sleepers() == workers), "pre-woken workers kept spinning"
+
 def _threaded_cases():
   rng = np.random.default_rng(0)
   a, b = rng.standard_normal((300, 1000)).astype(np.float32), rng.standard_normal((1000, 70)).astype(np.float32)
