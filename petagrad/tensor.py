@@ -211,7 +211,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
       targets.append(tgt)
     becomes = realize_uops(targets)
     inverse: dict[UOp, list[UOp]] = {}
-    for orig, new in done.items(): inverse.setdefault(new, []).append(orig)
+    for orig, new in done.items():
+      if orig is not new: inverse.setdefault(new, []).append(orig)
     for node, view in becomes.items():
       mark = (view, view.base.buffer.writes)
       node.realized = mark
@@ -1160,6 +1161,7 @@ def _substitute_realized(u: UOp, done: dict[UOp, UOp]) -> UOp:
     n, ready = stack.pop()
     if n in done: continue
     if (v := realized_view(n)) is not None: done[n] = v; continue
+    if not n.src: done[n] = n; continue
     if not ready:
       stack.append((n, True))
       stack.extend((s, False) for s in n.src if s not in done)

@@ -26,10 +26,12 @@ def _arg_key(arg: Any) -> Any:
       if type(a) in (float, tuple, bool): return tuple(_arg_key(a) for a in arg)
   return arg
 
-# the hash-consing table: key -> weak reference to the node. A plain dict of KeyedRefs, as a WeakValueDictionary keeps
-# them, without its Python-level get and set (every node built paid for them)
-_uop_cache: dict[tuple, weakref.KeyedRef] = {}
-def _forget(ref: weakref.KeyedRef) -> None: _remove_dead_weakref(_uop_cache, ref.key)   # a node died: drop its entry
+# the hash-consing table: key -> weak reference to the node. A plain dict of keyed references, as a WeakValueDictionary
+# keeps them, without its Python-level get and set (every node built paid for them)
+class _Ref(weakref.ref):
+  __slots__ = ("key",)   # weakref.KeyedRef without its Python-level __new__ and __init__
+_uop_cache: dict[tuple, _Ref] = {}
+def _forget(ref: _Ref) -> None: _remove_dead_weakref(_uop_cache, ref.key)   # a node died: drop its entry
 
 def live_uops() -> Iterator[UOp]:
   """Every node alive now (a walk over the whole table: for rare checks only)."""
@@ -41,7 +43,8 @@ class UOpMeta(type):
     key = (op, dtype, src, _arg_key(arg))
     if (ref := _uop_cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
-    _uop_cache[key] = weakref.KeyedRef(ret, _forget, key)
+    ref = _uop_cache[key] = _Ref(ret, _forget)
+    ref.key = key
     return ret
 
 class UOp(metaclass=UOpMeta):
