@@ -25,6 +25,12 @@ def _combine(op: Ops, vals: list[UOp]) -> UOp:
     vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1])) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
   return vals[0]
 
+def _finished(op: Ops, val: UOp) -> UOp:
+  """A reduce whose ranges are all unrolled or vectorized away: its value, started from the identity as a loop's
+  accumulator is. That matters for a float sum only: a sum of -0.0s is +0.0 from the identity +0.0 (as with
+  NOOPT, torch and numpy), -0.0 without it."""
+  return UOp(Ops.ADD, val.dtype, (val, UOp.const(val.dtype, 0.0))) if op is Ops.ADD and val.dtype.is_float else val
+
 def _monotone_mask(valid: UOp, v: UOp) -> bool:
   """Is `valid` an AND of comparisons of affine functions of v (true on an interval of v)?"""
   from petagrad.uop.symbolic import decompose
@@ -47,7 +53,7 @@ def expand_unrolled(ast: UOp) -> UOp:
       copies = [substitute(red.src[0], {r: _c(i)}) for i in range(r.arg[1])]
       val = _combine(red.arg, copies)
       rest = tuple(x for x in red.src[1:] if x is not r)
-      subst[red] = UOp(Ops.REDUCE, red.dtype, (val, *rest), red.arg) if rest else val
+      subst[red] = UOp(Ops.REDUCE, red.dtype, (val, *rest), red.arg) if rest else _finished(red.arg, val)
     ast = substitute(ast, subst)
   for r in _ranges(ast, "upcast"):
     stores = []
@@ -99,6 +105,7 @@ def vectorize(ast: UOp) -> UOp:
       acc = UOp(Ops.REDUCE, val.dtype, (val, *rest), u.arg) if rest else val
       # a reduce over the lanes combines them at the end (horizontal reduce)
       new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(n)]) if v in u.src[1:] and val.dtype.count > 1 else acc
+      if not rest and v in u.src[1:]: new[u] = _finished(u.arg, new[u])
     elif u.op in GroupOp.Elementwise:
       new[u] = UOp(u.op, u.dtype.vec(n) if any(x.dtype.count > 1 for x in src) else u.dtype, src, u.arg)
     elif u.op is Ops.SINK:

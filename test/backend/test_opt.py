@@ -50,6 +50,18 @@ def test_opts_agree_with_noopt(name):
   for flags in ({}, {"THREADS": 2}):
     np.testing.assert_allclose(_run(fn, xs, **flags), ref, rtol=2e-5, atol=2e-5, err_msg=f"{name} with {flags}")
 
+def test_signed_zeros_survive_vector_code():
+  """-0.0 broadcast into vector lanes stays -0.0 (x + 0 would make it +0.0), and a sum of -0.0s is +0.0 whether its
+  loop runs, is unrolled or is vectorized (the identity +0.0 starts it), as in torch. Read through 1/x: -inf vs inf."""
+  import torch
+  x, y = np.ones((64, 64), np.float32), np.full((64, 1), -0.0, np.float32)
+  fns = {"broadcast": lambda a, b: 1 / (a * b), "row_sum": lambda a, b: 1 / (a * b).sum(1), "col_sum": lambda a, b: 1 / (a * b).sum(0),
+         "short_sum": lambda a, b: 1 / (a * b)[:, :4].sum(1)}
+  for name, fn in fns.items():
+    want = fn(torch.from_numpy(x), torch.from_numpy(y)).numpy()
+    for flags in ({}, {"NOOPT": 1}, {"THREADS": 2}):
+      np.testing.assert_array_equal(_run(fn, [x, y], **flags), want, err_msg=f"{name} with {flags}")
+
 @pytest.mark.parametrize("name", ["matmul", "sum1"])
 def test_beam_agrees(name, tmp_path):
   fn, shapes = CASES[name]
