@@ -1160,13 +1160,13 @@ def _substitute_realized(u: UOp, done: dict[UOp, UOp]) -> UOp:
   while stack:
     n, ready = stack.pop()
     if n in done: continue
-    if (v := realized_view(n)) is not None: done[n] = v; continue
+    if n.realized is not None and (v := realized_view(n)) is not None: done[n] = v; continue
     if not n.src: done[n] = n; continue
     if not ready:
       stack.append((n, True))
       stack.extend((s, False) for s in n.src if s not in done)
       continue
-    new_src = tuple(done[s] for s in n.src)
+    new_src = tuple(map(done.__getitem__, n.src))
     done[n] = n if new_src == n.src else UOp(n.op, n.dtype, new_src, n.arg)
   return done[u]
 

@@ -32,7 +32,9 @@ def _reads_other_view(value: UOp, dest: UOp, ready: set[UOp]) -> bool:
     n = stack.pop()
     if n in seen or n in ready or n is dest: continue
     seen.add(n)
-    if n.op not in GroupOp.Movement and any(s is not dest and s.base is buf for s in n.src): return True
+    if n.op not in GroupOp.Movement:
+      for s in n.src:   # only buf itself or a movement op over it can be a view of buf
+        if s is not dest and (s is buf or s.op in GroupOp.Movement) and s.base is buf: return True
     stack.extend(n.src)
   return False
 

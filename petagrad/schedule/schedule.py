@@ -20,7 +20,7 @@ from __future__ import annotations
 import heapq, itertools
 from dataclasses import dataclass, field
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp, _arg_key
+from petagrad.uop.uop import UOp
 from petagrad.device import Buffer
 from petagrad.dtype import DType, dtypes
 from petagrad.helpers import prod, GROUP_MAX
@@ -60,7 +60,7 @@ def substitute(root: UOp, subst: dict[UOp, UOp]) -> UOp:
       stack.append((u, True))
       stack.extend((s, False) for s in u.src if s not in done)
       continue
-    new_src = tuple(done[s] for s in u.src)
+    new_src = tuple(map(done.__getitem__, u.src))
     done[u] = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
   return done[root]
 
@@ -164,13 +164,14 @@ def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp]]:
   gives the same key), the graph's nodes in topological order, and its BUFFER nodes in slot order."""
   nodes = list(root.toposort())
   index = {u: i for i, u in enumerate(nodes)}
+  slot = index.__getitem__
   bufs: list[UOp] = []
   parts = []
   for u in nodes:
     if u.op is Ops.BUFFER:
       parts.append((Ops.BUFFER, u.dtype, u.arg[0], u.arg[1], len(bufs)))
       bufs.append(u)
-    else: parts.append((u.op, u.dtype, _arg_key(u.arg), tuple(index[s] for s in u.src)))   # 0.0 and -0.0 differ
+    else: parts.append((u.op, u.dtype, u.argkey, tuple(map(slot, u.src))))   # 0.0 and -0.0 differ
   return tuple(parts), nodes, bufs
 
 def _slot(b: UOp, name: tuple) -> UOp: return UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], name))

@@ -40,16 +40,18 @@ def live_uops() -> Iterator[UOp]:
 
 class UOpMeta(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
-    key = (op, dtype, src, _arg_key(arg))
+    key = (op, dtype, src, ak := _arg_key(arg))
     if (ref := _uop_cache.get(key)) is not None and (ret := ref()) is not None: return ret
     ret = super().__call__(op, dtype, src, arg)
+    ret.argkey = ak
     ref = _uop_cache[key] = _Ref(ret, _forget)
     ref.key = key
     return ret
 
 class UOp(metaclass=UOpMeta):
-  __slots__ = ("op", "dtype", "src", "arg", "shape", "_device", "_bounds", "_key", "buffer", "realized", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "argkey", "shape", "_device", "_bounds", "_key", "buffer", "realized", "__weakref__")
   op: Ops; dtype: DType; src: tuple[UOp, ...]; arg: Any
+  argkey: Any   # arg as the hash-consing table keys it (floats by their bits): structural keys use it
 
   def __init__(self, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
     self.op, self.dtype, self.src, self.arg = op, dtype, src, arg
