@@ -492,8 +492,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
       except TypeError as e: raise _fail(TypeError, op, str(e), self, x) from None
       a, b = self, x
     elif isinstance(x, (int, float, bool)):
-      dt = promote_scalar(self.dtype, x)
-      a, b = self, Tensor(UOp.const(dt, x, self.device))
+      # the common case again, built on the graph directly: the constant broadcast to self's shape
+      a = self.cast(promote_scalar(self.dtype, x))
+      b = a._new(a._c(x))
+      b._requires_grad = None
+      return (b, a) if reverse else (a, b)
     else:
       raise _fail(TypeError, op, f"unsupported operand type {type(x).__name__}", self)
     shape = _broadcast_shape(op, a, b)
