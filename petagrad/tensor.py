@@ -34,6 +34,12 @@ def realized_buffers() -> list[Any]:
   """The buffers that live realized nodes hold their values in (walks every live node: for the JIT's checks)."""
   return [v.base.buffer for n in live_uops() if (v := realized_view(n)) is not None and v.base.op is Ops.BUFFER]
 
+class _ViewRef(weakref.ref):
+  """A weak reference from a buffer's `views` to a tensor viewing it; it removes its entry when the tensor dies."""
+  __slots__ = ("views", "key")
+def _drop_view(r: _ViewRef) -> None:
+  if r.views.get(r.key) is r: del r.views[r.key]
+
 def _has_views(buf: Any) -> bool:
   """Does a live tensor view this buffer?"""
   return any(r() is not None for r in buf.views.values())
@@ -165,7 +171,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     self._uop = u
     # remember which tensors view which buffer: an in-place write gives them a fresh buffer node
     if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and (b := u.base).op is Ops.BUFFER and b.buffer is not None:
-      b.buffer.views[id(self)] = weakref.ref(self)
+      r = b.buffer.views[id(self)] = _ViewRef(self, _drop_view)
+      r.views, r.key = b.buffer.views, id(self)
 
   @property
   def requires_grad(self) -> bool | None: return self._requires_grad

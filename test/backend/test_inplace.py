@@ -69,3 +69,17 @@ def test_equal_graphs_are_separate_memory(device):
   Tensor.realize_all(c, d)   # the same node twice in one realize
   c.assign(Tensor.full((4,), 3.0))
   assert c.tolist() == [3.0] * 4 and d.tolist() == [1.0] * 4 and Tensor.ones(4).tolist() == [1.0] * 4
+
+def test_dead_views_are_forgotten():
+  """A buffer keeps weak references to the tensors viewing it (an in-place write renews their nodes); views that
+  die drop out, so a loop making views of a long-lived buffer does not grow that list, and live views still
+  see a later write."""
+  import gc
+  x = Tensor([[1.0, 2.0], [3.0, 4.0]]).realize()
+  keep = x.reshape(4)
+  for _ in range(500): y, z = x.reshape(4), x.permute(1, 0)
+  del y, z
+  gc.collect()
+  assert len(x.uop.base.buffer.views) == 2   # x and keep
+  x.assign(x * 10)
+  assert keep.tolist() == [10.0, 20.0, 30.0, 40.0]
