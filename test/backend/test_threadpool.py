@@ -168,6 +168,17 @@ def test_omp_path_still_runs():
   p = subprocess.run([sys.executable, "-c", code], env={**os.environ, "OMP": "1", "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=300)
   assert p.returncode == 0 and "ok" in p.stdout, p.stderr
 
+def test_default_path_leaves_openmp_alone():
+  """Without OMP=1, kernels compile without libgomp and OMP_WAIT_POLICY stays unset (torch in the same process keeps
+  its own OpenMP default); with OMP=1 it defaults to PASSIVE."""
+  code = ("import os; from petagrad import Tensor; from petagrad.device import Device\n"
+          "assert (Tensor([1.0, 2.0]) * 2).tolist() == [2.0, 4.0]\n"
+          "print(os.environ.get('OMP_WAIT_POLICY'), '-fopenmp' in Device['CPU'].compiler.flags)")
+  env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OMP")}
+  for omp, want in (("0", "None False"), ("1", "PASSIVE True")):
+    p = subprocess.run([sys.executable, "-c", code], env={**env, "OMP": omp, "PYTHONPATH": ROOT}, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0 and p.stdout.split() == want.split(), (omp, p.stdout, p.stderr)
+
 # ---------------------------------------------------------------- fork, threads, shutdown
 def _check_rowsum(threads: int = 2, rows: int = 300) -> None:
   x = np.random.default_rng(rows).standard_normal((rows, 1000)).astype(np.float32)
