@@ -44,7 +44,7 @@ CFLAGS = Flag("CFLAGS", "", "Extra flags appended to the CPU compiler command li
 NOOPT = Flag("NOOPT", 0, "1: turn kernel optimizations off (debugging).")
 BEAM = Flag("BEAM", 0, "n >= 1: search kernel optimizations with a beam of width n, timing candidates on the device (results cached on disk).")
 CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
-DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk compile cache.")
+DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk caches (compiled libraries, generated programs, lowered kernels).")
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
@@ -92,9 +92,11 @@ class GlobalCounters:
   global_mem: int = 0
   time_sum_s: float = 0.0
   compile_count: int = 0     # compile cache misses (memory and disk)
+  codegen_count: int = 0     # programs optimized and rendered to source here (a disk-cache hit skips that)
   @staticmethod
   def reset() -> None:
     GlobalCounters.kernel_count = GlobalCounters.launch_count = GlobalCounters.global_ops = GlobalCounters.global_mem = GlobalCounters.compile_count = 0
+    GlobalCounters.codegen_count = 0
     GlobalCounters.time_sum_s = 0.0
 
 # ---------------------------------------------------------------- small utilities
@@ -118,6 +120,17 @@ def content_hash(*parts: str | bytes) -> str:
   return h.hexdigest()
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+@functools.cache
+def code_version() -> str:
+  """A hash of petagrad's own source files: caches of generated code key on it, so an edit to any layer (a
+  rewrite rule, the renderer) invalidates what older code generated."""
+  h = hashlib.sha256()
+  for root, _, files in sorted(os.walk(_PKG_DIR)):
+    for f in sorted(files):
+      if f.endswith((".py", ".c")):
+        with open(os.path.join(root, f), "rb") as fh: h.update(f.encode() + b"\0" + fh.read())
+  return h.hexdigest()
 def user_frame() -> str:
   """'file:line' of the innermost stack frame outside the petagrad package: the user's line."""
   f = sys._getframe(1)

@@ -17,17 +17,31 @@ from petagrad import Tensor, GlobalCounters
 x = Tensor([[1.0, 2.0], [3.0, 4.0]], device="CPU")
 print(((x * 3.25 + 1).exp().sum(1)).tolist())
 print("compiled", GlobalCounters.compile_count)
+print("generated", GlobalCounters.codegen_count)
 """
 
 def test_second_process_hits_disk_cache(tmp_path):
+  """A second process running the same kernels neither generates (lowering, optimization, rendering) nor compiles
+  them: lowered kernels, generated programs and compiled libraries all come from CACHEDIR."""
   env = {"CACHEDIR": str(tmp_path)}
   first = run_py(PROGRAM, env)
   assert first.returncode == 0, first.stderr
-  assert "compiled 0" not in first.stdout
+  assert "compiled 0" not in first.stdout and "generated 0" not in first.stdout
   second = run_py(PROGRAM, env)
   assert second.returncode == 0, second.stderr
-  assert "compiled 0" in second.stdout
+  assert "compiled 0" in second.stdout and "generated 0" in second.stdout
   assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0]
+  assert any((tmp_path / "generated").iterdir()) and any((tmp_path / "lowered").iterdir())
+
+def test_unreadable_cache_entries_are_regenerated(tmp_path):
+  env = {"CACHEDIR": str(tmp_path)}
+  first = run_py(PROGRAM, env)
+  assert first.returncode == 0, first.stderr
+  for sub in ("generated", "lowered"):
+    for f in (tmp_path / sub).iterdir(): f.write_bytes(b"not a pickle")
+  again = run_py(PROGRAM, env)
+  assert again.returncode == 0, again.stderr
+  assert "generated 0" not in again.stdout and again.stdout.splitlines()[0] == first.stdout.splitlines()[0]
 
 def test_broken_compiler_fails_clearly(tmp_path):
   bad = tmp_path / "badcc"
