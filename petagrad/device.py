@@ -7,11 +7,11 @@ A device is an allocator, a compiler, a program launcher and a renderer (runtime
 True
 """
 from __future__ import annotations
-import importlib, ctypes, functools, mmap, os, uuid
+import importlib, ctypes, functools, mmap
 from dataclasses import dataclass
 from typing import Any
 from petagrad.dtype import DType
-from petagrad.helpers import DEV, DISABLE_DISK_CACHE, cache_dir, content_hash, GlobalCounters
+from petagrad.helpers import DEV, DISABLE_DISK_CACHE, atomic_write, cache_dir, content_hash, GlobalCounters
 
 class CompileError(RuntimeError):
   """A kernel failed to compile; the message names the kernel and shows its source."""
@@ -68,10 +68,7 @@ class Compiler:
     else:
       GlobalCounters.compile_count += 1
       lib = self.compile(src, name)
-      if not DISABLE_DISK_CACHE:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}_{uuid.uuid4().hex[:8]}")
-        tmp.write_bytes(lib); tmp.replace(path)    # atomic: a crash never leaves half a file
+      if not DISABLE_DISK_CACHE: atomic_write(path, lib)
     _mem_cache[key] = lib
     return lib
 

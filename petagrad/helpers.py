@@ -5,7 +5,7 @@
 2
 """
 from __future__ import annotations
-import functools, os, sys, operator, time, contextlib, pathlib, hashlib
+import functools, os, sys, operator, time, contextlib, pathlib, hashlib, threading
 from typing import Any, Iterable, TypeVar, Sequence
 
 T = TypeVar("T")
@@ -114,6 +114,13 @@ def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
   out, acc = [], 1
   for s in reversed(shape): out.append(acc); acc *= s
   return tuple(reversed(out))
+def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+  """Write a cache file so that no reader (another process, a parallel compile) ever sees half of it."""
+  os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)
+  tmp = f"{os.fspath(path)}.tmp{os.getpid()}_{threading.get_ident()}"
+  with open(tmp, "wb") as f: f.write(data)
+  os.replace(tmp, path)
+
 def content_hash(*parts: str | bytes) -> str:
   h = hashlib.sha256()
   for p in parts: h.update(p.encode() if isinstance(p, str) else p); h.update(b"\0")

@@ -9,7 +9,7 @@ from petagrad.uop.ops import Ops
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.device import Device, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, DISABLE_DISK_CACHE
+from petagrad.helpers import DEBUG, atomic_write, cache_dir, content_hash, cpu_threads, DISABLE_DISK_CACHE
 
 MAX_UNROLLED = 64     # copies of the loop body an unroll/upcast combination may create
 MAX_DEPTH = 5
@@ -92,7 +92,5 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
     beam = timed
     best_t, best = timed[0]
     if DEBUG >= 2: print(f"beam: {best_t*1e6:9.2f} us with {best.applied}")
-  if not DISABLE_DISK_CACHE:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps([(o.op.name, o.axis, o.amount) for o in best.applied]))
+  if not DISABLE_DISK_CACHE: atomic_write(path, json.dumps([(o.op.name, o.axis, o.amount) for o in best.applied]).encode())
   return best

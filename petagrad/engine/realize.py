@@ -7,7 +7,7 @@ repeated graph with new buffers skips both); compiled kernels are keyed by the A
 parallel before the first one runs.
 """
 from __future__ import annotations
-import os, pickle, time, uuid
+import os, pickle, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
@@ -15,7 +15,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, DISABLE_DISK_CACHE, GlobalCounters, cache_dir, code_version, content_hash, cpu_threads
+from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, DISABLE_DISK_CACHE, GlobalCounters, atomic_write, cache_dir, code_version, content_hash, cpu_threads
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
@@ -166,11 +166,7 @@ def _read_pickle(path: str | None):
   except Exception: return None   # not there, or unreadable (another petagrad wrote it): make it again
 
 def _write_pickle(path: str | None, obj) -> None:
-  if path is None: return
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  tmp = f"{path}.tmp{os.getpid()}_{uuid.uuid4().hex[:8]}"
-  with open(tmp, "wb") as f: pickle.dump(obj, f)
-  os.replace(tmp, path)   # atomic: another process never reads half a file
+  if path is not None: atomic_write(path, pickle.dumps(obj))
 
 # ---------------------------------------------------------------- lowering cache
 
