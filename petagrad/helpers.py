@@ -5,7 +5,7 @@
 2
 """
 from __future__ import annotations
-import functools, os, sys, operator, time, contextlib, pathlib, hashlib, threading
+import functools, os, sys, operator, time, contextlib, pathlib, hashlib, shutil, threading
 from typing import Any, Iterable, TypeVar, Sequence
 
 T = TypeVar("T")
@@ -114,6 +114,23 @@ def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
   out, acc = [], 1
   for s in reversed(shape): out.append(acc); acc *= s
   return tuple(reversed(out))
+CODE_CACHE_DAYS = 7
+def code_cache_dir(kind: str) -> pathlib.Path:
+  """CACHEDIR/kind/<code_version>: for what petagrad's code generates (it is stale once the code changes). Folders
+  of other code versions that nothing wrote to for CODE_CACHE_DAYS are removed (editing petagrad leaves one
+  behind per version)."""
+  return _code_cache_dir(cache_dir() / kind)
+@functools.cache
+def _code_cache_dir(base: pathlib.Path) -> pathlib.Path:
+  here = base / code_version()[:24]
+  try:
+    here.mkdir(parents=True, exist_ok=True)
+    old = time.time() - CODE_CACHE_DAYS * 86400
+    for d in base.iterdir():
+      if d != here and d.is_dir() and d.stat().st_mtime < old: shutil.rmtree(d, ignore_errors=True)
+  except OSError: pass   # a read-only or shared cache folder: keep what is there
+  return here
+
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
   """Write a cache file so that no reader (another process, a parallel compile) ever sees half of it."""
   os.makedirs(os.path.dirname(os.fspath(path)), exist_ok=True)

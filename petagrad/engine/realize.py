@@ -15,7 +15,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, DISABLE_DISK_CACHE, GlobalCounters, atomic_write, cache_dir, code_version, content_hash, cpu_threads
+from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, DISABLE_DISK_CACHE, GlobalCounters, atomic_write, code_cache_dir, content_hash, cpu_threads
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
@@ -133,9 +133,9 @@ def compile_ahead(launches: list[_Launch]) -> None:
 # compiler (whose output is cached under the source).
 def _generated_path(launch: _Launch) -> str:
   dev = Device[launch.device]
-  key = content_hash(code_version(), launch.device, dev.compiler.cache_key, f"{int(NOOPT)} {int(BEAM)} {int(OMP)} {cpu_threads()}",
+  key = content_hash(launch.device, dev.compiler.cache_key, f"{int(NOOPT)} {int(BEAM)} {int(OMP)} {cpu_threads()}",
                      *(f"{p.ast.key} {p.params}" for p in launch.parts))
-  return str(cache_dir() / "generated" / f"{key}.pkl")
+  return str(code_cache_dir("generated") / f"{key}.pkl")
 
 def _load_generated(launch: _Launch) -> CompiledKernel | None:
   if DISABLE_DISK_CACHE or (hit := _read_pickle(_generated_path(launch))) is None: return None
@@ -178,7 +178,7 @@ def lower_cached(out: UOp, value: UOp, known: tuple[tuple, list[UOp]] | None = N
   key, bufs = known if known is not None else structure(UOp(Ops.SINK, out.dtype, (out, value)))[::2]
   if (hit := _lower_cache.get(key)) is None:
     # on disk too (index math simplification makes lowering the costliest step for a kernel of many views)
-    path = None if DISABLE_DISK_CACHE else str(cache_dir() / "lowered" / f"{content_hash(code_version(), repr(key))}.pkl")
+    path = None if DISABLE_DISK_CACHE else str(code_cache_dir("lowered") / f"{content_hash(repr(key))}.pkl")
     if (stored := _read_pickle(path)) is not None: hit = (_unflatten(stored[0]), stored[1])
     else:
       placeholders = {b: UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], -1 - i)) for i, b in enumerate(bufs)}

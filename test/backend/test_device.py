@@ -31,17 +31,33 @@ def test_second_process_hits_disk_cache(tmp_path):
   assert second.returncode == 0, second.stderr
   assert "compiled 0" in second.stdout and "generated 0" in second.stdout
   assert first.stdout.splitlines()[0] == second.stdout.splitlines()[0]
-  assert any((tmp_path / "generated").iterdir()) and any((tmp_path / "lowered").iterdir())
+  assert any((tmp_path / "generated").rglob("*.pkl")) and any((tmp_path / "lowered").rglob("*.pkl"))
 
 def test_unreadable_cache_entries_are_regenerated(tmp_path):
   env = {"CACHEDIR": str(tmp_path)}
   first = run_py(PROGRAM, env)
   assert first.returncode == 0, first.stderr
   for sub in ("generated", "lowered"):
-    for f in (tmp_path / sub).iterdir(): f.write_bytes(b"not a pickle")
+    for f in (tmp_path / sub).rglob("*.pkl"): f.write_bytes(b"not a pickle")
   again = run_py(PROGRAM, env)
   assert again.returncode == 0, again.stderr
   assert "generated 0" not in again.stdout and again.stdout.splitlines()[0] == first.stdout.splitlines()[0]
+
+def test_code_caches_of_old_code_versions_are_pruned(tmp_path):
+  """Generated code is kept per version of petagrad's code; a version folder nothing wrote to for CODE_CACHE_DAYS
+  goes (each edit of petagrad leaves one behind), a recent one stays."""
+  import time
+  from petagrad.helpers import code_cache_dir, code_version, CODE_CACHE_DAYS
+  base = tmp_path / "generated"
+  stale, recent = base / "stale_version", base / "recent_version"
+  for d in (stale, recent):
+    d.mkdir(parents=True)
+    (d / "x.pkl").write_bytes(b"")
+  t = time.time() - (CODE_CACHE_DAYS + 1) * 86400
+  os.utime(stale, (t, t))
+  with Context(CACHEDIR=str(tmp_path)): here = code_cache_dir("generated")
+  assert here.name == code_version()[:24] and here.is_dir()
+  assert not stale.exists() and recent.exists()
 
 def test_broken_compiler_fails_clearly(tmp_path):
   bad = tmp_path / "badcc"
