@@ -44,6 +44,7 @@ CFLAGS = Flag("CFLAGS", "", "Extra flags appended to the CPU compiler command li
 NOOPT = Flag("NOOPT", 0, "1: turn kernel optimizations off (debugging).")
 BEAM = Flag("BEAM", 0, "n >= 1: search kernel optimizations with a beam of width n, timing candidates on the device (results cached on disk).")
 CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
+CACHE_MB = Flag("CACHE_MB", 4096, "Megabytes the on-disk caches may take; beyond it each new process removes the least recently used files (in the background). 0: no limit.")
 DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk caches (compiled libraries, generated programs, lowered kernels).")
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
@@ -78,7 +79,44 @@ def _usable_cores() -> int:
 def cache_dir() -> pathlib.Path:
   base = str(CACHEDIR) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "petagrad")
   p = pathlib.Path(base); p.mkdir(parents=True, exist_ok=True)
+  if base not in _pruned:   # once per folder and process, in the background and a few seconds late: a short run and
+    _pruned.add(base)        # a cold start do not wait for (or share the interpreter with) a walk over the caches
+    t = threading.Timer(PRUNE_DELAY_S, prune_cache, args=(p,))
+    t.daemon = True
+    t.start()
   return p
+_pruned: set[str] = set()
+PRUNE_DELAY_S = 5.0
+
+def prune_cache(base: pathlib.Path, limit_mb: int | None = None) -> int:
+  """Keep the disk caches under CACHE_MB: remove the least recently used files (a cache hit refreshes a file's
+  time, see read_cached) until they take 3/4 of it. Returns the bytes removed. The thread pool's library stays."""
+  limit = (int(CACHE_MB) if limit_mb is None else limit_mb) * (1 << 20)
+  if limit <= 0: return 0
+  files = []
+  for root, _, names in os.walk(base):
+    for n in names:
+      if n.startswith("threadpool_"): continue
+      try: st = os.stat(fp := os.path.join(root, n))
+      except OSError: continue
+      files.append((st.st_mtime, st.st_size, fp))
+  total = sum(f[1] for f in files)
+  if total <= limit: return 0
+  freed = 0
+  for _, size, fp in sorted(files):
+    if total - freed <= limit * 3 // 4: break
+    try: os.remove(fp); freed += size
+    except OSError: pass
+  return freed
+
+def read_cached(path: str | os.PathLike) -> bytes | None:
+  """A cache file's bytes (None when it is not there), marking it used for prune_cache."""
+  try:
+    with open(path, "rb") as f: data = f.read()
+  except OSError: return None
+  try: os.utime(path)
+  except OSError: pass
+  return data
 
 # ---------------------------------------------------------------- counters
 

@@ -9,7 +9,7 @@ from petagrad.uop.ops import Ops
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.device import Device, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, atomic_write, cache_dir, content_hash, cpu_threads, DISABLE_DISK_CACHE
+from petagrad.helpers import DEBUG, atomic_write, cache_dir, content_hash, cpu_threads, read_cached, DISABLE_DISK_CACHE
 
 MAX_UNROLLED = 64     # copies of the loop body an unroll/upcast combination may create
 MAX_DEPTH = 5
@@ -59,8 +59,8 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
   path = cache_dir() / "beam" / f"{key}.json"
   base = _clone(k)
   base.normalize_ranges()
-  if not DISABLE_DISK_CACHE and path.exists():
-    for o in json.loads(path.read_text()): base.apply(Opt(OptOps[o[0]], o[1], o[2]))
+  if not DISABLE_DISK_CACHE and (stored := read_cached(path)) is not None:
+    for o in json.loads(stored): base.apply(Opt(OptOps[o[0]], o[1], o[2]))
     return base
   bufs = _buffers(base, params, device)
   raw = [b.raw for b in bufs]

@@ -15,7 +15,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, DISABLE_DISK_CACHE, GlobalCounters, atomic_write, code_cache_dir, content_hash, cpu_threads
+from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, DISABLE_DISK_CACHE, GlobalCounters, atomic_write, code_cache_dir, content_hash, cpu_threads, read_cached
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
@@ -160,10 +160,9 @@ def _unflatten(flat: list[tuple]) -> UOp:
   return built[-1]
 
 def _read_pickle(path: str | None):
-  if path is None: return None
-  try:
-    with open(path, "rb") as f: return pickle.load(f)
-  except Exception: return None   # not there, or unreadable (another petagrad wrote it): make it again
+  if path is None or (data := read_cached(path)) is None: return None
+  try: return pickle.loads(data)
+  except Exception: return None   # unreadable (another petagrad wrote it): make it again
 
 def _write_pickle(path: str | None, obj) -> None:
   if path is not None: atomic_write(path, pickle.dumps(obj))

@@ -92,6 +92,9 @@ class CPUProgram(Program):
     # dlopen needs a file: the compile cache keeps one per distinct library
     path = cache_dir() / "so" / f"{content_hash(lib)[:40]}.so"
     if not path.exists(): atomic_write(path, lib)
+    else:
+      try: os.utime(path)   # used: prune_cache keeps it
+      except OSError: pass
     dll = ctypes.CDLL(str(path))
     self.fxn = getattr(dll, name)
     self.fxn.restype = None

@@ -59,6 +59,28 @@ def test_code_caches_of_old_code_versions_are_pruned(tmp_path):
   assert here.name == code_version()[:24] and here.is_dir()
   assert not stale.exists() and recent.exists()
 
+def test_cache_pruning_removes_least_recently_used(tmp_path):
+  """Beyond CACHE_MB the least recently used cache files go until the caches take 3/4 of it; a file read through
+  read_cached counts as used; the thread pool's library stays."""
+  import time
+  from petagrad.helpers import prune_cache, read_cached
+  now = time.time()
+  files = []
+  for i in range(6):   # 6 x 512 KiB, oldest first
+    f = tmp_path / "compile" / f"{i}.bin"
+    f.parent.mkdir(exist_ok=True)
+    f.write_bytes(b"x" * (512 << 10))
+    os.utime(f, (now - 1000 + i, now - 1000 + i))
+    files.append(f)
+  pool = tmp_path / "so" / "threadpool_abc.so"
+  pool.parent.mkdir()
+  pool.write_bytes(b"x" * (512 << 10))
+  os.utime(pool, (now - 5000, now - 5000))
+  assert read_cached(files[0]) is not None   # the oldest is used now: it stays
+  assert prune_cache(tmp_path, limit_mb=2) == 3 * (512 << 10)   # 3 MiB (the pool's library aside) -> 1.5 MiB
+  assert [f.exists() for f in files] == [True, False, False, False, True, True] and pool.exists()
+  assert prune_cache(tmp_path, limit_mb=2) == 0 and prune_cache(tmp_path, limit_mb=0) == 0
+
 def test_broken_compiler_fails_clearly(tmp_path):
   bad = tmp_path / "badcc"
   bad.write_text("#!/bin/sh\necho 'this compiler is broken' >&2\nexit 3\n")
