@@ -2,9 +2,10 @@
 and DEBUG output.
 
 Caches: scheduling and lowering are keyed by the graph's structure with its buffers abstracted away (a
-repeated graph with new buffers skips both); compiled kernels are keyed by the AST (memory) and by the source
-(disk, in the device's compiler). The kernels of one schedule that are not compiled yet are compiled in
-parallel before the first one runs.
+repeated graph with new buffers skips both; lowered kernels are kept on disk too); programs are keyed by their
+kernels' ASTs (memory, and on disk their generated source, so a new process skips code generation) and compiled
+libraries by the source (disk, in the device's compiler). The kernels of one schedule that are not compiled yet
+are compiled in parallel before the first one runs.
 """
 from __future__ import annotations
 import os, pickle, time
