@@ -73,7 +73,7 @@ class UOp(metaclass=UOpMeta):
     """Content hash of the whole subgraph (keys the caches). Computed without recursion."""
     if self._key is None:
       for u in self._missing("_key"):
-        h = hashlib.sha256(f"{u.op.name}|{u.dtype.name}|{u.arg!r}|".encode())
+        h = hashlib.sha256(f"{u.op.name}|{u.dtype!r}|{u.arg!r}|".encode())   # repr: vector dtypes too
         for s in u.src: h.update(s._key.encode())   # type: ignore[union-attr]
         u._key = h.hexdigest()[:32]
     return self._key   # type: ignore[return-value]
