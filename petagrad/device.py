@@ -11,7 +11,7 @@ import importlib, ctypes, functools, mmap
 from dataclasses import dataclass
 from typing import Any
 from petagrad.dtype import DType
-from petagrad.helpers import DEV, DISABLE_DISK_CACHE, atomic_write, cache_dir, content_hash, read_cached, GlobalCounters
+from petagrad.helpers import DEV, cache_dir, content_hash, read_cached, write_cached, GlobalCounters
 
 class CompileError(RuntimeError):
   """A kernel failed to compile; the message names the kernel and shows its source."""
@@ -63,10 +63,10 @@ class Compiler:
     key = content_hash(type(self).__name__, self.cache_key, src)
     if (lib := _mem_cache.get(key)) is not None: return lib
     path = cache_dir() / "compile" / f"{key}.bin"
-    if DISABLE_DISK_CACHE or (lib := read_cached(path)) is None:
+    if (lib := read_cached(path)) is None:
       GlobalCounters.compile_count += 1
       lib = self.compile(src, name)
-      if not DISABLE_DISK_CACHE: atomic_write(path, lib)
+      write_cached(path, lib)
     _mem_cache[key] = lib
     return lib
 

@@ -6,7 +6,7 @@ dtypes.int16
 """
 from __future__ import annotations
 import math, struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final
 from petagrad.helpers import DEFAULT_FLOAT
 

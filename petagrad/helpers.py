@@ -43,7 +43,7 @@ CC = Flag("CC", "", "C compiler used by the CPU device. Empty: gcc, or clang whe
 CFLAGS = Flag("CFLAGS", "", "Extra flags appended to the CPU compiler command line.")
 NOOPT = Flag("NOOPT", 0, "1: turn kernel optimizations off (debugging).")
 BEAM = Flag("BEAM", 0, "n >= 1: search kernel optimizations with a beam of width n, timing candidates on the device (results cached on disk).")
-CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
+CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels, generated code, BEAM results). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
 CACHE_MB = Flag("CACHE_MB", 4096, "Megabytes the on-disk caches may take; beyond it each new process removes the least recently used files (in the background). 0: no limit.")
 DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk caches (compiled libraries, generated programs, lowered kernels).")
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
@@ -110,13 +110,22 @@ def prune_cache(base: pathlib.Path, limit_mb: int | None = None) -> int:
   return freed
 
 def read_cached(path: str | os.PathLike) -> bytes | None:
-  """A cache file's bytes (None when it is not there), marking it used for prune_cache."""
+  """A disk cache entry's bytes, marked used for prune_cache; None when it is not there or DISABLE_DISK_CACHE is set."""
+  if DISABLE_DISK_CACHE: return None
   try:
     with open(path, "rb") as f: data = f.read()
   except OSError: return None
+  mark_used(path)
+  return data
+
+def write_cached(path: str | os.PathLike, data: bytes) -> None:
+  """Store a disk cache entry (nothing with DISABLE_DISK_CACHE)."""
+  if not DISABLE_DISK_CACHE: atomic_write(path, data)
+
+def mark_used(path: str | os.PathLike) -> None:
+  """Refresh a cache file's time: prune_cache removes the least recently used first."""
   try: os.utime(path)
   except OSError: pass
-  return data
 
 # ---------------------------------------------------------------- counters
 

@@ -9,7 +9,7 @@ from petagrad.uop.ops import Ops
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.device import Device, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, atomic_write, cache_dir, content_hash, cpu_threads, read_cached, DISABLE_DISK_CACHE
+from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, read_cached, write_cached
 
 MAX_UNROLLED = 64     # copies of the loop body an unroll/upcast combination may create
 MAX_DEPTH = 5
@@ -59,7 +59,7 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
   path = cache_dir() / "beam" / f"{key}.json"
   base = _clone(k)
   base.normalize_ranges()
-  if not DISABLE_DISK_CACHE and (stored := read_cached(path)) is not None:
+  if (stored := read_cached(path)) is not None:
     for o in json.loads(stored): base.apply(Opt(OptOps[o[0]], o[1], o[2]))
     return base
   bufs = _buffers(base, params, device)
@@ -92,5 +92,5 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
     beam = timed
     best_t, best = timed[0]
     if DEBUG >= 2: print(f"beam: {best_t*1e6:9.2f} us with {best.applied}")
-  if not DISABLE_DISK_CACHE: atomic_write(path, json.dumps([(o.op.name, o.axis, o.amount) for o in best.applied]).encode())
+  write_cached(path, json.dumps([(o.op.name, o.axis, o.amount) for o in best.applied]).encode())
   return best

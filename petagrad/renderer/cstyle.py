@@ -60,8 +60,7 @@ class CStyleRenderer(Renderer):
 
   def const(self, v, dt: DType) -> str:
     if dt.count > 1:
-      if dt.scalar().is_bool: return f"(({self.tname(dt)}){{}} + {'-1' if v else '0'})"
-      return self._broadcast(self.const(v, dt.scalar()), dt)
+      return self._broadcast(('-1' if v else '0') if dt.scalar().is_bool else self.const(v, dt.scalar()), dt)
     if dt == dtypes.bfloat16: return f"((unsigned short){float_to_bf16_bits(v)})"
     if dt.is_float:
       if math.isnan(v): s = "__builtin_nanf(\"\")"
@@ -200,9 +199,9 @@ class CStyleRenderer(Renderer):
     return self._lanewise(dt, lambda a: self._scalar_alu(scalar_u, a), list(src), names)
 
   def _broadcast(self, x: str, dt: DType) -> str:
-    """The scalar expression x in every lane of a dt vector. Floats as x - 0: an identity for every x (x + 0 is not:
-    it turns -0.0 into +0.0), so the compiler emits a plain broadcast (a load straight into all lanes) instead of
-    an add and a shuffle (a matmul's inner loop: ~10% faster)."""
+    """The scalar expression x in every lane of a dt vector (bools as -1/0 masks). Floats as x - 0: an identity for
+    every x (x + 0 is not: it turns -0.0 into +0.0), so the compiler emits a plain broadcast (a load straight into
+    all lanes) instead of an add and a shuffle (a matmul's inner loop: ~10% faster)."""
     return f"({x} - ({self.tname(dt)}){{}})" if dt.scalar().is_float else f"(({self.tname(dt)}){{}} + {x})"
 
   def _vec_alu(self, op: Ops, dt: DType, src: list[UOp], names: dict[UOp, str]) -> str | None:
@@ -213,7 +212,7 @@ class CStyleRenderer(Renderer):
     el = src[0].dtype.scalar() if src else dt.scalar()
     def v(s: UOp, like: DType) -> str:   # operand as a vector of like's lanes (scalars are broadcast)
       if s.dtype.count > 1: return names[s]
-      if like.scalar().is_bool: return f"(({self.tname(dtypes.bool.vec(n))}){{}} + -(int)({names[s]}))"
+      if like.scalar().is_bool: return self._broadcast(f"-(int)({names[s]})", dtypes.bool.vec(n))   # true: all bits set
       return self._broadcast(f"({self.types[like.scalar()]})({names[s]})", like.scalar().vec(n))
     def imask(d: DType) -> str: return self._vt(self.types[dtypes.int32 if d.itemsize == 4 else dtypes.int64], n)
     def to_bool(expr: str, d: DType) -> str:   # a compare of d lanes gives d-sized masks; bools are 32-bit

@@ -3,7 +3,7 @@ from __future__ import annotations
 import atexit, ctypes, functools, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
 from typing import Callable
 from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program
-from petagrad.helpers import CC, CFLAGS, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir
+from petagrad.helpers import CC, CFLAGS, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, mark_used
 from petagrad.renderer.cstyle import CRenderer
 
 # Only for OMP=1 (kernels threaded by OpenMP): idle OpenMP threads spin at every barrier by default, stealing the
@@ -91,10 +91,8 @@ class CPUProgram(Program):
     super().__init__(name, lib, meta)
     # dlopen needs a file: the compile cache keeps one per distinct library
     path = cache_dir() / "so" / f"{content_hash(lib)[:40]}.so"
-    if not path.exists(): atomic_write(path, lib)
-    else:
-      try: os.utime(path)   # used: prune_cache keeps it
-      except OSError: pass
+    if not path.exists(): atomic_write(path, lib)   # written whether or not the disk caches are on: dlopen needs a file
+    else: mark_used(path)
     dll = ctypes.CDLL(str(path))
     self.fxn = getattr(dll, name)
     self.fxn.restype = None

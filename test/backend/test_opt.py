@@ -3,6 +3,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from petagrad import Tensor, Context
+from petagrad.helpers import DISABLE_DISK_CACHE
 
 CASES = {
   "matmul": (lambda a, b: a @ b, [(64, 48), (48, 80)]),
@@ -96,7 +97,7 @@ def test_swap_reorders_loops_and_keeps_results(monkeypatch):
     return k
   monkeypatch.setattr(R, "hand_coded_optimizations", swap_first_two)
   monkeypatch.setattr(R, "_kernel_cache", {})
-  monkeypatch.setattr(R, "DISABLE_DISK_CACHE", True)   # programs generated earlier would skip the patched heuristics
+  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)   # programs generated earlier would skip the patched heuristics
   rng = np.random.default_rng(2)
   a, b = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 56)).astype(np.float32)
   a3 = rng.standard_normal((3, 5, 7)).astype(np.float32)
@@ -122,7 +123,7 @@ def test_tile_nests_a_block_loop_and_keeps_results(monkeypatch):
     return k
   monkeypatch.setattr(R, "hand_coded_optimizations", tile_first)
   monkeypatch.setattr(R, "_kernel_cache", {})
-  monkeypatch.setattr(R, "DISABLE_DISK_CACHE", True)
+  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
   rng = np.random.default_rng(4)
   a, b = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal((40, 56)).astype(np.float32)
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
