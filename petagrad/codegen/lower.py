@@ -11,6 +11,7 @@ from petagrad.uop.uop import UOp
 from petagrad.uop.symbolic import simplify
 from petagrad.dtype import dtypes
 from petagrad.helpers import strides_for_shape
+from petagrad.schedule.schedule import substitute
 
 Idx = tuple[UOp, ...]
 TRUE = UOp.const(dtypes.bool, True)
@@ -80,7 +81,16 @@ def lower(out_view: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
   store_idx = idx[0]
   val = _build(value, out_ranges, ctx)
   store = UOp(Ops.STORE, dtypes.bool, (out_param, store_idx, val))
-  return simplify(UOp(Ops.SINK, dtypes.bool, (store,))), ctx.bufs
+  return _used_params(simplify(UOp(Ops.SINK, dtypes.bool, (store,))), ctx.bufs)
+
+def _used_params(ast: UOp, bufs: list[UOp]) -> tuple[UOp, list[UOp]]:
+  """The AST with only the buffers it still reads or writes as parameters, renumbered 0..n-1 in order: simplification
+  may drop every load of a buffer (`m.where(x, x)` is x), and a parameter nothing uses must not take a slot that
+  the launch (a group, a launch plan) would bind to another buffer."""
+  used = sorted({u.arg for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL})
+  if used == list(range(len(bufs))): return ast, bufs
+  renum = {u: UOp(Ops.DEFINE_GLOBAL, u.dtype, (), used.index(u.arg)) for u in ast.toposort() if u.op is Ops.DEFINE_GLOBAL}
+  return substitute(ast, renum), [bufs[i] for i in used]
 
 def _build(root: UOp, idx: Idx, ctx: Lowering) -> UOp:
   """Iterative top-down walk: each (node, index context) pair becomes one kernel expression."""

@@ -65,7 +65,8 @@ def compile_kernels(device: str, todo: list[tuple[Kernel | list[Member], str, li
     members = [(kk, tuple(range(len(params))))] if isinstance(kk, Kernel) else kk
     try:
       parts = [linearize(vectorize(expand_unrolled(decompose(k.ast, dev.renderer.decompose_ops)))) for k, _ in members]
-      prog = parts[0] if len(parts) == 1 else concat_programs(parts, [list(p) for _, p in members])
+      # a launch group's members (even a single merged nest) number their parameters by launch position
+      prog = parts[0] if isinstance(kk, Kernel) else concat_programs(parts, [list(p) for _, p in members])
       src = dev.renderer.render(name, prog, params)
     except Exception as e: prog, src = None, e
     if DEBUG >= 5:
