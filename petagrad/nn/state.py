@@ -23,7 +23,7 @@ ValueError naming the file and what is wrong.
 [[1.0, 2.0]]
 """
 from __future__ import annotations
-import io, itertools, json, mmap, os, pickle, struct, tempfile, types, zipfile
+import io, json, mmap, os, pickle, socket, struct, tempfile, types, zipfile, zlib
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, BinaryIO
 from petagrad.tensor import Tensor
@@ -134,11 +134,50 @@ def load_state_dict(obj: Any, state_dict: Mapping[str, Any], strict: bool = True
 
 # ====================================================================== atomic writes
 
+class _Corrupt(ValueError):
+  """A file that cannot be read as what it claims to be; the message starts with the file's path."""
+
+def _corrupt(path: Any, what: str) -> ValueError: return _Corrupt(f"{path}: {what}")
+
+def _is_int(x: Any) -> bool: return type(x) is int   # not bool, not float: a header's 2.0 or true is not a size
+
+# A temporary file is named after its target, this marker, the writer's host and pid, so a later save can tell the
+# leftovers of a crashed writer (dead pid) from the file of a save still running in another process.
+_TMP_MARK = ".petagrad-tmp."
+
+def _host_tag() -> str: return "".join(c if c.isalnum() or c in "-_" else "_" for c in socket.gethostname()) or "host"
+
+def _pid_alive(pid: int) -> bool:
+  try: os.kill(pid, 0)   # signal 0: only checks that the process exists
+  except ProcessLookupError: return False
+  except (PermissionError, OSError, OverflowError): return True   # someone else's process, or unsure: keep its file
+  return True
+
+def _remove_stale_temporaries(path: str) -> list[str]:
+  """Delete the temporary files that earlier saves to `path` left behind when their process died mid-write (kill -9,
+  power loss, OOM killer). Only files of this host whose writer pid no longer exists are removed. Returns their names."""
+  if os.name != "posix": return []   # os.kill(pid, 0) is a liveness probe only on POSIX
+  folder, prefix = os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}{_TMP_MARK}"
+  try: names = os.listdir(folder)
+  except OSError: return []
+  removed = []
+  for name in names:
+    if not (name.startswith(prefix) and name.endswith(".tmp")): continue
+    parts = name[len(prefix):].split(".")   # host, pid, random, "tmp"
+    if len(parts) != 4 or parts[0] != _host_tag() or not parts[1].isdigit() or int(parts[1]) <= 0: continue
+    pid = int(parts[1])
+    if pid == os.getpid() or _pid_alive(pid): continue   # this process (another thread may be saving) or a live writer
+    try: os.unlink(os.path.join(folder, name)); removed.append(name)
+    except OSError: pass   # removed by someone else meanwhile, or not ours to remove
+  return removed
+
 def _atomic_write(path: str | os.PathLike, fill: Callable[[BinaryIO], None]) -> None:
-  """Write a file through fill(f) into a temporary file next to `path`, fsync it, and rename it over path."""
+  """Write a file through fill(f) into a temporary file next to `path`, fsync it, and rename it over path. The
+  temporary is removed on any exception; temporaries of earlier writers that were killed are removed first."""
   path = os.fspath(path)
   folder = os.path.dirname(os.path.abspath(path))
-  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+  _remove_stale_temporaries(path)
+  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}{_TMP_MARK}{_host_tag()}.{os.getpid()}.", suffix=".tmp", dir=folder)
   try:
     with os.fdopen(fd, "wb") as f:
       fill(f)
@@ -154,8 +193,6 @@ def _write_bytes(f: BinaryIO, data: bytes | memoryview) -> None:
   """One chunk of a file being saved (a separate function so tests can simulate a crash mid-write)."""
   f.write(data)
 
-def _corrupt(path: Any, what: str) -> ValueError: return ValueError(f"{path}: {what}")
-
 # ====================================================================== safetensors
 
 SAFETENSORS_DTYPES: dict[str, DType] = {
@@ -165,14 +202,41 @@ SAFETENSORS_DTYPES: dict[str, DType] = {
 }
 _SAFETENSORS_NAMES = {v: k for k, v in SAFETENSORS_DTYPES.items()}
 
+def _short(x: Any, n: int = 60) -> str:
+  """repr(x) cut to n characters, for error messages about untrusted file contents."""
+  try: r = repr(x)
+  except RecursionError: r = f"<a deeply nested {type(x).__name__}>"
+  return r if len(r) <= n else r[:n - 3] + "..."
+
 def _tensor_from_bytes(raw: bytes | memoryview, dtype: DType, shape: tuple[int, ...], device: str | None) -> Tensor:
   if prod(shape) == 0: return Tensor.zeros(*shape, dtype=dtype, device=device).contiguous()
   return Tensor(bytes(raw), dtype=dtype, device=device).reshape(shape)
 
+class _DuplicateKey(ValueError): pass
+
+def _json_object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+  """json.loads' object hook: a key given twice is an error (json would keep the last one silently)."""
+  out: dict[str, Any] = {}
+  for k, v in pairs:
+    if k in out: raise _DuplicateKey(f"the key {k!r} appears twice")
+    out[k] = v
+  return out
+
+def _check_no_overlap(path: str, spans: list[tuple[int, int, str]], kind: str) -> None:
+  """spans: (begin, end, name) byte ranges of tensors; two non-empty ones sharing a byte is a corrupt file."""
+  prev_end, prev = 0, ""
+  for b, e, name in sorted(s for s in spans if s[1] > s[0]):
+    if b < prev_end: raise _corrupt(path, f"corrupt {kind} file: the data of tensors {prev!r} and {name!r} overlap (bytes {b}..{min(e, prev_end)})")
+    prev_end, prev = e, name
+
 class SafeTensorsFile(Mapping):
   """A safetensors file opened lazily: the header is read at once; `sf[name]` makes a Tensor from the
   memory-mapped bytes of that one entry (a copy each time it is read), so a file larger than memory can
-  be loaded tensor by tensor. `metadata` holds the file's `__metadata__` strings."""
+  be loaded tensor by tensor. `metadata` holds the file's `__metadata__` strings.
+
+  The whole header is checked when the file is opened: a malformed header, a shape that is not a list of
+  non-negative ints, an unknown dtype, offsets that are not two ints, that do not match shape x itemsize, that
+  overlap another tensor's or that lie past the end of the file raise ValueError naming the file."""
   def __init__(self, path: str | os.PathLike, device: str | None = None):
     self.path, self.device = os.fspath(path), device
     with open(self.path, "rb") as f:
@@ -181,23 +245,36 @@ class SafeTensorsFile(Mapping):
       (n,) = struct.unpack("<Q", f.read(8))
       if n > size - 8: raise _corrupt(self.path, f"truncated or corrupt safetensors file: the header is {n} bytes but only {size - 8} follow")
       raw_header = f.read(n)
+      if len(raw_header) != n: raise _corrupt(self.path, "truncated safetensors file: the header is cut short")
       self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    try: header = json.loads(raw_header)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e: raise _corrupt(self.path, f"corrupt safetensors header (not JSON: {e})") from None
-    if not isinstance(header, dict): raise _corrupt(self.path, "corrupt safetensors header (not a JSON object)")
-    self.metadata: dict[str, str] = header.pop("__metadata__", None) or {}
+    try: header = json.loads(raw_header, object_pairs_hook=_json_object)
+    except (UnicodeDecodeError, json.JSONDecodeError, _DuplicateKey) as e: raise _corrupt(self.path, f"corrupt safetensors header (not JSON: {e})") from None
+    except RecursionError: raise _corrupt(self.path, "corrupt safetensors header (JSON nested too deeply)") from None
+    if not isinstance(header, dict): raise _corrupt(self.path, f"corrupt safetensors header (a JSON {type(header).__name__}, not an object)")
+    meta = header.pop("__metadata__", None)
+    if meta is not None and not (isinstance(meta, dict) and all(isinstance(v, str) for v in meta.values())):
+      raise _corrupt(self.path, f"corrupt safetensors header: __metadata__ must map strings to strings, got {_short(meta)}")
+    self.metadata: dict[str, str] = meta or {}
     self._start, data_len = 8 + n, size - 8 - n
     self._entries: dict[str, tuple[DType, tuple[int, ...], int, int]] = {}
-    for name, e in header.items():
-      try: dt_name, shape, (b, en) = e["dtype"], tuple(int(s) for s in e["shape"]), e["data_offsets"]
-      except (KeyError, TypeError, ValueError): raise _corrupt(self.path, f"corrupt safetensors header entry for {name!r}: {e!r}") from None
-      if dt_name not in SAFETENSORS_DTYPES: raise _corrupt(self.path, f"tensor {name!r} has dtype {dt_name!r}, which petagrad does not support")
-      dt = SAFETENSORS_DTYPES[dt_name]
-      if any(s < 0 for s in shape) or not 0 <= b <= en: raise _corrupt(self.path, f"tensor {name!r} has a bad shape {shape} or offsets {[b, en]}")
-      if en - b != prod(shape) * dt.itemsize:
-        raise _corrupt(self.path, f"tensor {name!r}: {prod(shape)} x {dt_name} needs {prod(shape) * dt.itemsize} bytes but its offsets {[b, en]} span {en - b}")
-      if en > data_len: raise _corrupt(self.path, f"truncated safetensors file: tensor {name!r} ends at byte {en} of the data but the data has only {data_len} bytes")
-      self._entries[name] = (dt, shape, b, en)
+    for name, e in header.items(): self._entries[name] = self._check_entry(name, e, data_len)
+    _check_no_overlap(self.path, [(b, en, name) for name, (_, _, b, en) in self._entries.items()], "safetensors")
+  def _check_entry(self, name: str, e: Any, data_len: int) -> tuple[DType, tuple[int, ...], int, int]:
+    def bad(what: str) -> ValueError: return _corrupt(self.path, f"corrupt safetensors header entry for tensor {name!r}: {what}")
+    if not isinstance(e, dict): raise bad(f"a JSON {type(e).__name__} ({_short(e)}), not an object")
+    for key in ("dtype", "shape", "data_offsets"):
+      if key not in e: raise bad(f"no {key!r} in {_short(e)}")
+    dt_name, shape, offs = e["dtype"], e["shape"], e["data_offsets"]
+    if not isinstance(dt_name, str): raise bad(f"dtype {_short(dt_name)} is not a string")
+    if dt_name not in SAFETENSORS_DTYPES:
+      raise _corrupt(self.path, f"tensor {name!r} has dtype {dt_name!r}, which petagrad does not support (supported: {', '.join(SAFETENSORS_DTYPES)})")
+    if not isinstance(shape, list) or not all(_is_int(d) and d >= 0 for d in shape): raise bad(f"shape {_short(shape)} is not a list of non-negative ints")
+    if not (isinstance(offs, list) and len(offs) == 2 and all(_is_int(o) for o in offs)): raise bad(f"data_offsets {_short(offs)} is not a list of two ints")
+    dt, (b, en), nbytes = SAFETENSORS_DTYPES[dt_name], offs, prod(shape) * SAFETENSORS_DTYPES[dt_name].itemsize
+    if not 0 <= b <= en: raise bad(f"data_offsets {offs} do not describe a byte range")
+    if en - b != nbytes: raise _corrupt(self.path, f"tensor {name!r}: {prod(shape)} x {dt_name} needs {nbytes} bytes but its offsets {offs} span {en - b}")
+    if en > data_len: raise _corrupt(self.path, f"truncated safetensors file: tensor {name!r} ends at byte {en} of the data but the data has only {data_len} bytes")
+    return dt, tuple(shape), b, en
   def __getitem__(self, name: str) -> Tensor:
     dt, shape, b, e = self._entries[name]
     return _tensor_from_bytes(memoryview(self._mm)[self._start + b:self._start + e], dt, shape, self.device)
@@ -308,60 +385,115 @@ class _StorageType:
   def __repr__(self) -> str: return f"torch.{self.name}"
 
 class _TorchDtype:
+  """Stands for torch.float32 & co inside the unpickler."""
   def __init__(self, name: str): self.name, self.dtype = name, _TORCH_DTYPES[name]
+  def __repr__(self) -> str: return f"torch.{self.name}"
+
+class _BadRecord(Exception):
+  """A malformed tensor record met inside the unpickler's callbacks; the unpickler turns it into an error naming the file."""
 
 class _Storage:
-  """A storage of a checkpoint: how to read its raw bytes, and its element dtype. Its Tensor is made once
-  per dtype, on first use."""
-  def __init__(self, read: Callable[[], bytes], dtype: DType, key: str):
-    self._read, self.dtype, self.key, self._ts = read, dtype, key, {}
-  def raw(self) -> bytes: return self._read()
+  """A storage of a checkpoint: its element dtype and count (from the pickle), how to read its raw bytes, and the
+  file and device its tensors belong to. Its Tensor is made once per dtype, on first use."""
+  def __init__(self, read: Callable[[], bytes], dtype: DType, numel: int, key: str, path: str, device: str | None):
+    self._read, self.dtype, self.numel, self.key, self.path, self.device = read, dtype, numel, key, path, device
+    self._ts: dict[DType, Tensor] = {}
+  @property
+  def nbytes(self) -> int: return self.numel * self.dtype.itemsize
   def tensor(self, dtype: DType) -> Tensor:
     if dtype not in self._ts:
       raw = self._read()
-      if len(raw) % dtype.itemsize: raise ValueError(f"torch_load: storage {self.key} has {len(raw)} bytes, not a whole number of {dtype}")
-      self._ts[dtype] = Tensor(raw, dtype=dtype, device=_load_device) if raw else Tensor.zeros(0, dtype=dtype, device=_load_device).contiguous()
+      if len(raw) != self.nbytes:
+        raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, its record says {self.numel} x {self.dtype} ({self.nbytes} bytes)")
+      if len(raw) % dtype.itemsize: raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, not a whole number of {dtype}")
+      self._ts[dtype] = Tensor(raw, dtype=dtype, device=self.device) if raw else Tensor.zeros(0, dtype=dtype, device=self.device).contiguous()
     return self._ts[dtype]
 
-class _PendingTensor:
-  """A tensor the unpickler met; made once the storages can be read (the legacy format stores them after the pickle)."""
-  def __init__(self, storage: _Storage, offset: int, size: tuple, stride: tuple, dtype: DType | None):
-    self.storage, self.offset, self.size, self.stride, self.dtype = storage, int(offset), tuple(int(s) for s in size), tuple(int(s) for s in stride), dtype
-  def make(self) -> Tensor:
-    dt, size, stride, offset = self.dtype or self.storage.dtype, self.size, self.stride, self.offset
-    flat = self.storage.tensor(dt)
-    n = prod(size)
-    if n == 0: return Tensor.zeros(*size, dtype=dt, device=_load_device).contiguous()
-    last = offset + sum((s - 1) * st for s, st in zip(size, stride))
-    if offset < 0 or last >= flat.numel() or any(st < 0 for st in stride):
-      raise ValueError(f"torch_load: a tensor of size {size} stride {stride} at offset {offset} reads past its storage of {flat.numel()} elements")
-    # the common layouts are a permutation of a contiguous block (e.g. channels-last weights): movement ops only
-    dims = [i for i in range(len(size)) if size[i] != 1]
-    order = sorted(dims, key=lambda i: -stride[i])
-    expect = 1
-    for i in reversed(order):
-      if stride[i] != expect: break
-      expect *= size[i]
+def _as_strided(flat: Tensor, offset: int, size: tuple[int, ...], stride: tuple[int, ...]) -> Tensor:
+  """The view torch describes by (offset, size, stride) over a flat tensor, with movement ops only (no copy: the view
+  is index math, and realizing it is one kernel). Strides are >= 0 and the view lies inside flat.
+
+  Stride-0 dims become an expand, size-1 dims a reshape. The other dims, largest stride first (runs that are
+  contiguous with each other merged), are cut out of the flat extent one at a time: the last axis, a window of L
+  elements, becomes (s, W) with row i starting at i*a, where a is the dim's stride and W the extent of the dims left.
+  Rows that do not overlap (a >= W) are a pad or shrink to s*a and a reshape; overlapping rows (a < W, e.g.
+  as_strided windows) come from the window repeated T times, read with a row length of L + a: element i*(L+a) + t of
+  the repeats is element i*a + t of the window. Last, the dims are put back in torch's order."""
+  groups: list[tuple[int, int, list[int]]] = []   # (size, stride, torch dims) largest stride first
+  for i in sorted((i for i in range(len(size)) if size[i] > 1 and stride[i] > 0), key=lambda i: -stride[i]):
+    if groups and groups[-1][1] == stride[i] * size[i]: groups[-1] = (groups[-1][0] * size[i], stride[i], groups[-1][2] + [i])
+    else: groups.append((size[i], stride[i], [i]))
+  extents = [1]   # extents[k]: elements spanned by groups[len(groups)-k:]
+  for s, a, _ in reversed(groups): extents.append(extents[-1] + (s - 1) * a)
+  x = flat.shrink(((offset, offset + extents[-1]),))
+  for k, (s, a, _) in enumerate(groups):
+    w, pre, L = extents[len(groups) - k - 1], x.shape[:-1], x.shape[-1]
+    keep = (None,) * len(pre)
+    if a == 1 and w == 1: x = x.reshape(*pre, s, 1)   # the innermost contiguous run: the window is the elements
+    elif a >= w:
+      x = (x.pad(((0, 0),) * len(pre) + ((0, s * a - L),)) if s * a > L else x.shrink(keep + ((0, s * a),))).reshape(*pre, s, a)
     else:
-      t = flat[offset:offset + n].reshape(tuple(size[i] for i in order))
-      return t.permute(tuple(order.index(i) for i in dims)).reshape(size)
-    # any other strided view (overlapping or with gaps; rare in checkpoints): gather the bytes on the host
-    raw, isz = self.storage.raw(), dt.itemsize
-    out = bytearray()
-    for idx in itertools.product(*(range(s) for s in size)):
-      e = offset + sum(i * st for i, st in zip(idx, stride))
-      out += raw[e * isz:(e + 1) * isz]
-    return Tensor(bytes(out), dtype=dt, device=_load_device).reshape(size)
+      t = -(-s * (L + a) // L)
+      x = x.reshape(*pre, 1, L).expand(*pre, t, L).reshape(*pre, t * L).shrink(keep + ((0, s * (L + a)),)).reshape(*pre, s, L + a)
+    if x.shape[-1] != w: x = x.shrink(keep + (None, (0, w)))
+  order = [i for _, _, dims in groups for i in dims]
+  x = x.reshape(tuple(size[i] for i in order))
+  x = x.permute(tuple(order.index(i) for i in sorted(order)))
+  return x.reshape(tuple(size[i] if i in order else 1 for i in range(len(size)))).expand(size)
+
+class _PendingTensor:
+  """A tensor the unpickler met (checked against its storage); made once the storages can be read (the legacy format
+  stores them after the pickle)."""
+  def __init__(self, storage: _Storage, offset: int, size: tuple[int, ...], stride: tuple[int, ...], dtype: DType):
+    self.storage, self.offset, self.size, self.stride, self.dtype = storage, offset, size, stride, dtype
+  def make(self) -> Tensor:
+    if prod(self.size) == 0: return Tensor.zeros(*self.size, dtype=self.dtype, device=self.storage.device).contiguous()
+    return _as_strided(self.storage.tensor(self.dtype), self.offset, self.size, self.stride)
+
+def _ints(x: Any, what: str) -> tuple[int, ...]:
+  if not isinstance(x, (tuple, list)) or not all(_is_int(v) for v in x): raise _BadRecord(f"a tensor's {what} {_short(x)} is not a tuple of ints")
+  return tuple(x)
+
+def _pending(storage: Any, offset: Any, size: Any, stride: Any, dtype: DType | None) -> _PendingTensor:
+  """Check a tensor record of the pickle against its storage: the view torch would make must lie inside it."""
+  if not isinstance(storage, _Storage): raise _BadRecord(f"a tensor's storage is {_short(storage)}, not a storage record")
+  size, stride = _ints(size, "size"), _ints(stride, "stride")
+  if not _is_int(offset) or offset < 0: raise _BadRecord(f"a tensor's storage offset {_short(offset)} is not a non-negative int")
+  if len(size) != len(stride): raise _BadRecord(f"a tensor has size {size} but stride {stride}")
+  if any(d < 0 for d in size): raise _BadRecord(f"a tensor has a negative size {size}")
+  if any(st < 0 for st in stride): raise _BadRecord(f"a tensor has a negative stride {stride} (torch never writes one)")
+  dt = dtype or storage.dtype
+  if prod(size):
+    last = offset + sum((d - 1) * st for d, st in zip(size, stride))
+    if (last + 1) * dt.itemsize > storage.nbytes:
+      raise _BadRecord(f"a tensor of size {size}, stride {stride} at offset {offset} reads element {last} of storage {storage.key}, "
+                       f"which holds {storage.nbytes // dt.itemsize} x {dt}")
+  return _PendingTensor(storage, offset, size, stride, dt)
 
 def _finish(obj: Any) -> Any:
-  """Replace every _PendingTensor inside obj (dicts and lists in place, tuples rebuilt) by its Tensor."""
-  if isinstance(obj, _PendingTensor): return obj.make()
-  if isinstance(obj, dict):
-    for k, v in obj.items(): obj[k] = _finish(v)
-  elif isinstance(obj, list):
-    for i, v in enumerate(obj): obj[i] = _finish(v)
-  elif isinstance(obj, tuple): return type(obj)(*(_finish(v) for v in obj)) if hasattr(obj, "_fields") else tuple(_finish(v) for v in obj)
-  return obj
+  """Replace every _PendingTensor inside obj by its Tensor: dicts and lists in place, tuples and sets rebuilt.
+  Iterative and memoized by id: a pickle can nest deeply, share objects and hold cycles."""
+  done: dict[int, Any] = {}
+  alive: list[Any] = []   # everything visited stays referenced, so no id is reused during the walk
+  stack: list[tuple[Any, bool]] = [(obj, False)]
+  while stack:
+    x, children_done = stack.pop()
+    if not children_done:
+      if id(x) in done: continue
+      alive.append(x)
+      if isinstance(x, _PendingTensor): done[id(x)] = x.make(); continue
+      done[id(x)] = x   # a container stands for itself while its children are walked (a cycle sees it as it is)
+      if isinstance(x, (dict, list, tuple, set, frozenset)):
+        stack.append((x, True))
+        stack.extend((c, False) for c in (x.values() if isinstance(x, dict) else x) if id(c) not in done)
+      continue
+    if isinstance(x, dict):
+      for k, v in x.items(): x[k] = done.get(id(v), v)
+    elif isinstance(x, list):
+      for i, v in enumerate(x): x[i] = done.get(id(v), v)
+    elif any(done.get(id(v), v) is not v for v in x):   # a tuple, set or frozenset holding a tensor: rebuilt
+      done[id(x)] = type(x)(done.get(id(v), v) for v in x) if type(x) in (tuple, set, frozenset) else x
+  return done[id(obj)]
 
 def _bytes_as(raw: Tensor, dt: DType) -> Tensor:
   """A uint8 tensor of little-endian bytes -> elements of dt, with Tensor ops (runs on the tensor's device)."""
@@ -373,13 +505,16 @@ def _bytes_as(raw: Tensor, dt: DType) -> Tensor:
   return acc.bitcast(dt)
 
 def _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
-  return _PendingTensor(storage, storage_offset, size, stride, None)
+  return _pending(storage, storage_offset, size, stride, None)
 def _rebuild_tensor_v3(storage, storage_offset, size, stride, requires_grad, backward_hooks, dtype, metadata=None):
-  return _PendingTensor(storage, storage_offset, size, stride, dtype.dtype if isinstance(dtype, _TorchDtype) else None)
+  if not isinstance(dtype, _TorchDtype): raise _BadRecord(f"a tensor's dtype is {_short(dtype)}, not a torch dtype")
+  return _pending(storage, storage_offset, size, stride, dtype.dtype)
 def _rebuild_parameter(data, requires_grad=False, backward_hooks=None, state=None): return data
 def _rebuild_parameter_with_state(data, requires_grad, backward_hooks, state): return data
-
-_load_device: str | None = None   # the device torch_load puts tensors on (set for the duration of a load)
+def _bytearray(*args):
+  """builtins.bytearray as pickle uses it (from bytes, or a str and its encoding), never from an int: a count of bytes to allocate."""
+  if len(args) > 2 or args and not isinstance(args[0], (bytes, str)): raise _BadRecord(f"bytearray{_short(args)} is not how pickle stores a bytearray")
+  return bytearray(*args)
 
 def _allowed_globals() -> dict[tuple[str, str], Any]:
   g: dict[tuple[str, str], Any] = {
@@ -391,7 +526,7 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
     ("torch.nn.parameter", "Parameter"): _rebuild_parameter,
     ("torch", "Size"): tuple,
     ("builtins", "set"): set, ("builtins", "frozenset"): frozenset, ("builtins", "complex"): complex,
-    ("builtins", "slice"): slice, ("builtins", "bytearray"): bytearray,
+    ("builtins", "slice"): slice, ("builtins", "bytearray"): _bytearray,
   }
   for name, dt in _TORCH_STORAGES.items(): g[("torch", name)] = _StorageType(name, dt)
   for name in _TORCH_DTYPES: g[("torch", name)] = _TorchDtype(name)
@@ -401,112 +536,127 @@ class TorchUnpicklingError(pickle.UnpicklingError):
   """torch_load met a pickle global it does not allow (possibly malicious code)."""
 
 class _RestrictedUnpickler(pickle.Unpickler):
-  def __init__(self, f, path: str, load_storage: Callable[[tuple], _Storage]):
+  """Unpickles only what a state dict needs; any failure inside (a malformed pickle, a bad tensor record) becomes a
+  ValueError naming the file that starts with `what`, except a refused global, which stays a TorchUnpicklingError."""
+  def __init__(self, f, path: str, load_storage: Callable[[tuple], _Storage], what: str = "corrupt torch checkpoint"):
     super().__init__(f)
-    self.path, self.load_storage, self.allowed = path, load_storage, _allowed_globals()
+    self.path, self.load_storage, self.what, self.allowed = path, load_storage, what, _allowed_globals()
   def find_class(self, module: str, name: str) -> Any:
     if (module, name) in self.allowed: return self.allowed[(module, name)]
     raise TorchUnpicklingError(f"{self.path}: torch_load refuses to load the global {module}.{name}: only tensors, storages, "
                                f"OrderedDict and plain containers are allowed (a checkpoint that names other globals may run arbitrary code)")
   def persistent_load(self, pid: Any) -> Any:
     if not isinstance(pid, tuple) or not pid or pid[0] != "storage":
-      raise _corrupt(self.path, f"not a torch checkpoint (unsupported persistent id {str(pid)[:40]!r})")
+      raise _corrupt(self.path, f"not a torch checkpoint (unsupported persistent id {_short(pid, 40)})")
     return self.load_storage(pid)
+  def load(self) -> Any:
+    try: return super().load()
+    except (TorchUnpicklingError, _Corrupt): raise
+    except _BadRecord as e: raise _corrupt(self.path, f"{self.what}: {e}") from None
+    except RecursionError: raise _corrupt(self.path, f"{self.what} (the pickle nests too deeply)") from None
+    except Exception as e: raise _corrupt(self.path, f"{self.what} (malformed pickle: {type(e).__name__}: {_short(str(e), 120)})") from None
 
-def _storage_dtype(pid: tuple, path: str) -> DType:
-  st = pid[1] if len(pid) > 1 else None
-  if isinstance(st, (_StorageType, _TorchDtype)): return st.dtype
-  raise _corrupt(path, f"unsupported storage type {st!r} in a torch checkpoint")
+def _storage_record(pid: tuple, path: str, n: int) -> tuple[DType, str, int]:
+  """(dtype, key, element count) of a storage's persistent id ('storage', type, key, location, numel[, view])."""
+  if len(pid) != n: raise _corrupt(path, f"corrupt torch checkpoint: a storage record has {len(pid)} fields, not {n}")
+  st, key, numel = pid[1], pid[2], pid[4]
+  if not isinstance(st, (_StorageType, _TorchDtype)): raise _corrupt(path, f"unsupported storage type {_short(st)} in a torch checkpoint")
+  if not isinstance(key, str) or not _is_int(numel) or numel < 0:
+    raise _corrupt(path, f"corrupt torch checkpoint: storage record {_short(pid)} needs a string key and an element count")
+  return st.dtype, key, numel
 
 def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
   """Load a PyTorch checkpoint (torch.save's zip format or the legacy format of
   `_use_new_zipfile_serialization=False`) without torch: tensors become petagrad Tensors (on `device`),
   nn.Parameters become Tensors, OrderedDicts stay OrderedDicts. Only the globals a state dict needs are
-  allowed; anything else (e.g. os.system) raises TorchUnpicklingError before it can run."""
-  global _load_device
+  allowed; anything else (e.g. os.system) raises TorchUnpicklingError before it can run.
+
+  Views (transposed, sliced with steps, expanded, at an offset) become movement ops on their storage, so a
+  checkpoint of a tensor expanded to 10**8 elements loads at once, and nothing is copied until it is used.
+  A malformed pickle, a missing or short storage, or a view that reads outside its storage raises ValueError
+  naming the file."""
   path = os.fspath(path)
-  prev, _load_device = _load_device, device
   try:
-    if zipfile.is_zipfile(path): return _torch_load_zip(path)
+    if zipfile.is_zipfile(path): return _torch_load_zip(path, device)
     with open(path, "rb") as f:
       if f.read(4) == b"PK\x03\x04": raise _corrupt(path, "truncated or corrupt torch checkpoint (a zip file without its central directory)")
-    return _torch_load_legacy(path)
-  except (zipfile.BadZipFile, EOFError, struct.error) as e:
+    return _torch_load_legacy(path, device)
+  except (zipfile.BadZipFile, zlib.error, EOFError, struct.error) as e:
     raise _corrupt(path, f"truncated or corrupt torch checkpoint ({type(e).__name__}: {e})") from None
-  finally:
-    _load_device = prev
 
-def _torch_load_zip(path: str) -> Any:
+def _zip_read(zf: zipfile.ZipFile, member: str, path: str) -> bytes:
+  try: return zf.read(member)
+  except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as e:   # CRC, compression, encryption
+    raise _corrupt(path, f"corrupt torch checkpoint: cannot read {member} ({type(e).__name__}: {e})") from None
+
+def _torch_load_zip(path: str, device: str | None) -> Any:
   with zipfile.ZipFile(path) as zf:
     names = zf.namelist()
     pkls = [n for n in names if n.endswith("/data.pkl") or n == "data.pkl"]
     if not pkls: raise _corrupt(path, "a zip file without data.pkl is not a torch checkpoint")
     root = pkls[0][:-len("data.pkl")]
-    if (bo := root + "byteorder") in names and zf.read(bo).strip() != b"little":
+    if (bo := root + "byteorder") in names and _zip_read(zf, bo, path).strip() != b"little":
       raise _corrupt(path, "big-endian torch checkpoints are not supported")
     storages: dict[str, _Storage] = {}
     def load_storage(pid: tuple) -> _Storage:
-      key = str(pid[2])
+      dt, key, numel = _storage_record(pid, path, 5)
       if key not in storages:
         member = f"{root}data/{key}"
         if member not in names: raise _corrupt(path, f"storage {key} is referenced but {member} is missing")
-        storages[key] = _Storage(lambda m=member: zf.read(m), _storage_dtype(pid, path), key)
+        if (have := zf.getinfo(member).file_size) != numel * dt.itemsize:
+          raise _corrupt(path, f"corrupt torch checkpoint: storage {key} should hold {numel} x {dt} ({numel * dt.itemsize} bytes) but {member} has {have}")
+        storages[key] = _Storage(lambda m=member: _zip_read(zf, m, path), dt, numel, key, path, device)
       return storages[key]
-    obj = _RestrictedUnpickler(io.BytesIO(zf.read(pkls[0])), path, load_storage).load()
+    obj = _RestrictedUnpickler(io.BytesIO(_zip_read(zf, pkls[0], path)), path, load_storage).load()
     return _finish(obj)   # while the zip is open: each storage is read once
 
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 
-def _torch_load_legacy(path: str) -> Any:
+def _torch_load_legacy(path: str, device: str | None) -> Any:
   with open(path, "rb") as f:
     def no_storage(pid): raise _corrupt(path, "not a torch checkpoint (a storage in the legacy header)")
-    def safe_small(): return _RestrictedUnpickler(f, path, no_storage).load()
-    try: magic = safe_small()
-    except TorchUnpicklingError: raise   # a refused global: say so, it may be an attack
-    except Exception as e:
-      raise _corrupt(path, f"not a torch checkpoint (neither a zip file nor a legacy pickle: {type(e).__name__}: {e})") from None
+    def small(what: str) -> Any: return _RestrictedUnpickler(f, path, no_storage, what).load()
+    magic = small("not a torch checkpoint (neither a zip file nor a legacy pickle)")
     if magic != _LEGACY_MAGIC: raise _corrupt(path, "not a torch checkpoint (wrong magic number)")
-    version = safe_small()
-    if version != 1001: raise _corrupt(path, f"unsupported legacy torch checkpoint protocol version {version}")
-    sys_info = safe_small()
+    version = small("corrupt legacy torch checkpoint (its version)")
+    if version != 1001: raise _corrupt(path, f"unsupported legacy torch checkpoint protocol version {_short(version)}")
+    sys_info = small("corrupt legacy torch checkpoint (its system info)")
     if isinstance(sys_info, dict) and not sys_info.get("little_endian", True): raise _corrupt(path, "big-endian torch checkpoints are not supported")
-    found: dict[str, tuple[DType, int]] = {}
     storages: dict[str, _Storage] = {}
     offsets: dict[str, int] = {}
     def load_storage(pid: tuple) -> _Storage:
-      key = str(pid[2])
-      if len(pid) > 5 and pid[5] is not None: raise TorchUnpicklingError(f"{path}: legacy storage views are not supported")
-      if key not in storages:
-        dt = _storage_dtype(pid, path)
-        storages[key] = _Storage(lambda k=key: _legacy_read(path, offsets, found, k), dt, key)
-        found[key] = (dt, int(pid[4]))
+      dt, key, numel = _storage_record(pid, path, 6)
+      if pid[5] is not None: raise _corrupt(path, "legacy storage views are not supported")
+      if key not in storages: storages[key] = _Storage(lambda k=key: _legacy_read(path, offsets[k], storages[k]), dt, numel, key, path, device)
       return storages[key]
     obj = _RestrictedUnpickler(f, path, load_storage).load()
-    keys = safe_small()
-    if not isinstance(keys, list): raise _corrupt(path, "corrupt legacy torch checkpoint (no storage key list)")
-    # the storages follow, in key order: an int64 element count, then the raw bytes
+    keys = small("corrupt legacy torch checkpoint (its storage key list)")
+    if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys):
+      raise _corrupt(path, f"corrupt legacy torch checkpoint: the storage key list is {_short(keys)}")
+    # the storages follow, in key order: an int64 element count, then the raw bytes. Each one's size comes from its
+    # dtype, known only for storages a tensor refers to: any other would leave the ones after it unfindable.
     pos = f.tell()
     size = os.fstat(f.fileno()).st_size
     for k in keys:
-      k = str(k)
+      if k in offsets: raise _corrupt(path, f"corrupt legacy torch checkpoint: storage {k} is listed twice")
+      if k not in storages: raise _corrupt(path, f"corrupt legacy torch checkpoint: storage {k} is listed but no tensor refers to it")
       if pos + 8 > size: raise _corrupt(path, f"truncated torch checkpoint: storage {k} is missing")
       f.seek(pos)
       (numel,) = struct.unpack("<q", f.read(8))
-      itemsize = found[k][0].itemsize if k in found else 1
+      st = storages[k]
+      if numel != st.numel: raise _corrupt(path, f"corrupt legacy torch checkpoint: storage {k} holds {numel} elements, its record says {st.numel}")
       offsets[k] = pos + 8
-      pos += 8 + numel * itemsize
-      if pos > size: raise _corrupt(path, f"truncated torch checkpoint: storage {k} needs {numel * itemsize} bytes, the file ends first")
-      if k in found: found[k] = (found[k][0], numel)
-    missing = [k for k in found if k not in offsets]
+      pos += 8 + st.nbytes
+      if pos > size: raise _corrupt(path, f"truncated torch checkpoint: storage {k} needs {st.nbytes} bytes, the file ends first")
+    missing = [k for k in storages if k not in offsets]
     if missing: raise _corrupt(path, f"corrupt torch checkpoint: storages {missing} are referenced but not stored")
   return _finish(obj)
 
-def _legacy_read(path: str, offsets: dict[str, int], found: dict[str, tuple[DType, int]], key: str) -> bytes:
-  dt, numel = found[key]
+def _legacy_read(path: str, offset: int, st: _Storage) -> bytes:
   with open(path, "rb") as f:
-    f.seek(offsets[key])
-    raw = f.read(numel * dt.itemsize)
-  if len(raw) != numel * dt.itemsize: raise _corrupt(path, f"truncated torch checkpoint: storage {key} is cut short")
+    f.seek(offset)
+    raw = f.read(st.nbytes)
+  if len(raw) != st.nbytes: raise _corrupt(path, f"truncated torch checkpoint: storage {st.key} is cut short")
   return raw
 
 # ====================================================================== GGUF
@@ -517,7 +667,10 @@ GGML_TYPES: dict[int, tuple[str, int, int]] = {   # type id -> (name, elements p
 _GGML_FLOATS = {"F32": dtypes.float32, "F16": dtypes.float16, "BF16": dtypes.bfloat16}
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
+_GGUF_MAX_DEPTH = 16   # arrays of arrays: the spec allows nesting, real files nest once at most
+
 class _Reader:
+  """Reads GGUF's little-endian fields from a memory map; every read past the end raises a ValueError naming the file."""
   def __init__(self, mm: Any, path: str): self.mm, self.pos, self.path = mm, 0, path
   def take(self, n: int) -> bytes:
     if self.pos + n > len(self.mm): raise _corrupt(self.path, f"truncated GGUF file: needs {self.pos + n} bytes, has {len(self.mm)}")
@@ -525,18 +678,27 @@ class _Reader:
     self.pos += n
     return b
   def unpack(self, fmt: str) -> Any: return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
-  def string(self) -> str:
-    n = self.unpack("<Q")
-    if n > len(self.mm): raise _corrupt(self.path, f"corrupt GGUF file: a string of {n} bytes at offset {self.pos}")
-    return self.take(n).decode("utf-8", errors="replace")
-  def value(self, vtype: int) -> Any:
+  def string(self, what: str = "a string", strict: bool = False) -> str:
+    at, n = self.pos, self.unpack("<Q")
+    if n > len(self.mm) - self.pos: raise _corrupt(self.path, f"truncated or corrupt GGUF file: {what} of {n} bytes at offset {at} runs past the end of the file")
+    raw = self.take(n)
+    try: return raw.decode("utf-8", errors="strict" if strict else "replace")   # names must be exact; values may hold stray bytes
+    except UnicodeDecodeError: raise _corrupt(self.path, f"corrupt GGUF file: {what} at offset {at} is not UTF-8: {_short(raw)}") from None
+  def value(self, vtype: int, key: str, depth: int = 0) -> Any:
     if vtype in _GGUF_SCALARS: return self.unpack(_GGUF_SCALARS[vtype])
-    if vtype == 8: return self.string()
+    if vtype == 8: return self.string(f"the string value of {key!r}")
     if vtype == 9:
-      et, n = self.unpack("<I"), self.unpack("<Q")
-      if n > len(self.mm): raise _corrupt(self.path, f"corrupt GGUF file: an array of {n} elements")
-      return [self.value(et) for _ in range(n)]
-    raise _corrupt(self.path, f"corrupt GGUF file: unknown metadata value type {vtype}")
+      if depth >= _GGUF_MAX_DEPTH: raise _corrupt(self.path, f"corrupt GGUF file: the value of {key!r} nests arrays more than {_GGUF_MAX_DEPTH} deep")
+      at, et, n = self.pos, self.unpack("<I"), self.unpack("<Q")
+      if et not in _GGUF_SCALARS and et not in (8, 9): raise _corrupt(self.path, f"corrupt GGUF file: the array {key!r} at offset {at} has unknown element type {et}")
+      if et in _GGUF_SCALARS:   # numbers in one read (vocabulary scores, token types: 100k+ elements)
+        fmt = _GGUF_SCALARS[et]
+        if n * struct.calcsize(fmt) > len(self.mm) - self.pos:
+          raise _corrupt(self.path, f"truncated or corrupt GGUF file: the array {key!r} of {n} elements at offset {at} runs past the end of the file")
+        return list(struct.unpack(f"<{n}{fmt[1]}", self.take(n * struct.calcsize(fmt))))
+      if n > len(self.mm) - self.pos: raise _corrupt(self.path, f"corrupt GGUF file: the array {key!r} at offset {at} claims {n} elements")
+      return [self.value(et, key, depth + 1) for _ in range(n)]
+    raise _corrupt(self.path, f"corrupt GGUF file: {key!r} has unknown metadata value type {vtype}")
 
 def _f16(b: Tensor) -> Tensor:
   """Two little-endian bytes (last dim of size 2, uint8) -> float32, through a float16 bitcast."""
@@ -549,7 +711,10 @@ def _nibbles(q: Tensor) -> Tensor:
 def ggml_dequantize(raw: Tensor, ggml_type: int, n: int) -> Tensor:
   """n elements of ggml type `ggml_type` from a uint8 Tensor of its bytes -> a flat Tensor (float32 for
   quantized types; F16/BF16/F32 keep their dtype). Pure Tensor ops: runs on any device."""
+  if ggml_type not in GGML_TYPES: raise ValueError(f"ggml type {ggml_type} is not supported (supported: {', '.join(f'{k} ({v[0]})' for k, v in GGML_TYPES.items())})")
   name, bs, nbytes = GGML_TYPES[ggml_type]
+  if raw.dtype != dtypes.uint8 or n < 0 or n % bs or raw.numel() != n // bs * nbytes:
+    raise ValueError(f"ggml_dequantize: {n} elements of {name} (blocks of {bs} in {nbytes} bytes) need {n // bs * nbytes} uint8 bytes, got {raw.numel()} x {raw.dtype}")
   if name in _GGML_FLOATS: return _bytes_as(raw, _GGML_FLOATS[name])
   blocks = raw.reshape(n // bs, nbytes)
   if name == "Q8_0":
@@ -576,7 +741,9 @@ def ggml_dequantize(raw: Tensor, ggml_type: int, n: int) -> Tensor:
 def gguf_load(path: str | os.PathLike, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """Read a GGUF file: returns (metadata, tensors). Tensor shapes follow numpy/torch order (GGUF stores
   dims innermost first). Quantized tensors (Q8_0, Q4_0, Q4_1, Q6_K) are dequantized to float32 with
-  Tensor ops on the raw bytes; F32/F16/BF16 keep their dtype."""
+  Tensor ops on the raw bytes; F32/F16/BF16 keep their dtype. A malformed file (bad magic or version, absurd
+  counts, unknown type ids, truncated strings, a bad alignment, misaligned, overlapping or out-of-file tensor
+  data) raises ValueError naming the file."""
   path = os.fspath(path)
   with open(path, "rb") as f:
     size = os.fstat(f.fileno()).st_size
@@ -585,31 +752,45 @@ def gguf_load(path: str | os.PathLike, device: str | None = None) -> tuple[dict[
   r = _Reader(mm, path)
   if r.take(4) != b"GGUF": raise _corrupt(path, "not a GGUF file (bad magic)")
   version = r.unpack("<I")
-  if version not in (2, 3): raise _corrupt(path, f"unsupported GGUF version {version}")
+  if version not in (2, 3):
+    hint = " (a big-endian GGUF file? only little-endian ones are supported)" if struct.unpack(">I", struct.pack("<I", version))[0] in (2, 3) else ""
+    raise _corrupt(path, f"unsupported GGUF version {version}{hint}")
   n_tensors, n_kv = r.unpack("<Q"), r.unpack("<Q")
-  if n_tensors > size or n_kv > size: raise _corrupt(path, f"corrupt GGUF header ({n_tensors} tensors, {n_kv} metadata entries)")
+  # a tensor info takes at least 24 bytes (name length, dim count, type, offset), a metadata entry at least 13
+  if n_tensors * 24 + n_kv * 13 > size - r.pos: raise _corrupt(path, f"truncated GGUF file or corrupt header: {n_tensors} tensors and {n_kv} metadata entries cannot fit in {size} bytes")
   kv: dict[str, Any] = {}
   for _ in range(n_kv):
-    key = r.string()
-    kv[key] = r.value(r.unpack("<I"))
+    key = r.string("a metadata key", strict=True)
+    if key in kv: raise _corrupt(path, f"corrupt GGUF file: the metadata key {key!r} appears twice")
+    kv[key] = r.value(r.unpack("<I"), key)
   infos = []
   for _ in range(n_tensors):
-    name = r.string()
+    name = r.string("a tensor name", strict=True)
     nd = r.unpack("<I")
     if nd > 8: raise _corrupt(path, f"corrupt GGUF tensor info for {name!r}: {nd} dims")
     dims = [r.unpack("<Q") for _ in range(nd)]
     infos.append((name, tuple(reversed(dims)), r.unpack("<I"), r.unpack("<Q")))
-  align = int(kv.get("general.alignment", 32))
+  align = kv.get("general.alignment", 32)
+  if not _is_int(align) or align <= 0 or align & (align - 1):
+    raise _corrupt(path, f"corrupt GGUF file: general.alignment is {_short(align)}, not a power of two")
   start = r.pos + (-r.pos % align)
-  tensors: dict[str, Tensor] = {}
+  names = [i[0] for i in infos]
+  if len(set(names)) != len(names): raise _corrupt(path, f"corrupt GGUF file: the tensor name {next(n for n in names if names.count(n) > 1)!r} appears twice")
+  spans = []
   for name, shape, gt, off in infos:
-    if gt not in GGML_TYPES: raise ValueError(f"{path}: tensor {name!r} has ggml type {gt}, which gguf_load does not support (supported: {', '.join(v[0] for v in GGML_TYPES.values())})")
+    if gt not in GGML_TYPES: raise _corrupt(path, f"tensor {name!r} has ggml type {gt}, which gguf_load does not support (supported: {', '.join(v[0] for v in GGML_TYPES.values())})")
     tname, bs, nbytes = GGML_TYPES[gt]
-    n = prod(shape)
-    if n % bs: raise _corrupt(path, f"tensor {name!r}: {n} elements is not a whole number of {tname} blocks of {bs}")
-    b, e = start + off, start + off + n // bs * nbytes
+    if shape and shape[-1] % bs: raise _corrupt(path, f"tensor {name!r}: rows of {shape[-1]} elements are not a whole number of {tname} blocks of {bs}")
+    if prod(shape) % bs: raise _corrupt(path, f"tensor {name!r}: {prod(shape)} elements is not a whole number of {tname} blocks of {bs}")
+    if off % align: raise _corrupt(path, f"corrupt GGUF file: tensor {name!r} starts at data offset {off}, not a multiple of the alignment {align}")
+    b, e = start + off, start + off + prod(shape) // bs * nbytes
     if e > size: raise _corrupt(path, f"truncated GGUF file: tensor {name!r} ends at byte {e}, the file has {size}")
-    if n == 0: tensors[name] = Tensor.zeros(*shape, device=device).contiguous()
-    elif bs == 1: tensors[name] = Tensor(bytes(mm[b:e]), dtype=_GGML_FLOATS[tname], device=device).reshape(shape)   # plain floats: the bytes as they are
+    spans.append((b, e, name))
+  _check_no_overlap(path, spans, "GGUF")
+  tensors: dict[str, Tensor] = {}
+  for (name, shape, gt, off), (b, e, _) in zip(infos, spans):
+    tname, n = GGML_TYPES[gt][0], prod(shape)
+    if n == 0: tensors[name] = Tensor.zeros(*shape, dtype=_GGML_FLOATS.get(tname, dtypes.float32), device=device).contiguous()
+    elif GGML_TYPES[gt][1] == 1: tensors[name] = Tensor(bytes(mm[b:e]), dtype=_GGML_FLOATS[tname], device=device).reshape(shape)   # plain floats: the bytes as they are
     else: tensors[name] = ggml_dequantize(Tensor(bytes(mm[b:e]), dtype=dtypes.uint8, device=device), gt, n).reshape(shape)
   return kv, tensors
