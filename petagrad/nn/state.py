@@ -379,20 +379,24 @@ _TORCH_DTYPES: dict[str, DType] = {
   "uint16": dtypes.uint16, "uint32": dtypes.uint32, "uint64": dtypes.uint64,
 }
 
-class _StorageType:
+class _BadRecord(Exception):
+  """A malformed tensor record met inside the unpickler's callbacks; the unpickler turns it into an error naming the file."""
+
+class _Sealed:
+  """The unpickler's own objects: a pickle's BUILD opcode may not overwrite their (already checked) fields."""
+  def __setstate__(self, state: Any) -> None: raise _BadRecord(f"the pickle tries to change the fields of a {type(self).__name__.lstrip('_')}")
+
+class _StorageType(_Sealed):
   """Stands for torch.FloatStorage & co inside the unpickler."""
   def __init__(self, name: str, dtype: DType): self.name, self.dtype = name, dtype
   def __repr__(self) -> str: return f"torch.{self.name}"
 
-class _TorchDtype:
+class _TorchDtype(_Sealed):
   """Stands for torch.float32 & co inside the unpickler."""
   def __init__(self, name: str): self.name, self.dtype = name, _TORCH_DTYPES[name]
   def __repr__(self) -> str: return f"torch.{self.name}"
 
-class _BadRecord(Exception):
-  """A malformed tensor record met inside the unpickler's callbacks; the unpickler turns it into an error naming the file."""
-
-class _Storage:
+class _Storage(_Sealed):
   """A storage of a checkpoint: its element dtype and count (from the pickle), how to read its raw bytes, and the
   file and device its tensors belong to. Its Tensor is made once per dtype, on first use."""
   def __init__(self, read: Callable[[], bytes], dtype: DType, numel: int, key: str, path: str, device: str | None):
@@ -404,8 +408,8 @@ class _Storage:
     if dtype not in self._ts:
       raw = self._read()
       if len(raw) != self.nbytes:
-        raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, its record says {self.numel} x {self.dtype} ({self.nbytes} bytes)")
-      if len(raw) % dtype.itemsize: raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, not a whole number of {dtype}")
+        raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, its record says {self.numel} x {self.dtype.name} ({self.nbytes} bytes)")
+      if len(raw) % dtype.itemsize: raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, not a whole number of {dtype.name}")
       self._ts[dtype] = Tensor(raw, dtype=dtype, device=self.device) if raw else Tensor.zeros(0, dtype=dtype, device=self.device).contiguous()
     return self._ts[dtype]
 
@@ -441,7 +445,7 @@ def _as_strided(flat: Tensor, offset: int, size: tuple[int, ...], stride: tuple[
   x = x.permute(tuple(order.index(i) for i in sorted(order)))
   return x.reshape(tuple(size[i] if i in order else 1 for i in range(len(size)))).expand(size)
 
-class _PendingTensor:
+class _PendingTensor(_Sealed):
   """A tensor the unpickler met (checked against its storage); made once the storages can be read (the legacy format
   stores them after the pickle)."""
   def __init__(self, storage: _Storage, offset: int, size: tuple[int, ...], stride: tuple[int, ...], dtype: DType):
@@ -467,7 +471,7 @@ def _pending(storage: Any, offset: Any, size: Any, stride: Any, dtype: DType | N
     last = offset + sum((d - 1) * st for d, st in zip(size, stride))
     if (last + 1) * dt.itemsize > storage.nbytes:
       raise _BadRecord(f"a tensor of size {size}, stride {stride} at offset {offset} reads element {last} of storage {storage.key}, "
-                       f"which holds {storage.nbytes // dt.itemsize} x {dt}")
+                       f"which holds {storage.nbytes // dt.itemsize} x {dt.name}")
   return _PendingTensor(storage, offset, size, stride, dt)
 
 def _finish(obj: Any) -> Any:
@@ -535,13 +539,17 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
 class TorchUnpicklingError(pickle.UnpicklingError):
   """torch_load met a pickle global it does not allow (possibly malicious code)."""
 
-class _RestrictedUnpickler(pickle.Unpickler):
+class _RestrictedUnpickler(pickle._Unpickler):   # type: ignore[name-defined]
   """Unpickles only what a state dict needs; any failure inside (a malformed pickle, a bad tensor record) becomes a
-  ValueError naming the file that starts with `what`, except a refused global, which stays a TorchUnpicklingError."""
+  ValueError naming the file that starts with `what`, except a refused global, which stays a TorchUnpicklingError.
+
+  It is pickle's pure-Python unpickler (as torch's weights_only loader is): its memo is a dict, where the C
+  unpickler's is an array that a corrupt memo index of 10**9 grows to gigabytes of zeros."""
   def __init__(self, f, path: str, load_storage: Callable[[tuple], _Storage], what: str = "corrupt torch checkpoint"):
     super().__init__(f)
     self.path, self.load_storage, self.what, self.allowed = path, load_storage, what, _allowed_globals()
   def find_class(self, module: str, name: str) -> Any:
+    if module == "__builtin__": module = "builtins"   # protocol 2 (torch.save's) names builtins as Python 2 did
     if (module, name) in self.allowed: return self.allowed[(module, name)]
     raise TorchUnpicklingError(f"{self.path}: torch_load refuses to load the global {module}.{name}: only tensors, storages, "
                                f"OrderedDict and plain containers are allowed (a checkpoint that names other globals may run arbitrary code)")
@@ -604,7 +612,7 @@ def _torch_load_zip(path: str, device: str | None) -> Any:
         member = f"{root}data/{key}"
         if member not in names: raise _corrupt(path, f"storage {key} is referenced but {member} is missing")
         if (have := zf.getinfo(member).file_size) != numel * dt.itemsize:
-          raise _corrupt(path, f"corrupt torch checkpoint: storage {key} should hold {numel} x {dt} ({numel * dt.itemsize} bytes) but {member} has {have}")
+          raise _corrupt(path, f"corrupt torch checkpoint: storage {key} should hold {numel} x {dt.name} ({numel * dt.itemsize} bytes) but {member} has {have}")
         storages[key] = _Storage(lambda m=member: _zip_read(zf, m, path), dt, numel, key, path, device)
       return storages[key]
     obj = _RestrictedUnpickler(io.BytesIO(_zip_read(zf, pkls[0], path)), path, load_storage).load()
@@ -714,7 +722,7 @@ def ggml_dequantize(raw: Tensor, ggml_type: int, n: int) -> Tensor:
   if ggml_type not in GGML_TYPES: raise ValueError(f"ggml type {ggml_type} is not supported (supported: {', '.join(f'{k} ({v[0]})' for k, v in GGML_TYPES.items())})")
   name, bs, nbytes = GGML_TYPES[ggml_type]
   if raw.dtype != dtypes.uint8 or n < 0 or n % bs or raw.numel() != n // bs * nbytes:
-    raise ValueError(f"ggml_dequantize: {n} elements of {name} (blocks of {bs} in {nbytes} bytes) need {n // bs * nbytes} uint8 bytes, got {raw.numel()} x {raw.dtype}")
+    raise ValueError(f"ggml_dequantize: {n} elements of {name} (blocks of {bs} in {nbytes} bytes) need {n // bs * nbytes} uint8 bytes, got {raw.numel()} x {raw.dtype.name}")
   if name in _GGML_FLOATS: return _bytes_as(raw, _GGML_FLOATS[name])
   blocks = raw.reshape(n // bs, nbytes)
   if name == "Q8_0":
