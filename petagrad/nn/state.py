@@ -12,8 +12,9 @@
   dequantized with Tensor ops on the raw bytes.
 
 Every writer goes to a temporary file in the target's folder and renames it over the target at the end
-(`os.replace`), so a crash mid-save leaves the previous file intact. A corrupt or truncated file raises a
-ValueError naming the file and what is wrong.
+(`os.replace`), so a crash mid-save leaves the previous file intact; the next save to the same path removes the
+temporaries of writers that were killed. A corrupt or truncated file raises a ValueError naming the file and what
+is wrong (every header field is checked before anything is loaded).
 
 >>> import tempfile, os
 >>> from petagrad import Tensor
@@ -160,11 +161,11 @@ def _remove_stale_temporaries(path: str) -> list[str]:
   folder, prefix = os.path.dirname(os.path.abspath(path)), f".{os.path.basename(path)}{_TMP_MARK}"
   try: names = os.listdir(folder)
   except OSError: return []
-  removed = []
+  removed, host = [], _host_tag()
   for name in names:
     if not (name.startswith(prefix) and name.endswith(".tmp")): continue
     parts = name[len(prefix):].split(".")   # host, pid, random, "tmp"
-    if len(parts) != 4 or parts[0] != _host_tag() or not parts[1].isdigit() or int(parts[1]) <= 0: continue
+    if len(parts) != 4 or parts[0] != host or not parts[1].isdigit() or int(parts[1]) <= 0: continue
     pid = int(parts[1])
     if pid == os.getpid() or _pid_alive(pid): continue   # this process (another thread may be saving) or a live writer
     try: os.unlink(os.path.join(folder, name)); removed.append(name)
@@ -466,6 +467,7 @@ def _pending(storage: Any, offset: Any, size: Any, stride: Any, dtype: DType | N
   if len(size) != len(stride): raise _BadRecord(f"a tensor has size {size} but stride {stride}")
   if any(d < 0 for d in size): raise _BadRecord(f"a tensor has a negative size {size}")
   if any(st < 0 for st in stride): raise _BadRecord(f"a tensor has a negative stride {stride} (torch never writes one)")
+  if prod(size) >= 2**63 or max(size + stride + (offset,)) >= 2**63: raise _BadRecord(f"a tensor of size {size}, stride {stride} at offset {offset} exceeds int64")
   dt = dtype or storage.dtype
   if prod(size):
     last = offset + sum((d - 1) * st for d, st in zip(size, stride))
@@ -539,6 +541,22 @@ def _allowed_globals() -> dict[tuple[str, str], Any]:
 class TorchUnpicklingError(pickle.UnpicklingError):
   """torch_load met a pickle global it does not allow (possibly malicious code)."""
 
+class _CappedReader:
+  """The file an unpickler reads: no read asks for more than the file still holds (pickle reads the length a corrupt
+  opcode claims, 2**40, in one call, and a buffered file allocates that up front)."""
+  def __init__(self, f: BinaryIO):
+    self.f, self.pos = f, f.tell()
+    self.size = f.getbuffer().nbytes if isinstance(f, io.BytesIO) else os.fstat(f.fileno()).st_size
+  def left(self) -> int: return max(0, self.size - self.pos)
+  def read(self, n: int = -1) -> bytes:
+    b = self.f.read(self.left() if n is None or n < 0 else min(n, self.left()))
+    self.pos += len(b)
+    return b
+  def readline(self) -> bytes:
+    b = self.f.readline()
+    self.pos += len(b)
+    return b
+
 class _RestrictedUnpickler(pickle._Unpickler):   # type: ignore[name-defined]
   """Unpickles only what a state dict needs; any failure inside (a malformed pickle, a bad tensor record) becomes a
   ValueError naming the file that starts with `what`, except a refused global, which stays a TorchUnpicklingError.
@@ -546,8 +564,15 @@ class _RestrictedUnpickler(pickle._Unpickler):   # type: ignore[name-defined]
   It is pickle's pure-Python unpickler (as torch's weights_only loader is): its memo is a dict, where the C
   unpickler's is an array that a corrupt memo index of 10**9 grows to gigabytes of zeros."""
   def __init__(self, f, path: str, load_storage: Callable[[tuple], _Storage], what: str = "corrupt torch checkpoint"):
-    super().__init__(f)
+    self.source = _CappedReader(f)
+    super().__init__(self.source)
     self.path, self.load_storage, self.what, self.allowed = path, load_storage, what, _allowed_globals()
+  def _load_bytearray8(self) -> None:
+    # pickle's own handler allocates (and zeroes) the length the pickle claims before reading: check it first
+    (n,) = struct.unpack("<Q", self.read(8))
+    if n > self.source.left(): raise _BadRecord(f"a bytearray of {n} bytes runs past the end of the pickle")
+    self.append(bytearray(self.read(n)))
+  dispatch = {**pickle._Unpickler.dispatch, pickle.BYTEARRAY8[0]: _load_bytearray8}   # type: ignore[attr-defined]
   def find_class(self, module: str, name: str) -> Any:
     if module == "__builtin__": module = "builtins"   # protocol 2 (torch.save's) names builtins as Python 2 did
     if (module, name) in self.allowed: return self.allowed[(module, name)]
