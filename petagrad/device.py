@@ -113,8 +113,11 @@ Device = _Device()
 
 class Buffer:
   """`size` elements of `dtype` on `device`; memory is allocated on first use and freed with the object."""
+  made = 0   # buffers created so far
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
+    # creation order: the JIT tells the buffers made during a call from older ones
+    self.serial, Buffer.made = Buffer.made, Buffer.made + 1
     self.nbytes = size * dtype.itemsize
     self._raw: Any = None
     # side data of the tensor layer: in-place writes so far, and weak references to the tensors viewing it

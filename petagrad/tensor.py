@@ -5,34 +5,108 @@
 [3.0, 5.0, 7.0]
 """
 from __future__ import annotations
-import math, struct, weakref, itertools
+import math, struct, weakref, itertools, operator, sys
 from typing import Any, Sequence, Callable
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp, live_uops
-from petagrad.uop.gradient import compute_gradient
-from petagrad.dtype import DType, dtypes, to_dtype, promote, promote_scalar, truncate, float_to_bf16_bits, bf16_bits_to_float
+from petagrad.uop.uop import UOp
+from petagrad.uop.gradient import compute_gradient, custom_backward
+from petagrad.dtype import DType, dtypes, to_dtype, promote, promote_scalar, truncate, float_to_bf16_bits, bf16_bits_to_float, \
+  fit_error, DTypeOverflowError
 from petagrad.device import Device
 from petagrad.helpers import prod, argfix, user_frame, flatten as flatten_list
 from petagrad.schedule.schedule import new_buffer, new_buffer_node, substitute
-from petagrad.engine.realize import realize_uops, write_hooks
+from petagrad.engine.realize import realize_uops, write_hooks, check_hooks
 from petagrad.mixin.indexing import IndexingMixin
 from petagrad.mixin.ordering import OrderingMixin
 from petagrad.mixin.math import MathMixin
 from petagrad.mixin.nn import NNMixin
 
-# A realized node remembers the buffer view it was computed into (UOp.realized), so a later graph holding it reads
-# the buffer instead of recomputing it, until an in-place write changes that buffer (Buffer.writes moves on).
-def realized_view(n: UOp) -> UOp | None:
-  """The buffer view holding n's value, if n was realized and its buffer was not written in place since."""
-  if (r := n.realized) is None: return None
-  if r[0].base.buffer.writes != r[1]:
-    n.realized = None
-    return None
-  return r[0]
+# "Already computed" lives with the tensors, never on IR nodes: a realized tensor holds a view of its buffer, and
+# so does every node of a live lazy graph that the realize computed (the graphs of other live tensors are rewritten
+# to read it: `_hand_over`). A graph built later, even one equal to a computed one, is computed again. A node that
+# keeps its graph (a non-leaf that needs grad, a node inside another tensor's graph) is wrapped as
+# CUSTOM_GRAD(view, graph) "computed": the forward reads the view while its buffer holds what the realize wrote
+# (Buffer.writes, the buffer's version, is unchanged), else the graph is computed again; the gradient flows into the
+# graph.
+COMPUTED = "computed"
+custom_backward[COMPUTED] = lambda ctx, node: (ctx,)
 
-def realized_buffers() -> list[Any]:
-  """The buffers that live realized nodes hold their values in (walks every live node: for the JIT's checks)."""
-  return [v.base.buffer for n in live_uops() if (v := realized_view(n)) is not None and v.base.op is Ops.BUFFER]
+def computed_view(u: UOp) -> UOp | None:
+  """The buffer view holding u's value, if u is a buffer view or a computed value whose buffer was not written since."""
+  if u.op is Ops.CUSTOM_GRAD: return u.src[0] if u.arg[0] == COMPUTED and u.src[0].base.buffer.writes == u.arg[1] else None
+  return u if u.base.op is Ops.BUFFER else None
+
+def _computed(view: UOp, graph: UOp) -> UOp:
+  """graph's value, held in view (as its buffer is now); gradients flow into graph."""
+  if graph.op is Ops.CUSTOM_GRAD and graph.arg[0] == COMPUTED: graph = graph.src[1]   # computed again: one wrapper
+  return UOp(Ops.CUSTOM_GRAD, graph.dtype, (view, graph), (COMPUTED, view.base.buffer.writes))
+
+def _forward(u: UOp, done: dict[UOp, UOp], checks: list[UOp] | None = None) -> UOp:
+  """u's graph as the scheduler computes it: computed values read their buffers (or are computed again from their
+  graph when the buffer was written since), the inputs a CUSTOM_GRAD keeps for the backward only are dropped, and
+  so are CHECKs (appended to `checks`: the realize computes their conditions alongside). Records every node it
+  rebuilt in done (original -> forward). Iterative."""
+  stack: list[tuple[UOp, bool]] = [(u, False)]
+  while stack:
+    n, ready = stack.pop()
+    if n in done: continue
+    if n.op in (Ops.CUSTOM_GRAD, Ops.CHECK):   # a node that stands for one of its sources in the forward
+      if n.op is Ops.CUSTOM_GRAD and (v := computed_view(n)) is not None: done[n] = v; continue
+      inner = n.src[1] if n.op is Ops.CUSTOM_GRAD and n.arg[0] == COMPUTED else n.src[0]
+      if inner in done:
+        done[n] = done[inner]
+        if n.op is Ops.CHECK and checks is not None: checks.append(n)
+      else: stack.extend(((n, False), (inner, False)))
+      continue
+    if not n.src: done[n] = n; continue
+    if not ready:
+      stack.append((n, True))
+      stack.extend((s, False) for s in n.src if s not in done)
+      continue
+    new_src = tuple(map(done.__getitem__, n.src))
+    done[n] = n if new_src == n.src else UOp(n.op, n.dtype, new_src, n.arg)
+  return done[u]
+
+# every live tensor whose uop is not a view of a buffer (lazy), weakly: a realize hands what it computed to their
+# graphs. Plain weak references without callbacks (every op makes a tensor: no Python call when one dies); dead ones
+# are dropped when the table is read, or replaced when a new tensor gets the dead one's id
+_lazy_tensors: dict[int, weakref.ref] = {}
+
+def lazy_tensors() -> list[Tensor]:
+  """Every live tensor that is not (a view of) a realized buffer."""
+  out, dead = [], []
+  for k, r in _lazy_tensors.items():
+    if (t := r()) is not None and t._lazy_key == k: out.append(t)
+    else: dead.append(k)
+  for k in dead: del _lazy_tensors[k]
+  return out
+
+# while a TinyJit call runs: id -> (weak reference to the tensor, its uop before its first change in the call), for tensors that viewed a
+# buffer when they changed (the JIT writes their new value back into that buffer)
+uop_changes: dict[int, tuple[Any, UOp]] | None = None
+
+def _raise_failed_checks(checks: dict[UOp, Any]) -> None:
+  """Raise the exception of the first CHECK whose condition's buffer holds False (realize_all computed them)."""
+  for c, buf in checks.items():
+    for hook in check_hooks: hook(buf, *c.arg)
+  for c, buf in checks.items():
+    if not buf.as_bytes()[0]: raise c.arg[0](c.arg[1])
+
+def _values(done: dict[UOp, UOp], becomes: dict[UOp, UOp]) -> dict[UOp, UOp]:
+  """What a realize computed, by original node (done: original -> forward node; becomes: forward node -> buffer
+  view; the targets and the intermediate kernels): an ASSIGN its target's view (a write is never made again),
+  any other node a computed wrapper whose graph reads the computed nodes below it (computed again, it redoes only
+  what changed). Children first, so each wrapper's graph is built from the ones below."""
+  memo: dict[UOp, UOp] = {}
+  for n, fwd in done.items():
+    if (v := becomes.get(fwd)) is None or n.base.op is Ops.BUFFER: continue
+    memo[n] = v if n.op is Ops.ASSIGN else _computed(v, _rebuilt(n, memo))
+  return memo
+
+def _rebuilt(n: UOp, memo: dict[UOp, UOp]) -> UOp:
+  """n over its sources as substituted by memo (a shared substitution memo: see schedule.substitute)."""
+  src = tuple(substitute(s, memo, memo=memo) for s in n.src)
+  return n if src == n.src else n.replace(src=src)
 
 class _ViewRef(weakref.ref):
   """A weak reference from a buffer's `views` to a tensor viewing it; it removes its entry when the tensor dies."""
@@ -53,13 +127,112 @@ def _fail(exc: type[Exception], op: str, msg: str, *operands: Any) -> Exception:
   return exc(f"{op}: {msg}" + (f" (operands: {ops})" if operands else "") + f"\n  at {user_frame()}")
 
 def _resolve_axis(op: str, axis: int, ndim: int, t: Any = None) -> int:
-  if not isinstance(axis, int) or isinstance(axis, bool): raise _fail(TypeError, op, f"axis must be an int, got {axis!r}", t)
-  if not -max(ndim, 1) <= axis < max(ndim, 1): raise _fail(IndexError, op, f"axis {axis} is out of range for a {ndim}-d tensor", t)
+  if not isinstance(axis, int) or isinstance(axis, bool): raise _fail(TypeError, op, f"axis must be an int, got {type(axis).__name__} {axis!r}", *_opt(t))
+  if not -max(ndim, 1) <= axis < max(ndim, 1): raise _fail(IndexError, op, f"axis {axis} is out of range for a {ndim}-d tensor", *_opt(t))
   return axis % max(ndim, 1)
 
+def _opt(t: Any) -> tuple:
+  """The operands to name in an error: t, if there is one."""
+  return () if t is None else (t,)
+
+def _check_fits(op: str, x: Any, dtype: DType, fill: bool = True, *operands: Any) -> None:
+  """Raise when the Python scalar x does not fit dtype (see dtype.fit_error): no silent wrapping of ints."""
+  if (why := fit_error(x, dtype, fill)) is not None: raise _fail(DTypeOverflowError, op, why, *operands)
+
+# index math in kernels is int64: a tensor has fewer elements than that
+MAX_NUMEL = (1 << 63) - 1
+
+def _shape_arg(op: str, args: Sequence, t: Any = None, wildcard: bool = False, name: str = "size") -> tuple[int, ...]:
+  """f(2, 3) or f((2, 3)) -> (2, 3): ints (not bools; numpy ints are fine) >= 0 (or -1 with wildcard), with fewer
+  than 2**63 elements. Anything else raises TypeError/ValueError naming op, at the call."""
+  if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
+  if all(type(s) is int and s >= 0 for s in args):   # the common case: one pass, no conversions
+    if prod(args) > MAX_NUMEL: raise _fail(ValueError, op, f"{name} {tuple(args)} has {prod(args)} elements, more than {MAX_NUMEL}", *_opt(t))
+    return tuple(args)
+  out = []
+  for s in args:
+    if isinstance(s, bool) or not hasattr(type(s), "__index__"):
+      what = "one sequence of sizes or several ints" if isinstance(s, (tuple, list)) else "ints"
+      raise _fail(TypeError, op, f"{name} must be {what}, got {type(s).__name__} {s!r} in {tuple(args)!r}", *_opt(t))
+    v = operator.index(s)
+    if v < 0 and not (wildcard and v == -1):
+      raise _fail(ValueError, op, f"{name} must be non-negative{' (or -1)' if wildcard else ''}, got {v} in {tuple(args)!r}", *_opt(t))
+    out.append(v)
+  if prod(v for v in out if v >= 0) > MAX_NUMEL: raise _fail(ValueError, op, f"{name} {tuple(out)} has more than {MAX_NUMEL} elements", *_opt(t))
+  return tuple(out)
+
+def _int_arg(op: str, name: str, v: Any, t: Any = None, minimum: int | None = 0) -> int:
+  """One int argument (a count, a size): not a bool or a float, and >= minimum."""
+  if isinstance(v, bool) or not hasattr(type(v), "__index__"): raise _fail(TypeError, op, f"{name} must be an int, got {type(v).__name__} {v!r}", *_opt(t))
+  v = operator.index(v)
+  if minimum is not None and v < minimum: raise _fail(ValueError, op, f"{name} must be >= {minimum}, got {v}", *_opt(t))
+  return v
+
+def _scalar_arg(op: str, name: str, v: Any, t: Any = None) -> Scalar:
+  """A Python number argument (a fill value, a bound): bool, int or float; numpy scalars become Python ones."""
+  if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 0) == 0: v = v.item()
+  if not isinstance(v, (bool, int, float)): raise _fail(TypeError, op, f"{name} must be a number (bool, int or float), got {type(v).__name__} {v!r}", *_opt(t))
+  return v
+
+def _dtype_arg(d: Any, op: str | None = None) -> DType:
+  """A dtype argument (a DType, its name, a numpy/torch dtype): an unknown one raises TypeError naming the op (the
+  calling method's name unless given) and the user's line."""
+  try: return to_dtype(d)
+  except TypeError as e:
+    name = op or sys._getframe(1).f_code.co_name
+    raise _fail(TypeError, "Tensor" if name == "__init__" else name, str(e)) from None
+
+def _tensor_arg(op: str, name: str, x: Any, t: Any = None) -> Tensor:
+  """An argument that must be a Tensor (not a list of them, a number or a string)."""
+  if not isinstance(x, Tensor):
+    hint = " (a list of Tensors: use Tensor.stack or cat)" if isinstance(x, (list, tuple)) and any(isinstance(e, Tensor) for e in x) else ""
+    raise _fail(TypeError, op, f"{name} must be a Tensor, got {type(x).__name__}{hint}", *_opt(t))
+  return x
+
+def _scalar_operand(op: str, x: int, dt: DType, t: Any) -> None:
+  """Raise for an int operand that no 64-bit int (or no float) holds: torch's OverflowError, named as the op."""
+  raise _fail(DTypeOverflowError, op, fit_error(x, dt, False) or f"{x} does not fit {dt.name}", t)
+
+class IntegerDivisionByZeroError(RuntimeError, ZeroDivisionError):
+  """Integer division or remainder by zero. A RuntimeError like PyTorch's ("RuntimeError: ZeroDivisionError") and a
+  ZeroDivisionError, so code ported from PyTorch or plain Python catches it either way."""
+
+def _const_value(u: UOp) -> Any:
+  """The value of a node that is one constant everywhere (a CONST seen through views, casts, CONTIGUOUS and
+  DETACH: Tensor.zeros(3, dtype=dtypes.int32) before it is realized), else None. Never runs a kernel."""
+  casts: list[DType] = []
+  while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.CAST, Ops.CONTIGUOUS, Ops.DETACH):
+    if u.op is Ops.CAST: casts.append(u.dtype)
+    u = u.src[0]
+  if u.op is not Ops.CONST: return None
+  v = u.arg
+  for dt in reversed(casts): v = truncate(v, dt)
+  return v
+
+# checks of an integer divisor that need its data (a realized buffer may hold a zero anywhere): each is called as
+# check(op, dividend, divisor) after the constant check below. Device-side checks hook in here; none by default.
+int_divisor_checks: list[Callable[[str, Any, Any], None]] = []
+
+def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> None:
+  """Integer division and remainder by zero raise at the call, like PyTorch (floats give inf/nan). Known here: a
+  divisor that is a constant (a Python 0, Tensor.zeros(...) not yet realized); an empty result never raises."""
+  if b.dtype.is_float or not b.numel(): return
+  if (v := _const_value(b.uop)) is not None and v == 0:
+    raise _fail(IntegerDivisionByZeroError, op, f"integer division by zero: the {b.dtype.name} divisor is 0 (ZeroDivisionError)", a, b)
+  for check in int_divisor_checks: check(op, a, b)
+
 def _pack(values: list, dtype: DType) -> bytes:
-  if dtype == dtypes.bfloat16: return struct.pack(f"<{len(values)}H", *(float_to_bf16_bits(float(v)) for v in values))
-  return struct.pack(f"<{len(values)}{dtype.fmt}", *(truncate(v, dtype) for v in values))
+  fmt = f"<{len(values)}{dtype.fmt}"
+  if dtype.is_int:
+    try: return struct.pack(fmt, *values)   # the common case: ints in range (struct checks the range, rejects floats)
+    except struct.error: pass
+    for v in values: _check_fits("Tensor", v, dtype, False)   # ints never wrap, floats must fit once truncated (torch)
+  try:
+    if dtype == dtypes.bfloat16: return struct.pack(f"<{len(values)}H", *(float_to_bf16_bits(float(v)) for v in values))
+    return struct.pack(fmt, *(truncate(v, dtype) for v in values))
+  except OverflowError:   # an int too big for any float
+    for v in values: _check_fits("Tensor", v, dtype, False)
+    raise
 
 def _nested_shape(data: Any, op: str = "Tensor") -> tuple[int, ...]:
   shape: list[int] = []
@@ -89,13 +262,13 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
   [4, 6]
   """
-  __slots__ = ("_uop", "_requires_grad", "_leaf", "grad", "_ctx", "__weakref__")
+  __slots__ = ("_uop", "_requires_grad", "_leaf", "grad", "_ctx", "_lazy_key", "__weakref__")
   training: bool = False
   _seed: int = 0
   _rng_counter: int = 0
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
-    dt = to_dtype(dtype) if dtype is not None else None
+    dt = _dtype_arg(dtype) if dtype is not None else None
     self.grad: Tensor | None = None
     self._requires_grad: bool | None = None
     self._leaf = False
@@ -109,7 +282,9 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
     if isinstance(data, Tensor): raise _fail(TypeError, "Tensor", "Tensor(Tensor) is not supported; use .clone(), .to() or .cast()")
     if isinstance(data, (bool, int, float)):
-      self.uop = UOp.const(dt or dtypes.from_py(data), data, dev)
+      dt = dt or dtypes.from_py(data)
+      _check_fits("Tensor", data, dt, False)
+      self.uop = UOp.const(dt, data, dev)
       return
     if isinstance(data, (bytes, bytearray, memoryview)):
       raw = bytes(data)
@@ -168,11 +343,19 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def uop(self) -> UOp: return self._uop
   @uop.setter
   def uop(self, u: UOp) -> None:
+    key = id(self)
+    if uop_changes is not None and key not in uop_changes and (old := getattr(self, "_uop", None)) is not None \
+       and old.base.op is Ops.BUFFER:
+      uop_changes[key] = (weakref.ref(self), old)
     self._uop = u
-    # remember which tensors view which buffer: an in-place write gives them a fresh buffer node
+    # remember which tensors view which buffer (an in-place write gives them a fresh buffer node), and which are lazy
     if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and (b := u.base).op is Ops.BUFFER and b.buffer is not None:
-      r = b.buffer.views[id(self)] = _ViewRef(self, _drop_view)
-      r.views, r.key = b.buffer.views, id(self)
+      r = b.buffer.views[key] = _ViewRef(self, _drop_view)
+      r.views, r.key = b.buffer.views, key
+      self._lazy_key = None
+    else:
+      _lazy_tensors[key] = weakref.ref(self)
+      self._lazy_key = key
 
   @property
   def requires_grad(self) -> bool | None: return self._requires_grad
@@ -192,6 +375,13 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     t._requires_grad = True if self._requires_grad or any(p._requires_grad for p in parents) else None
     t.uop = u
     return t
+  def _checked(self, ok: Tensor, exc: type[Exception], op: str, msg: str, *operands: Any) -> Tensor:
+    """self, with a check that the bool tensor ok is true everywhere, made when self is realized (the data is not
+    known before): otherwise the realize raises exc naming op, the operands and this user's line (as _fail).
+    Checks run on every device and in JIT replays."""
+    err = _fail(exc, op, msg, *operands)
+    okall = ok.all() if ok.shape else ok
+    return self._new(UOp(Ops.CHECK, self.dtype, (self.uop, okall.uop), (exc, str(err))), self)
   def _c(self, x: Scalar, dtype: DType | None = None) -> UOp:
     """A broadcast constant with this tensor's shape."""
     c = UOp.const(dtype or self.dtype, x, self.device)
@@ -205,38 +395,48 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
 
   @staticmethod
   def realize_all(*tensors: Tensor) -> None:
-    todo = [t for t in tensors if t.uop.base.op is not Ops.BUFFER]
+    """Compute every tensor given (in one schedule: shared work is done once)."""
+    todo = [t for t in tensors if computed_view(t.uop) is None]
     if not todo: return
     done: dict[UOp, UOp] = {}
     targets: list[UOp] = []
+    checks: list[UOp] = []
     for t in todo:
-      tgt = _substitute_realized(t.uop, done)
-      # a tensor is its own memory: equal graphs (two Tensor.zeros(3), the same sum built twice) are one node, so
-      # one of them may already be realized into a buffer another tensor holds, or be a target twice here;
-      # sharing that buffer would let an in-place write to one change the other, so this one gets a copy
+      tgt = _forward(t.uop, done, checks)
+      # a tensor is its own memory: two tensors of one graph (two Tensor.zeros(3), the same sum built twice) are one
+      # node, a target twice here, or already the buffer another tensor holds; sharing that buffer would let an
+      # in-place write to one change the other, so this one gets a copy
       if (tgt.base.op is Ops.BUFFER and _has_views(tgt.base.buffer)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
       targets.append(tgt)
-    becomes = realize_uops(targets)
-    inverse: dict[UOp, list[UOp]] = {}
-    for orig, new in done.items():
-      if orig is not new: inverse.setdefault(new, []).append(orig)
-    for node, view in becomes.items():
-      mark = (view, view.base.buffer.writes)
-      node.realized = mark
-      for n in inverse.get(node, ()): n.realized = mark
+    # the conditions of the data checks in these graphs are computed in the same schedule (a condition's own graph
+    # may hold checks too)
+    oks: dict[UOp, UOp] = {}
+    i = 0
+    while i < len(checks):
+      if checks[i] not in oks: oks[checks[i]] = UOp(Ops.CONTIGUOUS, dtypes.bool, (_forward(checks[i].src[1], done, checks),))
+      i += 1
+    becomes = realize_uops(targets + list(oks.values()))
+    if oks: _raise_failed_checks({c: becomes[ok].base.buffer for c, ok in oks.items()})
+    # the graphs of the other live lazy tensors read what this realize computed from now on
+    skip = {id(t) for t in todo}
+    others = [t for t in lazy_tensors() if id(t) not in skip]
+    memo = _values(done, becomes) if others or any(t._requires_grad and not t._leaf for t in todo) else {}
     for t, tgt in zip(todo, targets):
-      # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph);
-      # its `realized` mark makes every later kernel read its buffer instead of recomputing it
-      if t._requires_grad and not t._leaf: continue
-      if t._requires_grad: t._ctx = t.uop
-      t.uop = becomes.get(tgt, tgt)
+      view = becomes.get(tgt, tgt)
+      # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph)
+      if t._requires_grad and not t._leaf: t.uop = _computed(view, _rebuilt(t.uop, memo))
+      else:
+        if t._requires_grad: t._ctx = t.uop   # graphs built before find the leaf by this node
+        t.uop = view
+    if memo:
+      for t in others:
+        if (new := substitute(t.uop, memo, memo=memo)) is not t.uop: t.uop = new
 
   def _buffer_view(self) -> UOp:
     """The realized view (movement ops over a BUFFER) holding this tensor's values."""
     self.realize()
-    if self.uop.base.op is Ops.BUFFER: return self.uop
-    view = realized_view(self.uop)
-    assert view is not None, "realize() left the node without a buffer"
+    view = computed_view(self.uop)
+    assert view is not None, "realize() left the tensor without a buffer"
     return view
 
   def _contiguous_buffer(self) -> UOp:
@@ -306,7 +506,9 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return self._new(UOp(Ops.CONTIGUOUS_BACKWARD, self.dtype, (self.uop,)), self)
   def assign(self, x: Tensor | Scalar) -> Tensor:
     """Write x into this tensor's buffer (in place: every view of the buffer sees it)."""
-    if not isinstance(x, Tensor): x = Tensor(self._c(x))
+    if not isinstance(x, Tensor):
+      _check_fits("assign", _scalar_arg("assign", "value", x, self), self.dtype, True, self)
+      x = Tensor(self._c(x))
     if x.shape != self.shape: x = x._broadcast_to(self.shape, "assign")
     if x.device != self.device: raise _fail(RuntimeError, "assign", f"value is on {x.device}, target on {self.device}", self, x)
     if x.dtype != self.dtype: x = x.cast(self.dtype)
@@ -326,29 +528,32 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def _dev(device: str | None) -> str: return Device.canonicalize(device) if device is not None else Device.DEFAULT
   @staticmethod
   def full(shape, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
-    """A tensor filled with one value (no memory until realized).
+    """A tensor filled with one value (no memory until realized). The value must fit the dtype (no wrapping, like
+    PyTorch: Tensor.full((2,), 300, dtype=dtypes.uint8) raises).
 
     >>> Tensor.full((2,), 7).tolist()
     [7, 7]
     """
-    shape = argfix(*shape) if isinstance(shape, (tuple, list)) else (shape,)
-    if any(not isinstance(s, int) or s < 0 for s in shape): raise _fail(ValueError, "full", f"bad shape {shape}")
-    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py(fill_value)
+    shape = _shape_arg("full", shape if isinstance(shape, (tuple, list)) else (shape,))
+    fill_value = _scalar_arg("full", "fill_value", fill_value)
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.from_py(fill_value)
+    _check_fits("full", fill_value, dt)
     c = UOp.const(dt, fill_value, Tensor._dev(device))
-    return Tensor(c.reshape((1,) * len(shape)).expand(tuple(shape)) if shape else c, requires_grad=requires_grad)
+    return Tensor(c.reshape((1,) * len(shape)).expand(shape) if shape else c, requires_grad=requires_grad)
   @staticmethod
   def zeros(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    return Tensor.full(argfix(*shape), 0.0, dtype or dtypes.default_float, device, requires_grad)
+    return Tensor.full(_shape_arg("zeros", shape), 0.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
   @staticmethod
   def ones(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    return Tensor.full(argfix(*shape), 1.0, dtype or dtypes.default_float, device, requires_grad)
+    return Tensor.full(_shape_arg("ones", shape), 1.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
   @staticmethod
   def empty(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
     """Uninitialized memory (here: a fresh buffer, zero-filled by the allocator)."""
-    shape = argfix(*shape)
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    shape = _shape_arg("empty", shape)
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     return Tensor(new_buffer(Tensor._dev(device), prod(shape), dt).reshape(shape), requires_grad=requires_grad)
-  def full_like(self, fill_value: Scalar, dtype=None, device=None) -> Tensor: return Tensor.full(self.shape, fill_value, dtype or self.dtype, device or self.device)
+  def full_like(self, fill_value: Scalar, dtype=None, device=None) -> Tensor:
+    return Tensor.full(self.shape, fill_value, _dtype_arg(dtype) if dtype is not None else self.dtype, device or self.device)
   def zeros_like(self, dtype=None, device=None) -> Tensor: return self.full_like(0, dtype, device)
   def ones_like(self, dtype=None, device=None) -> Tensor: return self.full_like(1, dtype, device)
   def empty_like(self, dtype=None, device=None) -> Tensor: return Tensor.empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
@@ -357,15 +562,22 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
 
   @staticmethod
   def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype=None, device=None, requires_grad=None) -> Tensor:
-    """Values from start (inclusive) to stop (exclusive) by step, like torch.arange.
+    """Values from start (inclusive) to stop (exclusive) by step, like torch.arange; a range that runs against the
+    step is empty (like numpy; torch raises), a value that does not fit the dtype raises.
 
     >>> Tensor.arange(1, 7, 2).tolist()
     [1, 3, 5]
     """
     if stop is None: start, stop = 0, start
+    start, stop, step = (_scalar_arg("arange", k, v) for k, v in (("start", start), ("end", stop), ("step", step)))
     if step == 0: raise _fail(ValueError, "arange", "step must be nonzero")
-    n = max(0, math.ceil((stop - start) / step))
-    dt = to_dtype(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+    if not all(math.isfinite(v) for v in (start, stop, step)): raise _fail(RuntimeError, "arange", f"unsupported range: {start} -> {stop} by {step}")
+    if all(isinstance(v, int) for v in (start, stop, step)): n = max(0, -((start - stop) // step))   # exact for big ints
+    else: n = (stop - start) / step   # a float: ceil'd below once it is known to be a sane count
+    if n > MAX_NUMEL: raise _fail(DTypeOverflowError, "arange", f"{n} elements cannot be counted in int64 without overflow (at most {MAX_NUMEL})")
+    n = max(0, math.ceil(n))
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+    for v in ((start, start + (n - 1) * step) if n else ()): _check_fits("arange", v, dt)   # the first and the last value
     dev = Tensor._dev(device)
     idx = Tensor(UOp(Ops.IOTA, dtypes.int64, (UOp(Ops.DEVICE, dtypes.bool, (), dev),), n))
     if dt.is_float: return Tensor((idx.cast(dt) * step + start).uop if step != 1 or start else idx.cast(dt).uop, requires_grad=requires_grad)
@@ -373,8 +585,10 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   @staticmethod
   def linspace(start: Scalar, stop: Scalar, steps: int, dtype=None, device=None) -> Tensor:
     """`steps` evenly spaced values from start to stop, both included."""
-    if steps < 0: raise _fail(ValueError, "linspace", f"steps must be >= 0, got {steps}")
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    steps = _int_arg("linspace", "steps", steps)
+    start, stop = _scalar_arg("linspace", "start", start), _scalar_arg("linspace", "end", stop)
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
+    for v in (start, stop): _check_fits("linspace", v, dt)
     if steps == 1: return Tensor.full((1,), start, dt, device)
     step = (stop - start) / max(steps - 1, 1)
     idx = Tensor.arange(steps, device=device).cast(dtypes.float64 if dt == dtypes.float64 else dtypes.float32)
@@ -385,9 +599,10 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   @staticmethod
   def eye(n: int, m: int | None = None, dtype=None, device=None, requires_grad=None) -> Tensor:
     """The identity matrix (n x m)."""
-    m = n if m is None else m
+    n = _int_arg("eye", "n", n)
+    m = n if m is None else _int_arg("eye", "m", m)
     a, b = Tensor.arange(n, device=device), Tensor.arange(m, device=device)
-    return Tensor((a.reshape(n, 1) == b.reshape(1, m)).cast(to_dtype(dtype) if dtype else dtypes.default_float).uop, requires_grad=requires_grad)
+    return Tensor((a.reshape(n, 1) == b.reshape(1, m)).cast(_dtype_arg(dtype) if dtype else dtypes.default_float).uop, requires_grad=requires_grad)
 
   # ------------------------------------------------------------ random (counter-based, runs inside kernels)
   @staticmethod
@@ -414,8 +629,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     >>> Tensor.manual_seed(0); 0 <= Tensor.rand(3).max().item() < 1
     True
     """
-    shape = argfix(*shape)
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    shape = _shape_arg("rand", shape)
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     if not dt.is_float: raise _fail(TypeError, "rand", f"dtype must be a float dtype, got {dt}")
     bits = Tensor._random_bits(shape, Tensor._dev(device))
     # 24 random bits -> [0, 1) exactly representable in float32
@@ -426,26 +641,29 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   @staticmethod
   def randn(*shape, dtype=None, device=None, requires_grad=None) -> Tensor:
     """Standard normal random numbers (Box-Muller)."""
-    shape = argfix(*shape)
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    shape = _shape_arg("randn", shape)
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     u = Tensor.rand(2, *shape, dtype=dtypes.float32, device=device)
     r = ((1 - u[0]).log() * -2).sqrt()
     out = r * (u[1] * (2 * math.pi)).cos()
     return Tensor(out.cast(dt).uop, requires_grad=requires_grad)
   @staticmethod
   def randint(*shape, low: int = 0, high: int = 10, dtype=dtypes.int32, device=None) -> Tensor:
-    """Random integers in [low, high)."""
+    """Random integers in [low, high); both bounds must fit the dtype (like torch), high - low <= 2**32."""
+    low, high = _int_arg("randint", "low", low, minimum=None), _int_arg("randint", "high", high, minimum=None)
     if high <= low: raise _fail(ValueError, "randint", f"high ({high}) must be > low ({low})")
-    shape = argfix(*shape)
+    shape, dt = _shape_arg("randint", shape), _dtype_arg(dtype)
+    for v in (low, high - 1): _check_fits("randint", v, dt)
+    if high - low > 1 << 32: raise _fail(ValueError, "randint", f"high - low ({high - low}) must be at most 2**32 (32 random bits per value)")
     bits = Tensor._random_bits(shape, Tensor._dev(device)).cast(dtypes.uint64)
-    return ((bits * (high - low)) >> 32).cast(dtypes.int64).add(low).cast(to_dtype(dtype))
+    return ((bits * (high - low)) >> 32).cast(dtypes.int64).add(low).cast(_dtype_arg(dtype))
   @staticmethod
   def uniform(*shape, low: float = 0.0, high: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     return Tensor((Tensor.rand(*shape, dtype=dt, device=device) * (high - low) + low).uop, requires_grad=requires_grad)
   @staticmethod
   def normal(*shape, mean: float = 0.0, std: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
-    dt = to_dtype(dtype) if dtype is not None else dtypes.default_float
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     return Tensor((Tensor.randn(*shape, dtype=dt, device=device) * std + mean).uop, requires_grad=requires_grad)
 
   # ------------------------------------------------------------ autograd
@@ -500,7 +718,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
       a, b = self, x
     elif isinstance(x, (int, float, bool)):
       # the common case again, built on the graph directly: the constant broadcast to self's shape
-      a = self.cast(promote_scalar(self.dtype, x))
+      dt = promote_scalar(self.dtype, x)
+      # an int beyond 64 bits (or beyond any float) raises like torch; one in the 64-bit range wraps into an int dtype
+      # like torch does (int8 + 1000, int8 == 300, int32 & 0xFFFFFFFF)
+      if type(x) is int and (not -(1 << 63) <= x < (1 << 64) if dt.is_int else x.bit_length() > 1000): _scalar_operand(op, x, dt, self)
+      a = self.cast(dt)
       b = a._new(a._c(x))
       b._requires_grad = None
       return (b, a) if reverse else (a, b)
@@ -520,11 +742,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
 
   def cast(self, dtype: DType | str) -> Tensor:
     """Convert elements to another dtype (floats to ints truncate toward zero)."""
-    dt = to_dtype(dtype)
+    dt = _dtype_arg(dtype)
     return self if dt == self.dtype else self._new(self.uop.cast(dt), self)
   def bitcast(self, dtype: DType | str) -> Tensor:
     """Reinterpret the bits as another dtype of the same size."""
-    dt = to_dtype(dtype)
+    dt = _dtype_arg(dtype)
     if dt.itemsize != self.dtype.itemsize: raise _fail(TypeError, "bitcast", f"{self.dtype} and {dt} differ in size", self)
     return self if dt == self.dtype else Tensor(self.uop.bitcast(dt))
   def float(self) -> Tensor: return self.cast(dtypes.float32)
@@ -551,10 +773,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return self._binop(Ops.MUL, x)
   def div(self, x, rounding_mode: str | None = None, reverse: bool = False) -> Tensor:
     """True division (ints give floats); rounding_mode 'trunc' or 'floor' like torch.div."""
+    if rounding_mode not in (None, "trunc", "floor"): raise _fail(ValueError, "div", f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}", self)
     a, b = self._operands("div", x, reverse)
+    if rounding_mode is not None: _check_int_divisor("div", a, b)
     if rounding_mode == "trunc": return a._trunc_div(b)
     if rounding_mode == "floor": return a._floor_div(b)
-    if rounding_mode is not None: raise _fail(ValueError, "div", f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
     a, b = a._float("div"), b._float("div")
     return a._new(UOp(Ops.FDIV, a.dtype, (a.uop, b.uop)), b)
   def _trunc_div(self, b: Tensor) -> Tensor:
@@ -567,10 +790,12 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return fix.where(q - 1, q)
   def floordiv(self, x, reverse: bool = False) -> Tensor:
     a, b = self._operands("floordiv", x, reverse)
+    _check_int_divisor("floordiv", a, b)
     return a._floor_div(b)
   def mod(self, x, reverse: bool = False) -> Tensor:
     """Python-style remainder: the result has the sign of the divisor (torch.remainder)."""
     a, b = self._operands("remainder", x, reverse)
+    _check_int_divisor("remainder", a, b)
     if a.dtype.is_float:
       r = a - (a / b).floor() * b
       # x % +-inf is x when the signs agree (or x is 0), else +-inf (Python and PyTorch)
@@ -673,9 +898,10 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     a, b = self._operands("rshift", x, reverse); a._check_int_or_bool("rshift", b)
     return a._new(UOp(Ops.SHR, a.dtype, (a.uop, b.uop)))
   def logical_not(self) -> Tensor: return self.cast(dtypes.bool).bitwise_xor(True)
-  def logical_and(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_and(_as_tensor(x, self).cast(dtypes.bool))
-  def logical_or(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_or(_as_tensor(x, self).cast(dtypes.bool))
-  def logical_xor(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_xor(_as_tensor(x, self).cast(dtypes.bool))
+  # a scalar operand is taken as a bool right away (2**70 is True, no int constant that wraps first)
+  def logical_and(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_and(_as_tensor(_truth("logical_and", x, self), self).cast(dtypes.bool))
+  def logical_or(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_or(_as_tensor(_truth("logical_or", x, self), self).cast(dtypes.bool))
+  def logical_xor(self, x) -> Tensor: return self.cast(dtypes.bool).bitwise_xor(_as_tensor(_truth("logical_xor", x, self), self).cast(dtypes.bool))
 
   # ------------------------------------------------------------ math
   def maximum(self, x) -> Tensor: return self._binop(Ops.MAX, x, name="maximum")
@@ -691,12 +917,16 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     [1, 2]
     """
     cond = self.cast(dtypes.bool)
+    if not isinstance(x, Tensor): x = _scalar_arg("where", "input", x, cond)
+    if not isinstance(y, Tensor): y = _scalar_arg("where", "other", y, cond)
     if isinstance(x, Tensor) and isinstance(y, Tensor):
       try: dt = promote(x.dtype, y.dtype)
       except TypeError as e: raise _fail(TypeError, "where", str(e), cond, x, y) from None
     elif isinstance(x, Tensor): dt = promote_scalar(x.dtype, y)
     elif isinstance(y, Tensor): dt = promote_scalar(y.dtype, x)
     else: dt = promote(dtypes.from_py(x), dtypes.from_py(y))
+    for v in (x, y):   # a scalar must fit the result's dtype (like torch.where on int8 with 1000)
+      if not isinstance(v, Tensor): _check_fits("where", v, dt, True, cond)
     xt, yt = _as_tensor(x, cond, dt).cast(dt), _as_tensor(y, cond, dt).cast(dt)
     for t in (xt, yt):
       if t.device != cond.device: raise _fail(RuntimeError, "where", f"tensors are on different devices: {cond.device} and {t.device}", cond, xt, yt)
@@ -761,9 +991,14 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if approximate == "tanh": return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
     if approximate != "none": raise _fail(ValueError, "gelu", f"approximate must be 'none' or 'tanh', got {approximate!r}")
     return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
-  def clip(self, min_=None, max_=None) -> Tensor:
-    """Clamp into [min_, max_] (either may be None); the gradient passes where min_ <= x <= max_."""
+  def clip(self, min_=None, max_=None, min=None, max=None) -> Tensor:   # noqa: A002  (torch's keyword names)
+    """Clamp into [min_, max_] (either may be None; torch's keywords min= and max= work too); the gradient passes
+    where min_ <= x <= max_."""
+    if min is not None: min_ = min
+    if max is not None: max_ = max
     if min_ is None and max_ is None: raise _fail(ValueError, "clip", "at least one of min_ and max_ must be given", self)
+    for v in (min_, max_):   # a bound must fit the result's dtype, like torch.clamp
+      if v is not None and not isinstance(v, Tensor): _check_fits("clip", v, promote_scalar(self.dtype, _scalar_arg("clip", "bound", v, self)), True, self)
     x = self
     if min_ is not None: x = (x < min_).where(min_, x)
     if max_ is not None: x = (x > max_).where(max_, x)
@@ -791,7 +1026,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     zero = a == 0
     # at a == 0 the log is -inf: take log2(1) there (no inf * 0 = nan in the gradient) and fix the value below
     mag = (b * zero.where(1.0, a.abs()).log2()).exp2()
-    mag = zero.where((b > 0).where(0.0, float("inf")), mag)
+    mag = zero.where((b > 0).where(0.0, float("inf")).cast(mag.dtype), mag)   # two scalars alone would be float32
     b_int = b.trunc() == b
     odd = b_int & ((b.abs() % 2) == 1)
     neg_result = (a < 0) & odd
@@ -812,6 +1047,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     """
     if not isinstance(decimals, int) or isinstance(decimals, bool): raise _fail(TypeError, "round", f"decimals must be an int, got {decimals!r}", self)
     if decimals == 0 or not self.dtype.is_float: return self.round_half_even()
+    if abs(decimals) > 308: raise _fail(ValueError, "round", f"decimals must be in [-308, 308] (10**decimals must be a finite float), got {decimals}", self)
     scale = 10.0 ** decimals
     return (self * scale).round_half_even() / scale
 
@@ -822,8 +1058,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     >>> Tensor.arange(6).reshape(2, -1).shape
     (2, 3)
     """
-    shape = argfix(*shape)
-    if any(not isinstance(s, int) for s in shape): raise _fail(TypeError, "reshape", f"shape must be ints, got {shape}", self)
+    shape = _shape_arg("reshape", shape, self, wildcard=True, name="shape")
     if shape.count(-1) > 1: raise _fail(ValueError, "reshape", f"only one dimension can be -1, got {shape}", self)
     if -1 in shape:
       rest = prod(s for s in shape if s != -1)
@@ -857,33 +1092,31 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if self.ndim < 2: raise _fail(ValueError, "mT", f"needs at least 2 dims, got shape {self.shape}", self)
     return self.transpose(-2, -1)
   mH = mT   # no complex dtypes: the conjugate transpose is the transpose
-  def type_as(self, other: Tensor) -> Tensor: return self.cast(other.dtype)
+  def type_as(self, other: Tensor) -> Tensor: return self.cast(_tensor_arg("type_as", "other", other, self).dtype)
   def new_full(self, size, fill_value, dtype=None, device=None) -> Tensor:
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless given."""
-    return Tensor.full(tuple(argfix(size)), fill_value, dtype=dtype or self.dtype, device=device or self.device)
-  def new_zeros(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(argfix(*size), 0, dtype, device)
-  def new_ones(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(argfix(*size), 1, dtype, device)
+    size = _shape_arg("new_full", size if isinstance(size, (tuple, list)) else (size,), self)
+    return Tensor.full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
+  def new_zeros(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(_shape_arg("new_zeros", size, self), 0, dtype, device)
+  def new_ones(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(_shape_arg("new_ones", size, self), 1, dtype, device)
   def new_empty(self, *size, dtype=None, device=None) -> Tensor:
-    return Tensor.empty(*argfix(*size), dtype=dtype or self.dtype, device=device or self.device)
+    return Tensor.empty(_shape_arg("new_empty", size, self), dtype=dtype or self.dtype, device=device or self.device)
   def expand(self, *shape) -> Tensor:
     """Broadcast size-1 dims to a bigger size (-1 keeps a dim). No copy."""
-    shape = argfix(*shape)
+    shape = _shape_arg("expand", shape, self, wildcard=True)
     if len(shape) < self.ndim: raise _fail(ValueError, "expand", f"cannot expand {self.shape} to fewer dims {shape}", self)
+    if -1 in shape[:len(shape) - self.ndim]: raise _fail(ValueError, "expand", f"-1 is not allowed in a new leading dim: {shape}", self)
     full = (1,) * (len(shape) - self.ndim) + self.shape
     new = tuple(f if s == -1 else s for s, f in zip(shape, full))
     return self._broadcast_to(new, "expand")
-  def expand_as(self, other: Tensor) -> Tensor: return self.expand(other.shape)
+  def expand_as(self, other: Tensor) -> Tensor: return self.expand(_tensor_arg("expand_as", "other", other, self).shape)
   def pad(self, padding: Sequence, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
     """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
-    form (last dim first: left, right, top, bottom, ...). Negative padding crops."""
-    if all(isinstance(p, int) for p in padding):
-      if len(padding) % 2 or len(padding) // 2 > self.ndim: raise _fail(ValueError, "pad", f"bad flat padding {tuple(padding)}", self)
-      pairs = [(0, 0)] * self.ndim
-      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (padding[2 * i], padding[2 * i + 1])
-    else:
-      if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"padding {tuple(padding)} must have one pair per dim ({self.ndim})", self)
-      pairs = [(0, 0) if p is None else tuple(p) for p in padding]
+    form (last dim first: left, right, top, bottom, ...). Negative padding crops. `value` must fit the dtype."""
+    pairs = self._pad_pairs(padding)
     if mode != "constant": return self._pad_mode(pairs, mode)   # reflect / replicate / circular (mixin/nn.py)
+    value = _scalar_arg("pad", "value", value, self)
+    _check_fits("pad", value, self.dtype, True, self)
     x = self
     if any(b < 0 or a < 0 for b, a in pairs):
       x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
@@ -891,10 +1124,32 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     padded = x._new(x.uop.pad(tuple(pairs)), x)
     if value == 0: return padded
     mask = Tensor.ones(*x.shape, dtype=dtypes.bool, device=x.device).pad(pairs)
-    return mask.where(padded, value)
+    return mask.where(padded, Tensor(UOp.const(self.dtype, value, self.device)))   # the value in self's dtype, like torch
+  def _pad_pairs(self, padding: Any) -> list[tuple[int, int]]:
+    """pad's padding argument -> one (before, after) pair of ints per dim, checked (the crop of negative pads too)."""
+    def is_int(v: Any) -> bool: return not isinstance(v, bool) and hasattr(type(v), "__index__")
+    if not isinstance(padding, (tuple, list)):
+      raise _fail(TypeError, "pad", f"padding must be a sequence of ints or of (before, after) pairs, got {type(padding).__name__} {padding!r}", self)
+    if all(is_int(p) for p in padding):
+      if len(padding) % 2 or len(padding) // 2 > self.ndim:
+        raise _fail(ValueError, "pad", f"flat padding {tuple(padding)} must have an even length of at most 2 * ndim = {2 * self.ndim}", self)
+      pairs = [(0, 0)] * self.ndim
+      for i in range(len(padding) // 2): pairs[self.ndim - 1 - i] = (operator.index(padding[2 * i]), operator.index(padding[2 * i + 1]))
+    else:
+      if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"padding {tuple(padding)} must have one pair per dim ({self.ndim})", self)
+      for p in padding:
+        if p is not None and not (isinstance(p, (tuple, list)) and len(p) == 2 and all(is_int(v) for v in p)):
+          raise _fail(TypeError, "pad", f"padding must be ints or (before, after) pairs of ints (or None), got {p!r} in {tuple(padding)!r}", self)
+      pairs = [(0, 0) if p is None else (operator.index(p[0]), operator.index(p[1])) for p in padding]
+    for d, ((b, a), s) in enumerate(zip(pairs, self.shape)):
+      if s + min(b, 0) + min(a, 0) < 0: raise _fail(ValueError, "pad", f"negative padding {(b, a)} crops more than the size {s} of dim {d}", self)
+    return pairs
   def shrink(self, arg: Sequence) -> Tensor:
     """Keep [start, end) of each dim (None keeps the dim)."""
-    if len(arg) != self.ndim: raise _fail(ValueError, "shrink", f"need one (start, end) per dim, got {tuple(arg)}", self)
+    if not isinstance(arg, (tuple, list)) or len(arg) != self.ndim: raise _fail(ValueError, "shrink", f"need one (start, end) per dim, got {arg!r}", self)
+    for a in arg:
+      if a is not None and not (isinstance(a, (tuple, list)) and len(a) == 2 and all(type(v) is int for v in a)):
+        raise _fail(TypeError, "shrink", f"bounds must be (start, end) pairs of ints (or None), got {a!r} in {tuple(arg)!r}", self)
     pairs = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(pairs, self.shape):
       if not 0 <= b <= e <= s: raise _fail(ValueError, "shrink", f"bounds {pairs} are out of range for shape {self.shape}", self)
@@ -905,7 +1160,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))), self)
   def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dims = {_resolve_axis("squeeze", d, self.ndim, self) for d in ((dim,) if isinstance(dim, int) else dim)}
+    dims = {_resolve_axis("squeeze", d, self.ndim, self) for d in (tuple(dim) if isinstance(dim, (tuple, list)) else (dim,))}
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
   def unsqueeze(self, dim: int) -> Tensor:
     d = _resolve_axis("unsqueeze", dim, self.ndim + 1, self)
@@ -915,27 +1170,45 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     s, e = _resolve_axis("flatten", start_dim, self.ndim, self), _resolve_axis("flatten", end_dim, self.ndim, self)
     return self.reshape(self.shape[:s] + (prod(self.shape[s:e + 1]),) + self.shape[e + 1:])
   def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+    """Split dim into `sizes` (one of them may be -1), like torch.unflatten."""
     d = _resolve_axis("unflatten", dim, self.ndim, self)
-    return self.reshape(self.shape[:d] + tuple(sizes) + self.shape[d + 1:])
+    sizes = _shape_arg("unflatten", tuple(sizes) if isinstance(sizes, (tuple, list)) else (sizes,), self, wildcard=True, name="sizes")
+    if not sizes: raise _fail(ValueError, "unflatten", "sizes must be non-empty", self)
+    n, known = self.shape[d], prod(s for s in sizes if s != -1)
+    if sizes.count(-1) > 1 or (known != n if -1 not in sizes else known == 0 or n % known):
+      raise _fail(ValueError, "unflatten", f"sizes {sizes} do not multiply up to the size {n} of dim {d}", self)
+    return self.reshape(self.shape[:d] + sizes + self.shape[d + 1:])
   def repeat(self, *repeats) -> Tensor:
     """Tile the tensor `repeats[i]` times along dim i (torch.Tensor.repeat)."""
-    repeats = argfix(*repeats)
+    repeats = _shape_arg("repeat", repeats, self, name="repeats")
     if len(repeats) < self.ndim: raise _fail(ValueError, "repeat", f"need at least {self.ndim} repeat counts, got {repeats}", self)
     base = self.reshape((1,) * (len(repeats) - self.ndim) + self.shape)
     inter = flatten_list([(1, s) for s in base.shape])
     exp = flatten_list([(r, s) for r, s in zip(repeats, base.shape)])
     return base.reshape(inter).expand(exp).reshape(tuple(r * s for r, s in zip(repeats, base.shape)))
+  def tile(self, *dims) -> Tensor:
+    """torch.tile: repeat with `dims` padded with leading 1s to the tensor's dims."""
+    dims = _shape_arg("tile", dims, self, name="dims")
+    return self.repeat((1,) * (self.ndim - len(dims)) + dims)
   def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
-    """Concatenate along dim: each piece is padded into place and the pieces added (one kernel)."""
+    """Concatenate along dim: each piece is padded into place and the pieces added (one kernel). Also callable
+    torch-style, as Tensor.cat([a, b], dim=...). Mixed dtypes promote (like torch.cat)."""
+    if isinstance(self, (list, tuple)):   # Tensor.cat([a, b]): the sequence came in as self
+      if not self: raise _fail(ValueError, "cat", "needs at least one tensor")
+      return Tensor.cat(*self, *others, dim=dim)
     ts = (self,) + others
+    for t in ts:
+      if not isinstance(t, Tensor): raise _fail(TypeError, "cat", f"expected Tensors, got {type(t).__name__}", *[u for u in ts if isinstance(u, Tensor)])
+    if self.ndim == 0: raise _fail(ValueError, "cat", "a 0-d tensor cannot be concatenated (unsqueeze it, or use stack)", *ts)
     d = _resolve_axis("cat", dim, self.ndim, self)
     for t in ts:
-      if not isinstance(t, Tensor): raise _fail(TypeError, "cat", f"expected Tensors, got {type(t).__name__}")
       if t.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(t.shape, self.shape)) if i != d):
         raise _fail(ValueError, "cat", f"shapes must match except in dim {d}", *ts)
-      if t.device != self.device: raise _fail(RuntimeError, "cat", "tensors are on different devices", *ts)
+      if t.device != self.device: raise _fail(RuntimeError, "cat", f"tensors are on different devices: {self.device} and {t.device}", *ts)
     dt = self.dtype
-    for t in others: dt = promote(dt, t.dtype)
+    try:
+      for t in others: dt = promote(dt, t.dtype)
+    except TypeError as e: raise _fail(TypeError, "cat", str(e), *ts) from None
     total = sum(t.shape[d] for t in ts)
     out, off = None, 0
     for t in ts:
@@ -948,6 +1221,11 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return out
   @staticmethod
   def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+    """Join same-shaped tensors along a new dim (torch.stack: one sequence of Tensors)."""
+    if isinstance(tensors, Tensor): raise _fail(TypeError, "stack", "expects a sequence of Tensors, got one Tensor (Tensor.stack([a, b]))", tensors)
+    if not isinstance(tensors, (list, tuple)): raise _fail(TypeError, "stack", f"expects a sequence of Tensors, got {type(tensors).__name__}")
+    for t in tensors:
+      if not isinstance(t, Tensor): raise _fail(TypeError, "stack", f"expects a sequence of Tensors, got a {type(t).__name__} in it")
     if not tensors: raise _fail(ValueError, "stack", "needs at least one tensor")
     d = _resolve_axis("stack", dim, tensors[0].ndim + 1, tensors[0])
     for t in tensors:
@@ -956,9 +1234,10 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def split(self, sizes: int | Sequence[int], dim: int = 0) -> list[Tensor]:
     d = _resolve_axis("split", dim, self.ndim, self)
     n = self.shape[d]
-    if isinstance(sizes, int):
-      if sizes <= 0: raise _fail(ValueError, "split", f"split size must be positive, got {sizes}", self)
+    if not isinstance(sizes, (tuple, list)):
+      sizes = _int_arg("split", "split_size", sizes, self, minimum=1)
       sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+    else: sizes = list(_shape_arg("split", (tuple(sizes),), self, name="split sizes"))
     if sum(sizes) != n: raise _fail(ValueError, "split", f"sizes {tuple(sizes)} do not add up to {n}", self)
     out, off = [], 0
     for s in sizes:
@@ -967,20 +1246,28 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return out
   def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
     d = _resolve_axis("chunk", dim, self.ndim, self)
-    if chunks <= 0: raise _fail(ValueError, "chunk", f"chunks must be positive, got {chunks}", self)
+    chunks = _int_arg("chunk", "chunks", chunks, self, minimum=1)
     return self.split(max(1, math.ceil(self.shape[d] / chunks)), d)
 
   # ------------------------------------------------------------ reductions
   def _axes(self, op: str, axis) -> tuple[int, ...]:
+    """A reduction's axis argument (None, an int or a sequence of ints) -> the dims it names, checked with op named:
+    a non-int raises TypeError, an out-of-range one IndexError, a repeated one ValueError."""
     if axis is None: return tuple(range(self.ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)   # anything else is checked as one axis
     out = tuple(_resolve_axis(op, a, self.ndim, self) for a in axes)
     if len(set(out)) != len(out): raise _fail(ValueError, op, f"repeated axis in {axis}", self)
     return out if self.ndim else ()
+  def _check_extreme(self, name: str, axis, axes: tuple[int, ...]) -> None:
+    """max/min/argmax/argmin have no identity: an empty reduction raises like torch (IndexError for an empty dim,
+    RuntimeError for a full reduction of an empty tensor)."""
+    if axis is None and self.numel() == 0:
+      raise _fail(RuntimeError, name, "cannot reduce an empty tensor (no identity); give the dim to reduce over", self)
+    if (bad := next((a for a in axes if self.shape[a] == 0), None)) is not None:
+      raise _fail(IndexError, name, f"expected reduction dim {bad} to have non-zero size (no identity)", self)
   def _reduce(self, op: Ops, axis, keepdim: bool, name: str) -> Tensor:
     axes = self._axes(name, axis)
-    if op is Ops.MAX and any(self.shape[a] == 0 for a in axes):
-      raise _fail(RuntimeError, name, "cannot reduce over a zero-size dimension (no identity)", self)
+    if op is Ops.MAX and 0 in self.shape: self._check_extreme(name, axis, axes)
     r = self.uop.reduce(op, axes)
     return self._new(r if keepdim else r.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes)), self)
   def sum(self, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
@@ -989,30 +1276,36 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     >>> Tensor([[1, 2], [3, 4]]).sum(1).tolist()
     [3, 7]
     """
-    x = self.cast(to_dtype(dtype)) if dtype is not None else self
+    x = self.cast(_dtype_arg(dtype)) if dtype is not None else self
     if x.dtype.is_bool or (x.dtype.is_int and dtype is None): x = x.cast(dtypes.int64 if not x.dtype.is_unsigned or x.dtype.itemsize < 8 else x.dtype)
     if x.dtype in (dtypes.float16, dtypes.bfloat16): return x.float()._reduce(Ops.ADD, axis, keepdim, "sum").cast(x.dtype)
     return x._reduce(Ops.ADD, axis, keepdim, "sum")
   def prod(self, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
-    x = self.cast(to_dtype(dtype)) if dtype is not None else self
+    x = self.cast(_dtype_arg(dtype)) if dtype is not None else self
     if x.dtype.is_bool or (x.dtype.is_int and dtype is None): x = x.cast(dtypes.int64)
     return x._reduce(Ops.MUL, axis, keepdim, "prod")
   def max(self, axis=None, keepdim: bool = False) -> Tensor: return self._reduce(Ops.MAX, axis, keepdim, "max")
   def min(self, axis=None, keepdim: bool = False) -> Tensor:
-    if self.dtype.is_float: return -((-self).max(axis, keepdim))
-    return self.bitwise_not().max(axis, keepdim).bitwise_not()
+    if self.dtype.is_float: return -((-self)._reduce(Ops.MAX, axis, keepdim, "min"))
+    return self.bitwise_not()._reduce(Ops.MAX, axis, keepdim, "min").bitwise_not()
   amax, amin = max, min
   def mean(self, axis=None, keepdim: bool = False) -> Tensor:
     x = self._float("mean")
+    # float16/bfloat16 divide in float32, like torch: the sum alone may overflow, and n may not fit (65504)
+    if x.dtype in (dtypes.float16, dtypes.bfloat16): return x.float().mean(axis, keepdim).cast(x.dtype)
     n = prod(self.shape[a] for a in self._axes("mean", axis))
     s = x.sum(axis, keepdim)
     return s / n if n else s * float("nan")
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     x = self._float("var")
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)): raise _fail(TypeError, "var", f"correction must be a number, got {correction!r}", self)
+    if x.dtype in (dtypes.float16, dtypes.bfloat16): return x.float().var(axis, keepdim, correction).cast(x.dtype)   # as mean
     n = prod(self.shape[a] for a in self._axes("var", axis))
     d = x - x.mean(axis, keepdim=True)
     return (d * d).sum(axis, keepdim) / max(n - correction, 0) if n - correction > 0 else (d * d).sum(axis, keepdim) * float("nan")
-  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor: return self.var(axis, keepdim, correction).sqrt()
+  def std(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
+    self._axes("std", axis)   # checked here so that a bad axis names std
+    return self.var(axis, keepdim, correction).sqrt()
   def var_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
     return self.var(axis, keepdim, correction), self.mean(axis, keepdim)
   def std_mean(self, axis=None, keepdim: bool = False, correction: int = 1) -> tuple[Tensor, Tensor]:
@@ -1020,10 +1313,12 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
   def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else self.cast(dtypes.bool).sum(axis, keepdim).cast(dtypes.bool)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
   def _arg_extreme(self, axis, keepdim: bool, largest: bool, name: str) -> Tensor:
-    if axis is None: return self.flatten()._arg_extreme(0, False, largest, name).reshape(() if not keepdim else (1,) * self.ndim)
+    if axis is None:
+      if self.numel() == 0: raise _fail(IndexError, name, "cannot take the arg of an empty tensor; give the dim to reduce over", self)
+      return self.flatten()._arg_extreme(0, False, largest, name).reshape(() if not keepdim else (1,) * self.ndim)
     a = _resolve_axis(name, axis, self.ndim, self)
     n = self.shape[a] if self.ndim else 1
-    if n == 0: raise _fail(RuntimeError, name, "cannot take the arg of an empty dimension", self)
+    if n == 0: raise _fail(IndexError, name, f"expected reduction dim {a} to have non-zero size (no identity)", self)
     x = self if largest else (-self if self.dtype.is_float else self.bitwise_not())
     m = x.max(a, keepdim=True)
     # first occurrence wins: score n-i at the extremes, take the max, turn it back into i
@@ -1062,31 +1357,37 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     nw = len(wu.shape) - 2
     wr = wu.permute(tuple(range(nw)) + (nw + 1, nw)).reshape(bw + (1, m, kw)).cast(dt).cast(acc).expand(full)
     out = UOp(Ops.MUL, acc, (xr, wr)).reduce(Ops.ADD, (nb + 2,)).reshape(full[:-1])
-    out = out.cast(to_dtype(dtype) if dtype else dt)
+    out = out.cast(_dtype_arg(dtype) if dtype else dt)
     if x.ndim == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:])
     if w.ndim == 1: out = out.reshape(out.shape[:-1])
     return x._new(out, w)
   def dot(self, w: Tensor) -> Tensor: return self.matmul(w)
   def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    _tensor_arg("linear", "weight", weight, self)
+    if bias is not None: _tensor_arg("linear", "bias", bias, self)
     x = self.matmul(weight.T) if weight.ndim > 1 else self * weight
     return x + bias if bias is not None else x
   def softmax(self, axis: int = -1, dtype=None) -> Tensor:
     """exp(x - max) / sum(exp(x - max)) along `axis` (3 kernels on a 2-D tensor)."""
     x = self._float("softmax") if dtype is None else self.cast(dtype)
+    if any(self.shape[a] == 0 for a in self._axes("softmax", axis)): return x   # an empty dim: an empty result, like torch
     m = x.max(axis, keepdim=True).detach()
     e = (x - m).exp()
     return e * e.sum(axis, keepdim=True).reciprocal()   # one division per row, a multiply per element (as torch)
   def log_softmax(self, axis: int = -1, dtype=None) -> Tensor:
     x = self._float("log_softmax") if dtype is None else self.cast(dtype)
+    if any(self.shape[a] == 0 for a in self._axes("log_softmax", axis)): return x   # an empty dim: an empty result, like torch
     m = x.max(axis, keepdim=True).detach()
     s = x - m
     return s - s.exp().sum(axis, keepdim=True).log()
   def logsumexp(self, axis=None, keepdim: bool = False) -> Tensor:
-    x = self._float("logsumexp")
+    x, axes = self._float("logsumexp"), self._axes("logsumexp", axis)
+    # an empty reduction is log(0) = -inf, like torch (there is no max to shift by)
+    if any(self.shape[a] == 0 for a in axes): return x.exp().sum(axis, keepdim).log()
     m = x.max(axis, keepdim=True).detach()
     m = (m.abs() == float("inf")).where(0.0, m)
     out = (x - m).exp().sum(axis, keepdim=True).log() + m
-    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in self._axes("logsumexp", axis)))
+    return out if keepdim else out.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
 PANEL = 32
 def _right_operand_layout(w: Tensor) -> Tensor:
@@ -1146,6 +1447,9 @@ def _broadcast_shape(op: str, *ts: Tensor) -> tuple[int, ...]:
     out.append(big.pop() if big else 1)
   return tuple(out)
 
+def _truth(op: str, x: Any, t: Tensor) -> Any:
+  return x if isinstance(x, Tensor) else bool(_scalar_arg(op, "other", x, t))
+
 def _as_tensor(x: Any, like: Tensor, dtype: DType | None = None) -> Tensor:
   if isinstance(x, Tensor): return x
   return Tensor(UOp.const(dtype or dtypes.from_py(x), x, like.device))
@@ -1163,22 +1467,6 @@ def _movement_nodes(u: UOp) -> list[UOp]:
   out = []
   while u.op in GroupOp.Movement: out.append(u); u = u.src[0]
   return out
-
-def _substitute_realized(u: UOp, done: dict[UOp, UOp]) -> UOp:
-  """Replace every already-realized node under u by its buffer view (records what changed in done)."""
-  stack: list[tuple[UOp, bool]] = [(u, False)]
-  while stack:
-    n, ready = stack.pop()
-    if n in done: continue
-    if n.realized is not None and (v := realized_view(n)) is not None: done[n] = v; continue
-    if not n.src: done[n] = n; continue
-    if not ready:
-      stack.append((n, True))
-      stack.extend((s, False) for s in n.src if s not in done)
-      continue
-    new_src = tuple(map(done.__getitem__, n.src))
-    done[n] = n if new_src == n.src else UOp(n.op, n.dtype, new_src, n.arg)
-  return done[u]
 
 def _empty_nested(shape: tuple[int, ...]) -> Any:
   if not shape: return []

@@ -7,9 +7,16 @@ It refuses, with a clear error, what it cannot replay: inputs whose shape, dtype
 Python (non-tensor) arguments that changed, and reading a value to Python (`.item()`, `.numpy()`,
 `.tolist()`) inside the function. Random numbers drawn inside are advanced on every replay.
 
+Every call computes what it builds: a value counts as already computed only while a live tensor holds it
+(tensor.py), so a capture that builds the same graph as the warm-up call (same input tensors every call,
+the count in a cross-entropy, an embedding of the same tokens) records its kernels too. `@TinyJit` on a
+method gives each instance its own capture.
+
 State the function changes but does not realize is realized at the end of the call, so that its kernels
 are captured too: a lazy write (BatchNorm's running statistics, a lazy assign, a tensor rebound to a new
-lazy value) that existed before the call, or a lazy tensor created during the call and kept alive. A
+lazy value) that existed before the call, or a lazy tensor created during the call and kept alive. The
+JIT finds them without scanning the process: the tensor layer keeps a table of the live lazy tensors, and
+during a call records each tensor that viewed a buffer when the call first changed it. A
 tensor that held a buffer before the capture and holds a new value after it gets the new value written
 into its old buffer (in place), so replays, which read that buffer, see every update. A new value that
 cannot be written in place (an expanded view, another shape) raises JitError naming the tensor, and so does
@@ -25,9 +32,9 @@ without zero_grad).
 [5.0, 3.0]
 """
 from __future__ import annotations
-import functools, gc, weakref
+import functools, weakref
 from typing import Any, Callable, Generic, TypeVar
-from petagrad.engine.realize import ExecItem, capture_hooks
+from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks
 from petagrad.device import Buffer
 from petagrad.helpers import DEBUG
 
@@ -49,6 +56,8 @@ class TinyJit(Generic[R]):
   def __init__(self, fxn: Callable[..., R]):
     self.fxn = fxn
     functools.update_wrapper(self, fxn)   # type: ignore[arg-type]
+    if not hasattr(self, "__name__"): self.__name__ = getattr(fxn, "__name__", type(fxn).__name__)
+    self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # instance -> its capture (methods)
     self.reset()
 
   def reset(self) -> None:
@@ -56,6 +65,7 @@ class TinyJit(Generic[R]):
     self.captured: list[ExecItem] = []
     self.input_slots: list[tuple[int, int, int]] = []   # (exec item, buffer position, input index)
     self.rng_slots: list[tuple[Buffer, int]] = []
+    self.checks: list[tuple[Buffer, type, str]] = []   # (condition buffer, exception, message) of each data check
     self.signature: tuple | None = None
     self.ret_views: Any = None
     self._from_inputs: _Taint | None = None
@@ -67,7 +77,22 @@ class TinyJit(Generic[R]):
     consts = [v for v in leaves if not isinstance(v, Tensor)]
     return tensors, consts
 
+  def __get__(self, obj: Any, objtype: Any = None) -> Any:
+    """`@TinyJit` on a method: each instance gets its own capture (its kernels read that instance's state)."""
+    if obj is None: return self
+    try: bound = self._bound.get(obj)
+    except TypeError: bound = None   # unhashable or not weakly referenceable: a new capture per lookup would never replay
+    if bound is None:
+      bound = TinyJit(functools.partial(self.fxn, obj))
+      functools.update_wrapper(bound, self.fxn)   # type: ignore[arg-type]
+      try: self._bound[obj] = bound
+      except TypeError:
+        raise TypeError(f"TinyJit on a method needs instances that are hashable and weakly referenceable; "
+                        f"{type(obj).__name__} is not: jit a function that takes the instance's tensors instead") from None
+    return bound
+
   def __call__(self, *args, **kwargs) -> R:
+    from petagrad import tensor as T
     from petagrad.tensor import Tensor, rng_state_buffers, rng_state_bytes
     tensors, consts = self._inputs(args, kwargs)
     # inputs become contiguous buffers (the kernels read buffers)
@@ -78,37 +103,50 @@ class TinyJit(Generic[R]):
     sig = tuple((t.shape, t.dtype, t.device) for t in tensors)
     if self.cnt >= 2:
       if sig != self.signature[0]:   # type: ignore[index]
-        raise JitError(f"TinyJit({self.fxn.__name__}): input shapes/dtypes/devices changed from {self.signature[0]} to {sig}; "   # type: ignore[index]
+        raise JitError(f"TinyJit({self.__name__}): input shapes/dtypes/devices changed from {self.signature[0]} to {sig}; "   # type: ignore[index]
                        "make a new TinyJit (or call .reset()) for other shapes")
       if len(consts) != len(self.signature[1]) or any(a is not b and a != b for a, b in zip(consts, self.signature[1])):   # type: ignore[index]
-        raise JitError(f"TinyJit({self.fxn.__name__}): non-tensor arguments changed from {self.signature[1]} to {consts}; "   # type: ignore[index]
+        raise JitError(f"TinyJit({self.__name__}): non-tensor arguments changed from {self.signature[1]} to {consts}; "   # type: ignore[index]
                        "their values are baked into the captured kernels")
       for ei, j, i in self.input_slots: self.captured[ei].bufs[j] = bufs[i]
       for buf, n in self.rng_slots: buf.copyin(memoryview(rng_state_bytes(n)))
       for ei in self.captured: ei.run()
+      for buf, exc, msg in self.checks:   # the data checks the captured call made (an index out of range, ...)
+        if not buf.as_bytes()[0]: raise exc(msg)
       self.cnt += 1
-      if DEBUG >= 1: print(f"jit replay {self.fxn.__name__}: {len(self.captured)} kernels")
+      if DEBUG >= 1: print(f"jit replay {self.__name__}: {len(self.captured)} kernels")
       return _rebuild(self.ret_views)
 
-    before = _tensor_states()
-    jit_active.append(self.fxn.__name__)
+    # the state the call may change: the lazy tensors alive now, and (recorded as they change) the tensors that view
+    # a buffer; buffers made from here on are the call's own
+    before = {id(t): (weakref.ref(t), t.uop) for t in T.lazy_tensors()}
+    first_new = Buffer.made
+    outer_changes, T.uop_changes = T.uop_changes, {}
+    jit_active.append(self.__name__)
     recorded: list[ExecItem] = []
     hook: Callable[[ExecItem], None] = recorded.append
     if self.cnt == 0:   # the warm-up call: remember which new buffers hold values computed from its inputs
       self._from_inputs = _Taint(bufs)
       hook = self._from_inputs.see
     capture_hooks.append(hook)
+    checks: list[tuple[Buffer, type, str]] = []
+    check_hook = lambda buf, exc, msg: checks.append((buf, exc, msg))
+    check_hooks.append(check_hook)
     try:
       ret = self.fxn(*args, **kwargs)
       out = [t for t in _leaves(ret) if isinstance(t, Tensor)]
+      changes, T.uop_changes = T.uop_changes, outer_changes
       # outputs and pending state in one schedule (readers of a buffer's old value run before its writes)
-      Tensor.realize_all(*out, *_pending_state(self.fxn.__name__, before, {id(t) for t in out}, self.cnt == 1))
+      Tensor.realize_all(*out, *_pending_state(self.__name__, before, changes, first_new, {id(t) for t in out}, self.cnt == 1))
     finally:
+      T.uop_changes = outer_changes
       jit_active.pop()
       capture_hooks.remove(hook)
+      check_hooks.remove(check_hook)
     if self.cnt == 1:
-      _check_dropped_state(self.fxn.__name__, before, recorded, bufs)
-      if self._from_inputs is not None: self._from_inputs.check(self.fxn.__name__, recorded, bufs)
+      self.checks = checks
+      _check_dropped_state(self.__name__, recorded, bufs, first_new)
+      if self._from_inputs is not None: self._from_inputs.check(self.__name__, recorded, bufs)
       self._from_inputs = None
       self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes) for ei in recorded]
       index = {id(b): i for i, b in enumerate(bufs)}
@@ -118,19 +156,14 @@ class TinyJit(Generic[R]):
       self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.signature = (sig, consts)
       self.ret_views = _views(ret)
-      if DEBUG >= 1: print(f"jit captured {self.fxn.__name__}: {len(self.captured)} kernels, {len(self.input_slots)} input slots")
+      if DEBUG >= 1: print(f"jit captured {self.__name__}: {len(self.captured)} kernels, {len(self.input_slots)} input slots")
     self.cnt += 1
     return ret
-
-def _tensor_states() -> dict[int, tuple[Any, Any, Any]]:
-  """Every live Tensor: id -> (a weak reference to it, its Buffer if it views a realized one else its lazy UOp, its UOp)."""
-  from petagrad.tensor import Tensor
-  return {id(o): (weakref.ref(o), _state(o), o.uop) for o in gc.get_objects() if issubclass(type(o), Tensor)}   # type(): no __class__ lookups on foreign objects
 
 class _Taint:
   """Follows the warm-up call's launches: which buffers it allocated hold values computed (directly or not) from
   its inputs. The capture must not read such a buffer without writing it: a replay would read the warm-up call's
-  value forever (gradients accumulated across calls without zero_grad, a cached result of the previous call)."""
+  value forever (gradients accumulated across calls without zero_grad, state kept from the previous call)."""
   def __init__(self, inputs: list[Buffer]):
     self.tainted: weakref.WeakSet = weakref.WeakSet(inputs)   # depends on the inputs (also buffers written in place)
     self.new: weakref.WeakSet = weakref.WeakSet()              # ... and was allocated by the call (flagged if read later)
@@ -146,69 +179,82 @@ class _Taint:
       for b in (ei.bufs[i] for w in ei.writes for i in w.ins):
         if id(b) not in skip and b in self.new:
           raise JitError(f"TinyJit({name}): a kernel ({ei.kernel.name if ei.kernel else 'copy'}) reads a buffer ({b.size} x {b.dtype}) that the "
-                         "previous call computed from its inputs and this call never rewrites, so replays would read that old value forever "
-                         "(e.g. gradients accumulating across calls: call opt.zero_grad() inside the function; state kept in a new tensor "
-                         "each call: update it in place with assign, or pass it in as an argument)")
+                         "previous call computed from its inputs and this call does not compute again, so replays would read that "
+                         "old value forever. The usual cause is a gradient accumulating across calls: call opt.zero_grad() (or set "
+                         ".grad = None) inside the function. If the function keeps a result for the next call, keep it in a "
+                         "tensor it updates in place (t.assign(...)) or pass it in as an argument")
 
-def _check_dropped_state(name: str, before: dict[int, tuple[Any, Any, Any]], recorded: list[ExecItem], inputs: list[Buffer]) -> None:
-  """Refuse a capture whose kernels read a buffer that only a tensor dropped during the call held: the function
-  replaced that tensor with a new one (`self.h = self.h + x`), and replays would read the old buffer forever."""
-  from petagrad.tensor import realized_buffers
+def _graph_buffers(tensors: list) -> set[int]:
+  """ids of the Buffers the graphs of these (lazy) tensors read."""
+  seen: set = set()
+  out: set[int] = set()
+  for t in tensors:
+    for u in t.uop.toposort():
+      if u.op.name == "BUFFER" and u.buffer is not None and u not in seen: seen.add(u); out.add(id(u.buffer))
+  return out
+
+def _check_dropped_state(name: str, recorded: list[ExecItem], inputs: list[Buffer], first_new: int) -> None:
+  """Refuse a capture whose kernels read a buffer from before the call that no live tensor holds any more: the
+  function replaced the tensor holding it with a new one (`self.h = self.h + x`), and replays would read the old
+  buffer forever."""
+  from petagrad.tensor import _has_views, lazy_tensors, rng_state_buffers
   written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
-  read = {id(ei.bufs[i]) for ei in recorded for w in ei.writes for i in w.ins} - written - {id(b) for b in inputs}
-  if not read: return
-  held = {id(st) for _, st, _ in _tensor_states().values() if isinstance(st, Buffer)}
-  held |= {id(b) for b in realized_buffers()}
-  for ref, st, u in before.values():
-    if ref() is None and isinstance(st, Buffer) and id(st) in read and id(st) not in held:
-      raise JitError(f"TinyJit({name}): the captured kernels read a buffer ({u.shape}, {u.dtype}) whose tensor the call dropped, "
-                     "probably by rebinding state to a new tensor (self.h = self.h + x); replays would read its old value forever. "
-                     "Update it in place (self.h.assign(self.h + x)) or pass it in as an argument")
-
-def _state(t: Any) -> Any:
-  b = t.uop.base
-  return b.buffer if b.op.name == "BUFFER" else t.uop
+  skip = written | {id(b) for b in inputs}
+  old = {id(b): b for ei in recorded for w in ei.writes for b in (ei.bufs[i] for i in w.ins)
+         if id(b) not in skip and b.serial < first_new and b not in rng_state_buffers and not _has_views(b)}
+  if not old: return
+  held = _graph_buffers(lazy_tensors())
+  for i, b in old.items():
+    if i not in held:
+      raise JitError(f"TinyJit({name}): the captured kernels read a buffer ({b.size} x {b.dtype}) from before the call whose tensor "
+                     "the call dropped, probably by rebinding state to a new tensor (self.h = self.h + x); replays would read its old "
+                     "value forever. Update it in place (self.h.assign(self.h + x)) or pass it in as an argument and return it")
 
 def _is_pending(t: Any, new: bool) -> bool:
-  """Is t a lazy value (not a view of a realized buffer, not realized already)? A tensor created during the call
-  counts only when it depends on some buffer (a lazy constant is the same on every call)."""
-  from petagrad.tensor import realized_view
+  """Is t a lazy value (not a view of a realized buffer)? A tensor created during the call counts only when it
+  depends on some buffer (a lazy constant is the same on every call)."""
+  from petagrad.tensor import computed_view
   u = t.uop
-  if u.base.op.name == "BUFFER" or realized_view(u) is not None: return False
+  if computed_view(u) is not None: return False
   return not new or any(n.op.name == "BUFFER" for n in u.toposort())
 
-def _pending_state(name: str, before: dict[int, tuple[Any, Any, Any]], skip: set[int], capture: bool) -> list:
+def _pending_state(name: str, before: dict[int, tuple[Any, Any]], changes: dict[int, tuple[Any, Any]], first_new: int,
+                   skip: set[int], capture: bool) -> list:
   """The tensors whose state the call changed without realizing it (see the module docstring), made ready to
-  realize. In the capture call, a tensor that viewed a buffer before the call gets its new value written into
+  realize. In the capture call, a tensor that viewed a buffer from before the call gets its new value written into
   that buffer (the warm-up call behaves like an eager one)."""
-  from petagrad.tensor import _reads_other_view
+  from petagrad.tensor import _reads_other_view, lazy_tensors
   from petagrad.uop.ops import Ops, GroupOp
   from petagrad.uop.uop import UOp
   from petagrad.schedule.schedule import new_buffer_node, substitute
   todo: list = []
-  for i, (ref, st, _) in _tensor_states().items():
-    if i in skip or (t := ref()) is None: continue
-    old = before.get(i)
-    if old is not None and old[0]() is not t: old = None   # an id reused by a new tensor
-    if old is not None and old[1] is st: continue      # unchanged: the same buffer, or the same lazy graph
-    was_buffer = old is not None and isinstance(old[1], Buffer)
-    if not (_is_pending(t, old is None) or (was_buffer and isinstance(st, Buffer))): continue
-    if not was_buffer or not capture:
-      if _is_pending(t, old is None): todo.append(t)   # new, or lazy before the call too: realizing it into a new buffer is enough
+  state = set()   # ids of the tensors that viewed an older buffer when the call first changed them
+  for i, (ref, view) in changes.items():
+    if i in skip or (t := ref()) is None or view.base.buffer.serial >= first_new: continue   # (the call's own buffer: a new tensor, below)
+    state.add(i)
+    old_buf, cur = view.base.buffer, t.uop
+    if cur.base.op is Ops.BUFFER and cur.base.buffer is old_buf: continue   # the same memory (a write renewed its node)
+    if not capture:
+      if _is_pending(t, False): todo.append(t)   # the warm-up call: realizing it into a new buffer is enough
       continue
     # t viewed a buffer before the call and holds another value now: write the value into that buffer, in place
-    view = old[2]
     movements = []
     u = view
     while u.op in GroupOp.Movement: movements.append(u.op); u = u.src[0]
     if view.shape != t.shape or view.dtype != t.dtype or Ops.EXPAND in movements or Ops.PAD in movements:
       raise JitError(f"TinyJit({name}): the call gave {t!r} (before: a view {view.shape} of a buffer) a new value without "
                      "writing it into its buffer, so replays would not update it; write it in place with t.assign(value)")
-    target = substitute(view, {view.base: new_buffer_node(old[1], view.base.dtype)})   # a fresh node: no stale cached graphs
+    target = substitute(view, {view.base: new_buffer_node(old_buf, view.base.dtype)})   # a fresh node: no stale cached graphs
     value = t.uop
     if _reads_other_view(value, view): value = UOp(Ops.CONTIGUOUS, value.dtype, (value,))
     t.uop = UOp(Ops.ASSIGN, t.dtype, (target, value))
     todo.append(t)
+  for t in lazy_tensors():
+    if id(t) in skip or id(t) in state: continue
+    old = before.get(id(t))
+    if old is not None and old[0]() is t:   # lazy before the call: pending if the call changed it
+      if old[1] is not t.uop and _is_pending(t, False): todo.append(t)
+    elif _is_pending(t, True): todo.append(t)   # new: realize it when it depends on a buffer
   return todo
 
 def _views(x: Any) -> Any:

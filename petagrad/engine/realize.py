@@ -237,6 +237,9 @@ class ExecItem:
 capture_hooks: list[Callable[[ExecItem], None]] = []
 # called with each buffer an in-place write (ASSIGN) changed, in eager runs and in JIT replays
 write_hooks: list[Callable[[Buffer], None]] = []
+# a JIT capturing a function registers a callback here: it hears of each data check a realize made (the bool buffer
+# the check's kernel wrote, the exception to raise when it holds False), to make it again after every replay
+check_hooks: list[Callable[[Buffer, type, str], None]] = []
 
 def _lower_item(si: ScheduleItem) -> tuple[UOp, list[UOp]]:
   ast, bufs = lower_cached(si.out, si.value, si.structure)

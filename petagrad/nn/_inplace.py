@@ -6,11 +6,10 @@ updates would be N separate realizes. `write()` records the update as a lazy ASS
 value); `commit()` realizes every pending write in ONE `Tensor.realize_all` call. Delete this module once
 the core has a lazy assign.
 
-A realized result is cached by graph structure (`petagrad.tensor._realized`). The core gives every tensor
-viewing a buffer a fresh BUFFER node when an eager write lands, but a lazy ASSIGN is realized back onto its
-target node; `write()` therefore writes through a fresh BUFFER node over the same memory, so graphs built
-after the write are new graphs (no stale cached results). Under TinyJit, writes left pending at the end of
-the jitted function are realized (and captured) by the JIT itself.
+The core gives every tensor viewing a buffer a fresh BUFFER node when an eager write lands, but a lazy ASSIGN is
+realized back onto its target node; `write()` therefore writes through a fresh BUFFER node over the same memory,
+so graphs built after the write are new graphs, apart from those built before it. Under TinyJit, writes left
+pending at the end of the jitted function are realized (and captured) by the JIT itself.
 """
 from __future__ import annotations
 from typing import Iterable

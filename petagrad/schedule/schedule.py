@@ -49,9 +49,10 @@ class ScheduleItem:
   # consecutive items with the same group number (>= 0) run as one program (one launch); -1: alone
   group: int = -1
 
-def substitute(root: UOp, subst: dict[UOp, UOp]) -> UOp:
-  """Rebuild root with the nodes in `subst` replaced (not looking below them). Iterative."""
-  done: dict[UOp, UOp] = dict(subst)
+def substitute(root: UOp, subst: dict[UOp, UOp], memo: dict[UOp, UOp] | None = None) -> UOp:
+  """Rebuild root with the nodes in `subst` replaced (not looking below them). Iterative. `memo`: a dict holding subst
+  that the walk fills with every node it rebuilt (several roots over shared graphs then walk them once)."""
+  done: dict[UOp, UOp] = dict(subst) if memo is None else memo
   stack: list[tuple[UOp, bool]] = [(root, False)]
   while stack:
     u, ready = stack.pop()

@@ -42,6 +42,8 @@ def _reduce_grad(g: UOp, node: UOp) -> tuple:
 def _expand_grad(g: UOp, node: UOp) -> tuple:
   src = node.src[0]
   axes = tuple(i for i, (s, n) in enumerate(zip(src.shape, node.shape)) if s == 1 and n != 1)
+  # float16/bfloat16 gradients sum their broadcast copies in float32 (as Tensor.sum does; bfloat16 has 8 bits)
+  if g.dtype in (dtypes.float16, dtypes.bfloat16): return (g.cast(dtypes.float32).reduce(Ops.ADD, axes).cast(g.dtype),)
   return (g.reduce(Ops.ADD, axes),)
 
 def _max_grad(g: UOp, node: UOp) -> tuple:
@@ -79,6 +81,7 @@ grad_rules = PatternMatcher([
   # fuses into one kernel whose expression doubles with every stage
   (UPat({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD}, name="n"), lambda n, ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
   (UPat(Ops.CUSTOM_GRAD, name="n"), lambda n, ctx: (None, *custom_backward[n.arg[0]](ctx, n))),
+  (UPat(Ops.CHECK, name="n"), lambda n, ctx: (ctx, None)),
   (UPat(Ops.COPY, name="n"), lambda n, ctx: (UOp(Ops.COPY, ctx.dtype, (ctx, UOp(Ops.DEVICE, n.src[1].dtype, (), n.src[0].device))), None)),
 ])
 NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, Ops.CONST, Ops.BUFFER}) | GroupOp.Comparison | GroupOp.IntOnly | GroupOp.IntOrBool

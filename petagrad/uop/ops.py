@@ -16,6 +16,8 @@ class Ops(Enum):
   CUSTOM_GRAD = auto()  # src=(value, *inputs), arg=(name, *static): computes value; the inputs' gradients come from
                         # the backward registered under name (gradient.custom_backward), not from value's graph
   ASSIGN = auto()       # src=(target, value): write value into target's buffer
+  CHECK = auto()        # src=(value, ok), arg=(exception type, message): value, where ok (a bool scalar computed with
+                        # it, e.g. "every index is in range") must be true; the realize raises the exception otherwise
   REDUCE_AXIS = auto()  # arg=(Ops.ADD|MAX|MUL, axes); keeps reduced axes as size 1
   # movement (views: index math, never copies)
   RESHAPE = auto(); PERMUTE = auto(); EXPAND = auto(); PAD = auto(); SHRINK = auto(); FLIP = auto()

@@ -33,11 +33,6 @@ class _Ref(weakref.ref):
 _uop_cache: dict[tuple, _Ref] = {}
 def _forget(ref: _Ref) -> None: _remove_dead_weakref(_uop_cache, ref.key)   # a node died: drop its entry
 
-def live_uops() -> Iterator[UOp]:
-  """Every node alive now (a walk over the whole table: for rare checks only)."""
-  for ref in list(_uop_cache.values()):
-    if (u := ref()) is not None: yield u
-
 class UOpMeta(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
     key = (op, dtype, src, ak := _arg_key(arg))
@@ -49,7 +44,7 @@ class UOpMeta(type):
     return ret
 
 class UOp(metaclass=UOpMeta):
-  __slots__ = ("op", "dtype", "src", "arg", "argkey", "shape", "_device", "_bounds", "_key", "buffer", "realized", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "argkey", "shape", "_device", "_bounds", "_key", "buffer", "__weakref__")
   op: Ops; dtype: DType; src: tuple[UOp, ...]; arg: Any
   argkey: Any   # arg as the hash-consing table keys it (floats by their bits): structural keys use it
 
@@ -60,8 +55,6 @@ class UOp(metaclass=UOpMeta):
     self._bounds: tuple | None = None
     self._key: str | None = None
     self.buffer = None   # BUFFER nodes: the device Buffer once allocated (side data, not identity)
-    self.realized: tuple[UOp, int] | None = None   # side data: the buffer view this node was computed into, and
-                                                   # that buffer's in-place write count then (tensor.py)
 
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
   def __repr__(self) -> str: return pretty(self)

@@ -212,3 +212,88 @@ def test_gradients_accumulating_across_calls_raise():
   g = f(Tensor.ones(3))
   with pytest.raises(JitError, match="zero_grad"):
     g = f(Tensor.ones(3))
+
+# ---------------------------------------------------------------- training loops, step for step against eager
+
+class _Net:
+  """Embedding + dropout + two Linear layers: integer inputs, a count inside sparse cross-entropy, RNG, Adam state."""
+  def __init__(self):
+    from petagrad import nn
+    self.emb, self.l1, self.l2 = nn.Embedding(10, 8), nn.Linear(8, 16), nn.Linear(16, 4)
+  def __call__(self, tok: Tensor) -> Tensor: return self.l2(self.l1(self.emb(tok).sum(1)).relu().dropout(0.25))
+
+def _data(seed: int) -> tuple[Tensor, Tensor]:
+  rng = np.random.default_rng(seed)
+  return Tensor(rng.integers(0, 10, (16, 3)).astype(np.int32)).realize(), Tensor(rng.integers(0, 4, (16,)).astype(np.int32)).realize()
+
+def _train_run(jit: bool, fresh_inputs: bool, steps: int = 6) -> tuple[list[list[float]], dict[str, np.ndarray]]:
+  from petagrad import nn
+  from petagrad.nn import optim
+  from petagrad.nn.state import get_parameters, get_state_dict
+  Tensor.manual_seed(7)
+  net = _Net()
+  opt = optim.Adam(get_parameters(net), lr=0.02)
+  def step(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    with nn.train():
+      opt.zero_grad()
+      out = net(x)
+      loss = out.sparse_categorical_crossentropy(y)
+      loss.backward()
+      acc = (out.argmax(-1) == y).float().mean()
+      return loss.realize(acc, *opt.schedule_step()), acc   # tinygrad's idiom: the loss and the step in one schedule
+  def evaluate(x: Tensor) -> Tensor: return net(x).softmax(-1).realize()
+  f, ev = (TinyJit(step), TinyJit(evaluate)) if jit else (step, evaluate)
+  x, y = _data(0)
+  xe, _ = _data(99)
+  seen = []
+  for i in range(steps):
+    if fresh_inputs: x, y = _data(i)   # new tensors (new buffers) every call
+    loss, acc = f(x, y)
+    seen.append([loss.item(), acc.item(), *ev(xe).numpy().ravel()[:4].tolist()])
+  return seen, {k: v.numpy() for k, v in get_state_dict(net).items()}
+
+@pytest.mark.parametrize("fresh_inputs", [False, True], ids=["same_inputs", "fresh_inputs"])
+def test_training_loop_matches_eager_step_for_step(fresh_inputs):
+  eager, ew = _train_run(False, fresh_inputs)
+  jitted, jw = _train_run(True, fresh_inputs)
+  np.testing.assert_allclose(np.array(jitted), np.array(eager), rtol=1e-5, atol=1e-6)
+  assert eager[-1][2:] != eager[0][2:]   # the weights move (the eval outputs change)
+  if not fresh_inputs: assert eager[-1][0] < eager[0][0]   # and the loss on the one batch goes down
+  for k in ew: np.testing.assert_allclose(jw[k], ew[k], rtol=1e-5, atol=1e-6, err_msg=k)
+
+def test_same_input_tensors_every_call_recompute_what_they_build():
+  # the capture builds the warm-up call's graph over the same input buffers: it must compute (and record) it again
+  x = Tensor([1.0, 2.0, 3.0]).realize()
+  w = Tensor.zeros(3).contiguous().realize()
+  @TinyJit
+  def f(x):
+    w.assign(w + (x * 2).sum())   # (x * 2).sum() is the same graph on every call
+    return w.realize()
+  for i in range(5): np.testing.assert_allclose(f(x).numpy(), [12.0 * (i + 1)] * 3)
+
+def test_jit_method_keeps_self_and_captures_per_instance():
+  class Counter:
+    def __init__(self, start: float): self.s = Tensor.full((2,), start).contiguous().realize()
+    @TinyJit
+    def step(self, x: Tensor) -> Tensor:
+      self.s.assign(self.s + x)
+      return (self.s * 2).realize()
+  a, b = Counter(0.0), Counter(100.0)
+  for _ in range(4): ra, rb = a.step(Tensor.ones(2)), b.step(Tensor.full((2,), 2.0))
+  np.testing.assert_allclose(a.s.numpy(), [4.0, 4.0])
+  np.testing.assert_allclose(b.s.numpy(), [108.0, 108.0])
+  np.testing.assert_allclose(ra.numpy(), [8.0, 8.0])
+  assert a.step is a.step and a.step is not b.step and a.step.cnt == 4
+
+def test_realized_value_is_not_a_hidden_cache():
+  from petagrad.tensor import _forward
+  from petagrad.uop.ops import Ops
+  x = Tensor([1.0, 2.0]).realize()
+  a = (x * 3).sum()
+  b = a + 1                          # lazy, built from a's graph
+  a.realize()
+  assert not any(u.op is Ops.REDUCE_AXIS for u in _forward(b.uop, {}).toposort())   # b reads a's buffer now
+  GlobalCounters.reset()
+  c = (x * 3).sum().realize()        # equal to a's graph, built later: computed again, into its own buffer
+  assert GlobalCounters.kernel_count == 1 and c.uop.base.buffer is not a.uop.base.buffer
+  assert b.item() == 10.0 and c.item() == 9.0
