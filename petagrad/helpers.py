@@ -13,16 +13,31 @@ T = TypeVar("T")
 # ---------------------------------------------------------------- flags
 
 class Flag:
-  """One configuration value: read from the environment variable `name`, overridable with `Context`."""
-  def __init__(self, name: str, default: Any, doc: str):
-    self.name, self.default, self.doc = name, default, doc
+  """One configuration value: read from the environment variable `name`, overridable with `Context`. Its type is
+  its default's: an int flag takes ints (and strings of ints, as the environment gives), a string flag strings (one
+  of `choices` when given). A value of the wrong type raises where it is given, naming the flag."""
+  def __init__(self, name: str, default: Any, doc: str, choices: Sequence[str] | None = None):
+    self.name, self.default, self.doc, self.choices = name, default, doc, tuple(choices) if choices else None
     raw = os.environ.get(name)
-    self.value = default if raw is None else self._parse(raw)
+    # an empty variable (DEBUG= python ...) means the default
+    self.value = default if raw is None or raw.strip() == "" else self.check(raw, f"environment variable {name}={raw!r}")
     FLAGS[name] = self
-  def _parse(self, raw: str) -> Any:
-    if isinstance(self.default, bool): return raw.lower() not in ("", "0", "false", "no")
-    if isinstance(self.default, int): return int(raw)
-    return raw
+  def check(self, v: Any, where: str) -> Any:
+    """v converted to this flag's type; TypeError/ValueError naming the flag and `where` it came from otherwise."""
+    if isinstance(self.default, bool):
+      if isinstance(v, str): return v.strip().lower() not in ("", "0", "false", "no")
+      if isinstance(v, int): return bool(v)
+      raise TypeError(f"{where}: flag {self.name} takes a bool, got {type(v).__name__} {v!r}")
+    if isinstance(self.default, int):
+      if isinstance(v, int): return int(v)   # bools count as 0 and 1
+      if isinstance(v, str):
+        try: return int(v.strip())
+        except ValueError: raise ValueError(f"{where}: flag {self.name} takes an integer, got {v!r}") from None
+      raise TypeError(f"{where}: flag {self.name} takes an integer, got {type(v).__name__} {v!r}")
+    if not isinstance(v, str): raise TypeError(f"{where}: flag {self.name} takes a string, got {type(v).__name__} {v!r}")
+    if self.choices is not None and v not in self.choices:
+      raise ValueError(f"{where}: flag {self.name} must be one of {', '.join(self.choices)}, got {v!r}")
+    return v
   def __bool__(self) -> bool: return bool(self.value)
   def __int__(self) -> int: return int(self.value)
   def __index__(self) -> int: return int(self.value)
@@ -46,7 +61,8 @@ BEAM = Flag("BEAM", 0, "n >= 1: search kernel optimizations with a beam of width
 CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels, generated code, BEAM results). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
 CACHE_MB = Flag("CACHE_MB", 4096, "Megabytes the on-disk caches may take; beyond it each new process removes the least recently used files (in the background). 0: no limit.")
 DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk caches (compiled libraries, generated programs, lowered kernels).")
-DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).")
+DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).",
+                     choices=("float16", "bfloat16", "float32", "float64", "half", "bf16", "float", "double"))
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
 OMP = Flag("OMP", 0, "1: CPU kernels spread their thread loop with OpenMP (parallel for) instead of petagrad's thread pool. Read when the CPU device is created.")
@@ -59,7 +75,8 @@ class Context(contextlib.ContextDecorator):
   def __init__(self, **kwargs: Any):
     for k in kwargs:
       if k not in FLAGS: raise KeyError(f"unknown flag {k}; known flags: {', '.join(sorted(FLAGS))}")
-    self.kwargs = kwargs
+    # checked here, at the user's line: a bad value (DEBUG='x') would otherwise fail far away, where the flag is read
+    self.kwargs = {k: FLAGS[k].check(v, f"Context({k}={v!r}) at {user_frame()}") for k, v in kwargs.items()}
   def __enter__(self):
     self.old = {k: FLAGS[k].value for k in self.kwargs}
     for k, v in self.kwargs.items(): FLAGS[k].value = v
