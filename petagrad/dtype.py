@@ -140,6 +140,7 @@ def promote_scalar(t: DType, x) -> DType:
 
 def truncate(x, dtype: DType):
   """Round/wrap a Python value to what `dtype` can hold (C semantics: ints wrap, floats round to nearest)."""
+  dtype = dtype.scalar()   # a vector constant holds its lane value (a bfloat16 vector is not `dtypes.bfloat16`)
   if dtype.kind == 'b': return bool(x)
   if dtype.kind in 'iu':
     if isinstance(x, float):

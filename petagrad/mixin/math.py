@@ -29,6 +29,10 @@ def _as(x: Any, like: Tensor, op: str = "math") -> Tensor:
 def _finfo_max(dt) -> float:
   return {"float16": 65504.0, "bfloat16": 3.3895313892515355e38, "float32": 3.4028234663852886e38}.get(dt.name, 1.7976931348623157e308)
 
+def _big(dt) -> float:
+  """Where asinh/acosh switch to log(2x): 1e8, or lower where x*x would overflow (float16: 128)."""
+  return min(1e8, math.sqrt(_finfo_max(dt)) / 2)
+
 def _horner(x: Tensor, coeffs: Sequence[float]) -> Tensor:
   """coeffs[0] + coeffs[1] x + coeffs[2] x^2 + ..."""
   acc = x * 0 + coeffs[-1]
@@ -161,7 +165,7 @@ class MathMixin:
     """log(x + sqrt(x^2 + 1)), accurate near 0 (log1p form) and for huge |x|."""
     x = self._float("asinh")
     neg, ax = _odd(x)
-    big = ax > 1e8
+    big = ax > _big(x.dtype)
     a = big.where(1.0, ax)
     small_val = (a + a * a / (1 + (a * a + 1).sqrt())).log1p()
     big_val = big.where(ax, 1.0).log() + math.log(2)
@@ -171,7 +175,7 @@ class MathMixin:
   def acosh(self) -> Tensor:
     """log(x + sqrt(x^2 - 1)) for x >= 1 (NaN below), accurate near 1 and for huge x."""
     x = self._float("acosh")
-    big = x > 1e8
+    big = x > _big(x.dtype)
     t = big.where(1.0, x) - 1
     small_val = (t + (t * (t + 2)).sqrt()).log1p()
     return big.where(big.where(x, 1.0).log() + math.log(2), small_val)

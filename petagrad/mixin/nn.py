@@ -238,7 +238,11 @@ class NNMixin:
     x = x.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(n)])   # (bs, groups, rcout, *oyx, cin, *HW)
     w = weight.reshape(groups, rcout, cin, *HW)
     if channels_last: w = w.permute(0, *range(2, 3 + n), 1).contiguous().permute(0, 2 + n, *range(1, 2 + n))   # stored (groups, cin, *HW, rcout)
-    ret = (x * w.reshape(1, groups, rcout, *[1] * n, cin, *HW)).sum([-1 - i for i in range(1 + n)], dtype=dtype)
+    wb = w.reshape(1, groups, rcout, *[1] * n, cin, *HW)
+    # float16/bfloat16 multiply in float32 as matmul does (and torch): products rounded to 11 or 8 bits, then summed,
+    # lose an output that cancels
+    if dtype is None and promote(self.dtype, weight.dtype) in (dtypes.float16, dtypes.bfloat16): x, wb = x.cast(dtypes.float32), wb.cast(dtypes.float32)
+    ret = (x * wb).sum([-1 - i for i in range(1 + n)], dtype=dtype)
     if channels_last:
       # the output gradient is realized channels-last, so the weight gradient (a reduce over pixels) and the input
       # gradient (a reduce over output channels) both read output channels contiguously

@@ -201,8 +201,13 @@ class CStyleRenderer(Renderer):
   def _broadcast(self, x: str, dt: DType) -> str:
     """The scalar expression x in every lane of a dt vector (bools as -1/0 masks). Floats as x - 0: an identity for
     every x (x + 0 is not: it turns -0.0 into +0.0), so the compiler emits a plain broadcast (a load straight into
-    all lanes) instead of an add and a shuffle (a matmul's inner loop: ~10% faster)."""
-    return f"({x} - ({self.tname(dt)}){{}})" if dt.scalar().is_float else f"(({self.tname(dt)}){{}} + {x})"
+    all lanes) instead of an add and a shuffle (a matmul's inner loop: ~10% faster).
+    Lanes narrower than int (_Float16, bfloat16's 16 bits, short, char) are listed one by one instead: C computes
+    such a scalar in float or int (_Float16 in float where the CPU has no half arithmetic), and converting that
+    wider scalar into the narrow vector's lanes is an error in GCC ("involves truncation")."""
+    vt = self.tname(dt)
+    if C_SIZES[self._vec_types[vt][0]] < 4: return f"(({vt}){{{', '.join([x] * dt.count)}}})"
+    return f"({x} - ({vt}){{}})" if dt.scalar().is_float else f"(({vt}){{}} + {x})"
 
   def _vec_alu(self, op: Ops, dt: DType, src: list[UOp], names: dict[UOp, str]) -> str | None:
     """A native vector expression (GCC vector extensions), or None: compute lane by lane."""
