@@ -92,21 +92,31 @@ def _raise_failed_checks(checks: dict[UOp, Any]) -> None:
   for c, buf in checks.items():
     if not buf.as_bytes()[0]: raise c.arg[0](c.arg[1])
 
-def _values(done: dict[UOp, UOp], becomes: dict[UOp, UOp]) -> dict[UOp, UOp]:
-  """What a realize computed, by original node (done: original -> forward node; becomes: forward node -> buffer
-  view; the targets and the intermediate kernels): an ASSIGN its target's view (a write is never made again),
-  any other node a computed wrapper whose graph reads the computed nodes below it (computed again, it redoes only
-  what changed). Children first, so each wrapper's graph is built from the ones below."""
+def _read_computed(roots: list[UOp], values: dict[UOp, UOp]) -> dict[UOp, UOp]:
+  """The graphs under roots over what a realize computed (values: node -> its buffer view; the targets and the
+  intermediate kernels): an ASSIGN becomes its target's view (a write is never made again), any other computed node
+  a computed wrapper whose graph reads the computed nodes below it (computed again, it redoes only what changed).
+  Returns the map from each node walked to its new node. Iterative, children first; only nodes under roots are
+  visited (a realize computes far more than the other live tensors read)."""
   memo: dict[UOp, UOp] = {}
-  for n, fwd in done.items():
-    if (v := becomes.get(fwd)) is None or n.base.op is Ops.BUFFER: continue
-    memo[n] = v if n.op is Ops.ASSIGN else _computed(v, _rebuilt(n, memo))
+  stack: list[UOp] = list(roots)
+  ready: set[UOp] = set()   # nodes whose sources are on the stack above them (or done)
+  get, push = values.get, stack.append
+  while stack:
+    n = stack[-1]
+    if n in memo: stack.pop(); continue
+    v = get(n)
+    if v is not None and n.op is Ops.ASSIGN: memo[n] = v; stack.pop(); continue
+    if n not in ready and n.src:
+      ready.add(n)
+      for s in n.src:
+        if s not in memo: push(s)
+      continue
+    stack.pop()
+    src = tuple(map(memo.__getitem__, n.src))
+    new = n if src == n.src else UOp(n.op, n.dtype, src, n.arg)
+    memo[n] = new if v is None else _computed(v, new)
   return memo
-
-def _rebuilt(n: UOp, memo: dict[UOp, UOp]) -> UOp:
-  """n over its sources as substituted by memo (a shared substitution memo: see schedule.substitute)."""
-  src = tuple(substitute(s, memo, memo=memo) for s in n.src)
-  return n if src == n.src else n.replace(src=src)
 
 class _ViewRef(weakref.ref):
   """A weak reference from a buffer's `views` to a tensor viewing it; it removes its entry when the tensor dies."""
@@ -417,20 +427,21 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
       i += 1
     becomes = realize_uops(targets + list(oks.values()))
     if oks: _raise_failed_checks({c: becomes[ok].base.buffer for c, ok in oks.items()})
-    # the graphs of the other live lazy tensors read what this realize computed from now on
+    # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph), and the graphs of the
+    # other live lazy tensors read what this realize computed from now on
     skip = {id(t) for t in todo}
     others = [t for t in lazy_tensors() if id(t) not in skip]
-    memo = _values(done, becomes) if others or any(t._requires_grad and not t._leaf for t in todo) else {}
+    keep = [t for t in todo if t._requires_grad and not t._leaf] + others
+    values = {n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER} if keep else {}
+    memo = _read_computed([t.uop for t in keep], values) if values else {}
     for t, tgt in zip(todo, targets):
       view = becomes.get(tgt, tgt)
-      # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph)
-      if t._requires_grad and not t._leaf: t.uop = _computed(view, _rebuilt(t.uop, memo))
+      if t._requires_grad and not t._leaf: t.uop = _computed(view, memo.get(t.uop, t.uop))
       else:
         if t._requires_grad: t._ctx = t.uop   # graphs built before find the leaf by this node
         t.uop = view
-    if memo:
-      for t in others:
-        if (new := substitute(t.uop, memo, memo=memo)) is not t.uop: t.uop = new
+    for t in others:
+      if (new := memo.get(t.uop, t.uop)) is not t.uop: t.uop = new
 
   def _buffer_view(self) -> UOp:
     """The realized view (movement ops over a BUFFER) holding this tensor's values."""
