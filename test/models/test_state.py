@@ -386,6 +386,15 @@ def test_torch_load_strided_views(tmp_path, zip_format):
   assert ref["overlap_3d"].stride() == (1, 1, 1) and ref["expanded"].stride() == (0,)   # the file really holds these views
   _check_same(torch_load(p), ref)
 
+def test_torch_load_views_on_device(tmp_path, device):
+  """The views' movement ops run on the device torch_load is given (the PYTHON device checks every index it reads)."""
+  views = _strided_sample()
+  p = tmp_path / "v.pth"
+  torch.save(views, p)
+  got = torch_load(p, device=device)
+  assert all(t.device == device for t in got.values())
+  _check_same(got, torch.load(p, weights_only=True))
+
 @pytest.mark.parametrize("zip_format", [True, False])
 def test_torch_load_expanded_is_lazy(tmp_path, zip_format):
   """A tensor expanded to 10**8 elements (4-byte storage) loads at once and runs nothing (it took minutes, element by
