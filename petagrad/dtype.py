@@ -106,6 +106,7 @@ def _py_rank(d: DType) -> int: return {'b': 0, 'i': 1, 'u': 1, 'f': 2}[d.kind]
 ALL_DTYPES: tuple[DType, ...] = (dtypes.bool, dtypes.int8, dtypes.int16, dtypes.int32, dtypes.int64, dtypes.uint8, dtypes.uint16,
                                  dtypes.uint32, dtypes.uint64, dtypes.float16, dtypes.bfloat16, dtypes.float32, dtypes.float64)
 DTYPES_BY_NAME: dict[str, DType] = {d.name: d for d in ALL_DTYPES}
+_INT_RANGE: dict[DType, tuple[int, int]] = {d: (int(d.min), int(d.max)) for d in ALL_DTYPES if d.is_int}   # fit_error's fast path
 
 def to_dtype(x: DType | str) -> DType:
   if isinstance(x, DType): return x
@@ -137,6 +138,32 @@ def promote_scalar(t: DType, x) -> DType:
   if isinstance(x, int): return dtypes.default_int if t.is_bool else t
   if isinstance(x, float): return t if t.is_float else dtypes.default_float
   raise TypeError(f"unsupported scalar {x!r} of type {type(x).__name__}")
+
+class DTypeOverflowError(RuntimeError, OverflowError):
+  """A Python value that a dtype cannot hold. Both a RuntimeError (what PyTorch raises for "value cannot be converted
+  to type ... without overflow") and an OverflowError (what it raises for ints beyond 64 bits), so code ported from
+  PyTorch catches it either way."""
+
+def fit_error(x, dtype: DType, fill: bool = True) -> str | None:
+  """Why the Python scalar x does not fit dtype (None when it does). Ints must lie in the dtype's range (no wrapping);
+  floats going into an int dtype must be finite and in range once truncated. For float dtypes an int too big for a
+  float never fits; with `fill` (full, masked_fill, pad values, ... as in PyTorch) a finite value that would round to
+  inf does not fit either, while data (Tensor([1e6], dtype=float16)) and arithmetic operands may become inf."""
+  if isinstance(x, bool) or dtype.kind == 'b': return None
+  if type(x) is float and dtype.kind == 'f' and (-65504.0 <= x <= 65504.0 or not fill): return None   # fits every float dtype
+  if type(x) is int and ((r := _INT_RANGE.get(dtype)) is not None and r[0] <= x <= r[1] or dtype.kind == 'f' and (-65504 <= x <= 65504 or (not fill and x.bit_length() <= 1000))): return None
+  shown = f"an int of {x.bit_length()} bits" if isinstance(x, int) and x.bit_length() > 64 else f"value {x!r}"
+  bad = f"{shown} cannot be converted to type {dtype.name} without overflow"
+  if dtype.kind in 'iu':
+    if isinstance(x, float):
+      if math.isnan(x) or math.isinf(x): return bad
+      x = int(x)
+    return None if not isinstance(x, int) or dtype.min <= x <= dtype.max else f"{bad} (its range is [{dtype.min}, {dtype.max}])"
+  if isinstance(x, int):
+    try: x = float(x)
+    except OverflowError: return bad
+  if fill and isinstance(x, float) and not math.isinf(x) and math.isinf(truncate(x, dtype)): return bad
+  return None
 
 def truncate(x, dtype: DType):
   """Round/wrap a Python value to what `dtype` can hold (C semantics: ints wrap, floats round to nearest)."""

@@ -34,6 +34,13 @@ def _resolve(op: str, dim: int, ndim: int, t: Any = None) -> int:
   from petagrad.tensor import _resolve_axis
   return _resolve_axis(op, dim, ndim, t)
 
+def _fill(op: str, value: Any, t: Tensor) -> Any:
+  """A scalar written into t: a number that fits t's dtype (no wrapping, like torch), checked with op named."""
+  from petagrad.tensor import _scalar_arg, _check_fits
+  v = _scalar_arg(op, "value", value, t)
+  _check_fits(op, v, t.dtype, True, t)
+  return v
+
 def _is_tensor(x: Any) -> bool:
   from petagrad.tensor import Tensor
   return isinstance(x, Tensor)
@@ -61,12 +68,14 @@ def _known_range(t: Tensor) -> tuple[int, int] | None:
   vals = _known_values(t)
   return None if vals is None else (min(vals), max(vals))
 
-def _known_values(t: Tensor) -> memoryview | None:
-  """The values (in buffer order, possibly repeated by views) of an integer tensor readable without a kernel."""
+def _known_values(t: Tensor) -> memoryview | tuple[int] | None:
+  """The values (in buffer order, possibly repeated by views) of an integer tensor readable without a kernel: a
+  buffer's, or a constant's (Tensor(5), Tensor.full(...))."""
   from petagrad.uop.ops import Ops
   if not t.dtype.is_int or t.numel() == 0: return None
   u = t.uop
   while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.FLIP): u = u.src[0]
+  if u.op is Ops.CONST: return (u.arg,)
   buf = getattr(u, "buffer", None) if u.op is Ops.BUFFER else None
   if buf is None or not buf.is_allocated or not 0 < buf.size <= KNOWN_INDEX_LIMIT: return None
   from petagrad.engine.jit import jit_active
@@ -122,7 +131,8 @@ def _basic_plan(op: str, self: Tensor, items: list) -> list:
       plan.append(("int", i % size))
     else:
       if i.step == 0: raise _fail(ValueError, op, "slice step cannot be zero", self)
-      start, stop, step = i.indices(size)
+      try: start, stop, step = i.indices(size)
+      except TypeError: raise _fail(TypeError, op, f"slice bounds must be ints or None, got {i!r}", self) from None
       if step > 0:
         n = max(0, math.ceil((stop - start) / step))
         plan.append(("slice", start if n else 0, n, step, False))
@@ -256,7 +266,7 @@ class IndexingMixin:
     basic, adv = self._parse_index(idx, "setitem")
     plan = _basic_plan("setitem", self, basic)
     target_shape = _advanced_shape(_apply_plan(self, plan), adv) if adv else _apply_plan(self, plan).shape
-    v = value if isinstance(value, Tensor) else Tensor.full((), value, self.dtype, self.device)
+    v = value if isinstance(value, Tensor) else Tensor.full((), _fill("setitem", value, self), self.dtype, self.device)
     if v.device != self.device: raise _fail(RuntimeError, "setitem", f"value is on {v.device}, tensor on {self.device}", self, v)
     while v.ndim > len(target_shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
     try: v = v.cast(self.dtype)._broadcast_to(tuple(target_shape), "setitem")
@@ -393,7 +403,7 @@ class IndexingMixin:
     hit = _onehot(idx.flatten() if idx.ndim else idx, self.shape[d], wrap=False).any(0) if idx.numel() else None
     if hit is None: return self
     hit = hit.reshape(tuple(self.shape[d] if k == d else 1 for k in range(self.ndim)))
-    v = value.cast(self.dtype) if isinstance(value, Tensor) else value
+    v = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor.full((), _fill("index_fill", value, self), self.dtype, self.device)
     return hit.where(v, self)
 
   def masked_fill(self, mask: Tensor, value) -> Tensor:
@@ -403,7 +413,7 @@ class IndexingMixin:
     if isinstance(value, Tensor):
       if value.ndim: raise _fail(ValueError, "masked_fill", f"value must be a 0-d tensor, got shape {value.shape}", self, value)
       value = value.cast(self.dtype)
-    else: value = Tensor.full((), value, self.dtype, self.device)
+    else: value = Tensor.full((), _fill("masked_fill", value, self), self.dtype, self.device)
     out = mask.where(value, self)
     if out.shape != self.shape: raise _fail(ValueError, "masked_fill", f"mask of shape {mask.shape} does not broadcast to {self.shape}", self, mask)
     return out
@@ -534,7 +544,7 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
     src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
   else:
     if reduce is not None: raise _fail(TypeError, op, "src must be a Tensor", self, index)
-    src = Tensor.full(index.shape, src, self.dtype, self.device)
+    src = Tensor.full(index.shape, _fill(op, src, self), self.dtype, self.device)
   for k, (a, b) in enumerate(zip(index.shape, self.shape)):
     if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > self size {b} in dim {k}", self, index)
   n = self.shape[d]

@@ -20,6 +20,10 @@ def _fail(*a, **k):
   from petagrad.tensor import _fail as f
   return f(*a, **k)
 
+def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> None:
+  from petagrad.tensor import _check_int_divisor as f
+  f(op, a, b)
+
 def _as(x: Any, like: Tensor, op: str = "math") -> Tensor:
   from petagrad.tensor import Tensor
   if isinstance(x, Tensor): return x
@@ -95,9 +99,10 @@ class MathMixin:
     return self - self.trunc()
 
   def fmod(self, x) -> Tensor:
-    """C-style remainder: the result has the sign of self (torch.fmod). Ints: x == 0 is undefined."""
+    """C-style remainder: the result has the sign of self (torch.fmod). Ints: a divisor known to be 0 raises (torch)."""
     a, b = self._operands("fmod", x)
     if a.dtype.is_bool: raise _fail(TypeError, "fmod", "not defined for bool tensors", a, b)
+    _check_int_divisor("fmod", a, b)
     if a.dtype.is_float: return a - (a / b).trunc() * b
     return a - a.div(b, rounding_mode="trunc") * b
 
@@ -105,6 +110,7 @@ class MathMixin:
     """Integer division rounding toward zero (tinygrad's idiv; torch.div(rounding_mode='trunc'))."""
     a, b = self._operands("idiv", x, reverse)
     if a.dtype.is_bool: raise _fail(TypeError, "idiv", "not defined for bool tensors", a, b)
+    _check_int_divisor("idiv", a, b)
     return a.div(b, rounding_mode="trunc")
 
   def lerp(self, end, weight) -> Tensor:
@@ -264,7 +270,7 @@ class MathMixin:
     """
     x = self._float("norm") if dtype is None else self.cast(dtype)
     from petagrad.tensor import _resolve_axis
-    for a in ((dim,) if isinstance(dim, int) else tuple(dim) if isinstance(dim, (tuple, list)) else ()): _resolve_axis("norm", a, self.ndim, self)
+    for a in (() if dim is None else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)): _resolve_axis("norm", a, self.ndim, self)
     if dim is None and ord == "nuc":   # torch.Tensor.norm('nuc') of a matrix: the nuclear norm
       if self.ndim != 2: raise _fail(ValueError, "norm", f"ord 'nuc' needs a 2-D tensor or a pair of dims, got {self.ndim} dims", self)
       dim = (0, 1)
@@ -288,7 +294,10 @@ class MathMixin:
 
   def _vector_norm(self, ord, dim, keepdim: bool) -> Tensor:
     a = self.abs()
-    if ord == math.inf: return a.max(dim, keepdim) if a.numel() else a.sum(dim, keepdim)
+    if 0 in self.shape and (isinstance(ord, (int, float)) and ord < 0 or ord == math.inf):   # no identity for these: torch raises on an empty reduction
+      dims = range(self.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
+      if any(self.shape[d] == 0 for d in dims): raise _fail(RuntimeError, "norm", f"cannot compute the {ord} norm over an empty dim (no identity)", self)
+    if ord == math.inf: return a.max(dim, keepdim)
     if ord == -math.inf: return a.min(dim, keepdim)
     if ord == 0: return (a != 0).cast(self.dtype).sum(dim, keepdim)
     if ord == 1: return a.sum(dim, keepdim)
@@ -339,6 +348,7 @@ class MathMixin:
   def logit(self, eps: float | None = None) -> Tensor:
     """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given (torch.logit)."""
     x = self._float("logit")
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float))): raise _fail(TypeError, "logit", f"eps must be a float, got {eps!r}", self)
     if eps is not None: x = x.clip(eps, 1 - eps)
     return (x / (1 - x)).log()
 
@@ -438,6 +448,8 @@ class MathMixin:
     """
     from petagrad.tensor import Tensor, _resolve_axis
     if not isinstance(other, Tensor): raise _fail(TypeError, "tensordot", f"expected a Tensor, got {type(other).__name__}", self)
+    if not (isinstance(dims, int) and not isinstance(dims, bool)) and not (isinstance(dims, (tuple, list)) and len(dims) == 2):
+      raise _fail(TypeError, "tensordot", f"dims must be an int or a pair of dim lists, got {dims!r}", self, other)
     if isinstance(dims, int):
       if dims < 0 or dims > min(self.ndim, other.ndim): raise _fail(ValueError, "tensordot", f"dims={dims} is out of range for {self.ndim}-D and {other.ndim}-D tensors", self, other)
       da, db = list(range(self.ndim - dims, self.ndim)), list(range(dims))

@@ -56,6 +56,11 @@ def _resolve_pads(op: str, padding, n: int, t, k: Sequence[int] | None = None, d
     if len(p) == 2 * n and all(_is_int(v) for v in p): return [(p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1]) for i in range(n)]
   raise _fail(ValueError, op, f"padding must be an int, {n} ints, {n} (before, after) pairs or {2 * n} ints (torch F.pad order), got {padding!r}", t)
 
+def _shapes(op: str, x: Any, t: Any) -> tuple[int, ...]:
+  """An int or a sequence of ints (a normalized_shape)."""
+  from petagrad.tensor import _shape_arg
+  return _shape_arg(op, (x,), t, name="normalized_shape")
+
 def _check_tensor(op: str, name: str, x, self) -> None:
   if not isinstance(x, _T()): raise _fail(TypeError, op, f"{name} must be a Tensor, got {type(x).__name__}", self)
   if x.device != self.device: raise _fail(RuntimeError, op, f"{name} is on {x.device}, input on {self.device}", self, x)
@@ -106,7 +111,7 @@ def _check_kernel_ndim(op: str, weight: Any, ndim: int, x: Any) -> None:
 def _check_axes(op: str, axis: Any, x: Any) -> Any:
   """Resolve an int or a tuple of axes with `op` named in the error; returns axis unchanged."""
   from petagrad.tensor import _resolve_axis
-  for a in ((axis,) if _is_int(axis) else tuple(axis)): _resolve_axis(op, a, x.ndim, x)
+  for a in (tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)): _resolve_axis(op, a, x.ndim, x)   # a non-int raises TypeError
   return axis
 
 def _conv_backward(ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]:
@@ -474,7 +479,7 @@ class NNMixin:
     n = len(output_size) if isinstance(output_size, (tuple, list)) else n_default
     if n != n_default: raise _fail(ValueError, op, f"output_size must be one int or {n_default} values, got {output_size!r}", self)
     if self.ndim < n + 1: raise _fail(ValueError, op, f"a {n}-d adaptive pool needs at least {n + 1} dims, got shape {self.shape}", self)
-    osz = (output_size,) * n if _is_int(output_size) or output_size is None else tuple(output_size)
+    osz = (output_size,) * n if not isinstance(output_size, (tuple, list)) else tuple(output_size)
     osz = tuple(L if o is None else o for o, L in zip(osz, self.shape[-n:]))
     if len(osz) != n or not all(_is_int(o) and o > 0 for o in osz): raise _fail(ValueError, op, f"output_size must be positive ints (or None), got {output_size!r}", self)
     if any(L == 0 for L in self.shape[-n:]): raise _fail(ValueError, op, f"input spatial dims must be non-empty, got shape {self.shape}", self)
@@ -539,13 +544,13 @@ class NNMixin:
     n = self.ndim - 2
     if n < 1: raise _fail(ValueError, op, f"input must be (N, C, *spatial) with at least one spatial dim, got shape {self.shape}", self)
     modes = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
-    if mode not in modes: raise _fail(ValueError, op, f"mode must be one of {tuple(modes)}, got {mode!r}", self)
+    if not isinstance(mode, str) or mode not in modes: raise _fail(ValueError, op, f"mode must be one of {tuple(modes)}, got {mode!r}", self)
     if modes[mode] is not None and modes[mode] != n: raise _fail(ValueError, op, f"mode {mode!r} needs a {modes[mode] + 2}-d input, got {self.ndim}-d", self)
     if align_corners is not None and modes[mode] is None: raise _fail(ValueError, op, f"align_corners only applies to the linear modes, not {mode!r}", self)
     if (size is None) == (scale_factor is None): raise _fail(ValueError, op, "exactly one of size and scale_factor must be given", self)
     sp = self.shape[2:]
     if size is not None:
-      osz = (size,) * n if _is_int(size) else tuple(size)
+      osz = (size,) * n if not isinstance(size, (tuple, list)) else tuple(size)
       if len(osz) != n or not all(_is_int(o) and o > 0 for o in osz): raise _fail(ValueError, op, f"size must be {n} positive ints, got {size!r}", self)
       scales: list[float | None] = [None] * n
     else:
@@ -655,7 +660,9 @@ class NNMixin:
     return (x > 0).where(x, alpha * (x.minimum(0.0).exp() - 1))
   def celu(self, alpha: float = 1.0) -> Tensor:
     x = self._float("celu")
-    return x.maximum(0.0) + (alpha * ((x.minimum(0.0) / alpha).exp() - 1)).minimum(0.0)
+    # no outer minimum(0): exp(min(x, 0) / alpha) - 1 <= 0 already, and where it rounds to 0 (|x| < 7e-4 in float16)
+    # the tie halved the gradient
+    return x.maximum(0.0) + alpha * ((x.minimum(0.0) / alpha).exp() - 1)
   def selu(self) -> Tensor:
     alpha, scale = 1.6732632423543772848170429916717, 1.0507009873554804934193349852946
     return scale * self.elu(alpha)
@@ -735,7 +742,8 @@ class NNMixin:
     op = "cross_entropy"
     cd, probs = self._class_target(op, target)
     _check_reduction(op, reduction, self)
-    if not 0.0 <= label_smoothing <= 1.0: raise _fail(ValueError, op, f"label_smoothing must be in [0, 1], got {label_smoothing}", self)
+    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
+      raise _fail(ValueError, op, f"label_smoothing must be a float in [0, 1], got {label_smoothing!r}", self)
     w = self._class_weight(op, weight, cd)
     logp = self._float(op).log_softmax(cd)
     C = self.shape[cd]
@@ -829,12 +837,15 @@ class NNMixin:
     nb = b.square().sum(d, keepdim=True).sqrt().maximum(eps)
     return ((a / na) * (b / nb)).sum(d)
   def pairwise_distance(self, other: Tensor, p: float = 2.0, eps: float = 1e-6, keepdim: bool = False) -> Tensor:
+    _check_tensor("pairwise_distance", "other", other, self)
     d = (self - other + eps).abs()
     return (d ** p).sum(-1, keepdim=keepdim) ** (1 / p)
   def margin_ranking_loss(self, other: Tensor, target: Tensor, margin: float = 0.0, reduction: str = "mean") -> Tensor:
+    _check_tensor("margin_ranking_loss", "other", other, self); _check_tensor("margin_ranking_loss", "target", target, self)
     _check_reduction("margin_ranking_loss", reduction, self)
     return _reduce_loss("margin_ranking_loss", (-target * (self - other) + margin).relu(), reduction, self)
   def hinge_embedding_loss(self, target: Tensor, margin: float = 1.0, reduction: str = "mean") -> Tensor:
+    _check_tensor("hinge_embedding_loss", "target", target, self)
     _check_reduction("hinge_embedding_loss", reduction, self)
     loss = (target == 1).where(self, 0.0) + (target == -1).where((margin - self).relu(), 0.0)
     return _reduce_loss("hinge_embedding_loss", loss, reduction, self)
@@ -849,7 +860,7 @@ class NNMixin:
   def layer_norm(self, normalized_shape, weight: Tensor | None = None, bias: Tensor | None = None, eps: float = 1e-5) -> Tensor:
     """torch.nn.functional.layer_norm: normalize over the trailing dims `normalized_shape`, then weight and bias."""
     op = "layer_norm"
-    ns = (normalized_shape,) if _is_int(normalized_shape) else tuple(normalized_shape)
+    ns = _shapes(op, normalized_shape, self)
     if not ns or len(ns) > self.ndim or self.shape[self.ndim - len(ns):] != ns:
       raise _fail(ValueError, op, f"normalized_shape {ns} must match the trailing dims of the input {self.shape}", self)
     for name, p in (("weight", weight), ("bias", bias)):
@@ -867,7 +878,7 @@ class NNMixin:
     if normalized_shape is not None and axis is not None: raise _fail(ValueError, op, "give normalized_shape or axis, not both", self)
     if axis is not None: axes = _check_axes(op, axis, self)
     else:
-      ns = (self.shape[-1],) if normalized_shape is None else (normalized_shape,) if _is_int(normalized_shape) else tuple(normalized_shape)
+      ns = (self.shape[-1],) if normalized_shape is None else _shapes(op, normalized_shape, self)
       if not ns or len(ns) > self.ndim or self.shape[self.ndim - len(ns):] != ns:
         raise _fail(ValueError, op, f"normalized_shape {ns} must match the trailing dims of the input {self.shape}", self)
       axes = tuple(range(-len(ns), 0))
@@ -909,10 +920,11 @@ class NNMixin:
     axes = (0,) + tuple(range(2, self.ndim))
     shape = (1, C) + (1,) * (self.ndim - 2)
     if training:
-      n = self.numel() // max(C, 1)
-      if n <= 1: raise _fail(ValueError, op, f"expected more than 1 value per channel when training, got input shape {self.shape}", self)
+      n = prod(self.shape[a] for a in axes)
+      if n == 1: raise _fail(ValueError, op, f"expected more than 1 value per channel when training, got input shape {self.shape}", self)
       mean = x.mean(axes)
       var = (x - mean.reshape(shape)).square().mean(axes)
+      if n == 0: running_mean = running_var = None   # an empty batch: an empty result, the running stats stay (torch)
       if running_mean is not None: running_mean.assign((running_mean * (1 - momentum) + mean.detach() * momentum).cast(running_mean.dtype))
       if running_var is not None: running_var.assign((running_var * (1 - momentum) + var.detach() * (momentum * n / (n - 1))).cast(running_var.dtype))
     else:
@@ -956,7 +968,7 @@ class NNMixin:
       if p is not None:
         _check_tensor(op, name, p, self)
         if p.shape != (C,): raise _fail(ValueError, op, f"{name} must have shape ({C},), got {p.shape}", self, p)
-    x = self._float(op).reshape(N, num_groups, -1).layernorm(-1, eps).reshape(self.shape)
+    x = self._float(op).reshape(N, num_groups, (C // num_groups) * prod(self.shape[2:])).layernorm(-1, eps).reshape(self.shape)
     shape = (1, C) + (1,) * (self.ndim - 2)
     if weight is not None: x = x * weight.reshape(shape)
     return x + bias.reshape(shape) if bias is not None else x
@@ -970,6 +982,7 @@ class NNMixin:
   def dropout(self, p: float = 0.5) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p) -- only when Tensor.training is True
     (an identity otherwise)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float)): raise _fail(TypeError, "dropout", f"p must be a float, got {type(p).__name__} {p!r}", self)
     if not 0.0 <= p <= 1.0: raise _fail(ValueError, "dropout", f"dropout probability has to be between 0 and 1, but got {p}", self)
     if not type(self).training or p == 0: return self
     if p == 1: return self * 0
@@ -1005,6 +1018,7 @@ class NNMixin:
       _broadcast_shape(op, qk, attn_mask)
       qk = attn_mask.where(qk, -float("inf")) if attn_mask.dtype.is_bool else qk + attn_mask
     w = qk.softmax(-1)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)): raise _fail(TypeError, op, f"dropout_p must be a float, got {dropout_p!r}", q)
     if dropout_p > 0:
       if dropout_p > 1: raise _fail(ValueError, op, f"dropout_p must be in [0, 1], got {dropout_p}", q)
       keep = T.rand(*w.shape, device=self.device) >= dropout_p
@@ -1045,6 +1059,7 @@ class NNMixin:
   def bernoulli(self, p: float | None = None) -> Tensor:
     """0/1 samples: with probability self (torch.bernoulli(input)), or with probability p for every element
     (like torch.Tensor.bernoulli_(p)). Same dtype as self."""
+    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float))): raise _fail(TypeError, "bernoulli", f"p must be a float, got {type(p).__name__} {p!r}", self)
     if p is not None and not 0.0 <= p <= 1.0: raise _fail(ValueError, "bernoulli", f"p must be in [0, 1], got {p}", self)
     u = type(self).rand(*self.shape, device=self.device)
     hit = u < (p if p is not None else self.detach().cast(dtypes.float32))

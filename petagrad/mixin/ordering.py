@@ -27,6 +27,10 @@ def _fail(*a, **k):
   from petagrad.tensor import _fail as f
   return f(*a, **k)
 
+def _int(op: str, name: str, v: Any, t: Any = None, minimum: int | None = None) -> int:
+  from petagrad.tensor import _int_arg
+  return _int_arg(op, name, v, t, minimum)
+
 def _resolve(op: str, dim: int, ndim: int, t: Any = None) -> int:
   from petagrad.tensor import _resolve_axis
   return _resolve_axis(op, dim, ndim, t)
@@ -37,6 +41,10 @@ def _pick(x: Tensor, mask: Tensor, axis, keepdim: bool = False) -> Tensor:
   return mask.where(x, 0).sum(axis, keepdim, dtype=x.dtype if x.dtype.is_int else None)
 
 def _zero_of(dt) -> Any: return False if dt.is_bool else 0
+
+def _is_tensor(x: Any) -> bool:
+  from petagrad.tensor import Tensor
+  return isinstance(x, Tensor)
 
 def _tri(T, n: int, device: str) -> Tensor:
   """(n_i, n_j) mask j <= i: the window of a cumulative op."""
@@ -172,6 +180,7 @@ class OrderingMixin:
 
   # ------------------------------------------------------------------ triangles and diagonals
   def _tri_mask(self, op: str, diagonal: int, upper: bool) -> Tensor:
+    diagonal = _int(op, "diagonal", diagonal, self)
     if self.ndim < 2: raise _fail(ValueError, op, f"needs a tensor with at least 2 dims, got {self.ndim}", self)
     T = type(self)
     r, c = self.shape[-2:]
@@ -189,6 +198,7 @@ class OrderingMixin:
   def diagonal(self, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the (dim1, dim2) planes, appended as the last dim (a view: pad + reshape + shrink)."""
     if self.ndim < 2: raise _fail(ValueError, "diagonal", f"needs a tensor with at least 2 dims, got {self.ndim}", self)
+    offset = _int("diagonal", "offset", offset, self)
     a, b = _resolve("diagonal", dim1, self.ndim, self), _resolve("diagonal", dim2, self.ndim, self)
     if a == b: raise _fail(ValueError, "diagonal", f"dim1 and dim2 must differ, both are {a}", self)
     rest = [k for k in range(self.ndim) if k not in (a, b)]
@@ -204,6 +214,7 @@ class OrderingMixin:
 
   def diag(self, diagonal: int = 0) -> Tensor:
     """1-D input: a square matrix with it on the `diagonal`-th diagonal. 2-D input: that diagonal."""
+    diagonal = _int("diag", "diagonal", diagonal, self)
     if self.ndim == 2: return self.diagonal(diagonal)
     if self.ndim != 1: raise _fail(ValueError, "diag", f"needs a 1-D or 2-D tensor, got {self.ndim} dims", self)
     n = self.shape[0]
@@ -214,6 +225,7 @@ class OrderingMixin:
   def diag_embed(self, offset: int = 0) -> Tensor:
     """The last dim placed on the diagonal of new (n, n) last two dims."""
     if self.ndim == 0: raise _fail(ValueError, "diag_embed", "needs at least 1 dim", self)
+    offset = _int("diag_embed", "offset", offset, self)
     lead, n = self.shape[:-1], self.shape[-1]
     x = self.unsqueeze(-1).pad(((0, 0),) * len(lead) + ((0, 0), (0, n))).reshape(lead + (n * (n + 1),))
     x = x.shrink(tuple((0, s) for s in lead) + ((0, n * n),)).reshape(lead + (n, n))
@@ -237,10 +249,11 @@ class OrderingMixin:
   def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     """Shift elements along dims, wrapping around (a view: repeat twice + shrink). dims=None: flat."""
     if dims is None:
-      if not isinstance(shifts, int): raise _fail(ValueError, "roll", "with dims=None, shifts must be one int", self)
+      if not isinstance(shifts, int) or isinstance(shifts, bool): raise _fail(ValueError, "roll", "with dims=None, shifts must be one int", self)
       return self.flatten().roll(shifts, 0).reshape(self.shape)
-    sh = (shifts,) if isinstance(shifts, int) else tuple(shifts)
-    ds = (dims,) if isinstance(dims, int) else tuple(dims)
+    sh = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    ds = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    sh = tuple(_int("roll", "shifts", v, self) for v in sh)
     if len(sh) != len(ds): raise _fail(ValueError, "roll", f"shifts {sh} and dims {ds} must have the same length", self)
     x = self if self.ndim else self.reshape(1)
     for s, d in zip(sh, ds):
@@ -263,7 +276,10 @@ class OrderingMixin:
       y = x.unsqueeze(d + 1)
       y = y.expand(y.shape[:d + 1] + (repeats,) + y.shape[d + 2:])
       return y.reshape(x.shape[:d] + (x.shape[d] * repeats,) + x.shape[d + 1:])
-    reps = repeats.tolist() if isinstance(repeats, Tensor) else list(repeats)
+    if not isinstance(repeats, (Tensor, list, tuple)):
+      raise _fail(TypeError, "repeat_interleave", f"repeats must be an int, a sequence of ints or an integer Tensor, got {type(repeats).__name__} {repeats!r}", self)
+    if isinstance(repeats, Tensor) and not repeats.dtype.is_int: raise _fail(TypeError, "repeat_interleave", f"repeats must be an integer Tensor, got {repeats.dtype}", self, repeats)
+    reps = repeats.tolist() if isinstance(repeats, Tensor) else [_int("repeat_interleave", "repeats", r, self) for r in repeats]
     if isinstance(reps, int): reps = [reps]
     if len(reps) == 1: return self.repeat_interleave(int(reps[0]), dim)
     if len(reps) != x.shape[d]: raise _fail(ValueError, "repeat_interleave", f"repeats has {len(reps)} entries, dim {d} has size {x.shape[d]}", self)
@@ -281,6 +297,7 @@ class OrderingMixin:
     [[1, 0, 0], [0, 0, 1]]
     """
     if not self.dtype.is_int: raise _fail(TypeError, "one_hot", f"needs an integer tensor, got {self.dtype}", self)
+    num_classes = _int("one_hot", "num_classes", num_classes, self)
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     if num_classes < 0: raise _fail(ValueError, "one_hot", f"num_classes must be >= 0 or -1, got {num_classes}", self)
     from petagrad.mixin.indexing import _known_range
@@ -297,6 +314,7 @@ class OrderingMixin:
     if indexing not in ("ij", "xy"): raise _fail(ValueError, "meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}")
     if not tensors: raise _fail(ValueError, "meshgrid", "needs at least one tensor")
     for t in tensors:
+      if not _is_tensor(t): raise _fail(TypeError, "meshgrid", f"expects Tensors, got {type(t).__name__}")
       if t.ndim > 1: raise _fail(ValueError, "meshgrid", "expects 0-D or 1-D tensors", *tensors)
     ts = [t.reshape(-1) if t.ndim == 0 else t for t in tensors]
     if indexing == "xy" and len(ts) >= 2: ts[0], ts[1] = ts[1], ts[0]
@@ -421,7 +439,10 @@ class OrderingMixin:
       raise _fail(ValueError, "quantile", f"interpolation must be 'linear', 'lower', 'higher', 'midpoint' or 'nearest', got {interpolation!r}", self)
     if not self.dtype.is_float: raise _fail(TypeError, "quantile", f"needs a float tensor, got {self.dtype}", self)
     scalar_q = isinstance(q, (int, float)) or (isinstance(q, Tensor) and q.ndim == 0)
-    qs = [float(q)] if isinstance(q, (int, float)) else [float(v) for v in (q.reshape(-1).tolist() if isinstance(q, Tensor) else q)]
+    vals = [q] if isinstance(q, (int, float)) else q.reshape(-1).tolist() if isinstance(q, Tensor) else q if isinstance(q, (list, tuple)) else None
+    if vals is None or not all(isinstance(v, (int, float)) for v in vals):
+      raise _fail(TypeError, "quantile", f"q must be a float, a sequence of floats or a Tensor, got {q!r}", self)
+    qs = [float(v) for v in vals]
     if any(not 0 <= v <= 1 for v in qs): raise _fail(ValueError, "quantile", f"q must be in [0, 1], got {qs}", self)
     x, d = (self.flatten(), 0) if dim is None else (self, _resolve("quantile", dim, self.ndim, self))
     if x.ndim == 0: x, d = x.reshape(1), 0
@@ -485,7 +506,8 @@ class OrderingMixin:
     minlength) is data-dependent: the max is realized at the call. Out-of-range values raise when known."""
     from petagrad.tensor import Tensor
     if self.ndim != 1 or not self.dtype.is_int: raise _fail(ValueError, "bincount", f"needs a 1-D integer tensor, got {self.ndim}-D {self.dtype}", self)
-    if minlength < 0: raise _fail(ValueError, "bincount", f"minlength must be >= 0, got {minlength}", self)
+    minlength = _int("bincount", "minlength", minlength, self, minimum=0)
+    if weights is not None and not _is_tensor(weights): raise _fail(TypeError, "bincount", f"weights must be a Tensor, got {type(weights).__name__}", self)
     if self.numel() and int(self.min().item()) < 0: raise _fail(ValueError, "bincount", "values must be non-negative", self)
     n = max(int(self.max().item()) + 1 if self.numel() else 0, minlength)
     oh = self.cast(dtypes.int64).unsqueeze(-1) == Tensor.arange(n, device=self.device)   # (len, n)
@@ -504,6 +526,8 @@ class OrderingMixin:
     if not isinstance(n, int) or n < 0: raise _fail(ValueError, "diff", f"n must be a non-negative int, got {n!r}", self)
     d = _resolve("diff", dim, self.ndim, self)
     x = self
+    for name, t in (("prepend", prepend), ("append", append)):
+      if t is not None and not _is_tensor(t): raise _fail(TypeError, "diff", f"{name} must be a Tensor, got {type(t).__name__}", self)
     if prepend is not None: x = (prepend if prepend.ndim else prepend.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape)))).cat(x, dim=d)
     if append is not None: x = x.cat(append if append.ndim else append.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape))), dim=d)
     for _ in range(n):
@@ -526,7 +550,8 @@ class OrderingMixin:
 
   def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
     """Rotate by 90 degrees k times in the plane of dims, from the first towards the second (torch.rot90)."""
-    if len(dims) != 2: raise _fail(ValueError, "rot90", f"dims must have 2 entries, got {tuple(dims)}", self)
+    k = _int("rot90", "k", k, self)
+    if not isinstance(dims, (tuple, list)) or len(dims) != 2: raise _fail(ValueError, "rot90", f"dims must have 2 entries, got {dims!r}", self)
     if self.ndim < 2: raise _fail(ValueError, "rot90", f"needs at least 2 dims, got {self.ndim}", self)
     a, b = _resolve("rot90", dims[0], self.ndim, self), _resolve("rot90", dims[1], self.ndim, self)
     if a == b: raise _fail(ValueError, "rot90", f"dims must differ, got {tuple(dims)}", self)
@@ -546,6 +571,7 @@ class OrderingMixin:
     [3, 7]
     """
     from petagrad.tensor import Tensor
+    if not isinstance(formula, str): raise _fail(TypeError, "einsum", f"the first argument must be the subscripts string, got {type(formula).__name__}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
     for t in operands:
       if not isinstance(t, Tensor): raise _fail(TypeError, "einsum", f"operands must be Tensors, got {type(t).__name__}")

@@ -18,7 +18,7 @@ Train/eval: layers read the global `Tensor.training` (Dropout, BatchNorm, Multih
 from __future__ import annotations
 import contextlib, math
 from typing import Any, Callable, Sequence
-from petagrad.tensor import Tensor
+from petagrad.tensor import Tensor, _fail, _int_arg, _shape_arg
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod
 from petagrad.nn import state, optim   # noqa: F401  (nn.state, nn.optim like tinygrad)
@@ -55,6 +55,18 @@ def _buffer(t: Tensor) -> Tensor:
 
 def _ntuple(x: int | Sequence[int], n: int) -> tuple[int, ...]: return (x,) * n if isinstance(x, int) else tuple(x)
 
+def _sizes(layer: str, name: str, x: Any, n: int, minimum: int = 0) -> tuple[int, ...]:
+  """A layer's size argument: an int or n ints (each >= minimum), checked where the layer is made."""
+  v = (x,) * n if not isinstance(x, (tuple, list)) else tuple(x)
+  if len(v) != n: raise _fail(ValueError, layer, f"{name} must be an int or {n} ints, got {x!r}")
+  return tuple(_int_arg(layer, name, e, minimum=minimum) for e in v)
+
+def _last_dim(layer: str, x: Any, want: int, what: str = "in_features") -> None:
+  """A layer's input must be a Tensor whose last dim is `want`."""
+  if not isinstance(x, Tensor): raise _fail(TypeError, layer, f"expected a Tensor input, got {type(x).__name__}")
+  if x.ndim == 0 or x.shape[-1] != want:
+    raise _fail(ValueError, layer, f"expected input (..., {want}) ({what}={want}), got shape {x.shape}", x)
+
 # ====================================================================== containers
 
 class Sequential(list):
@@ -71,22 +83,33 @@ class Sequential(list):
 class Linear:
   """y = x @ weight.T + bias; weight (out_features, in_features) like torch.nn.Linear."""
   def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype=None, device=None):
+    in_features, out_features = _int_arg("Linear", "in_features", in_features), _int_arg("Linear", "out_features", out_features)
     bound = 1 / math.sqrt(in_features) if in_features else 0.0
     self.weight = Tensor.kaiming_uniform(out_features, in_features, a=math.sqrt(5), dtype=dtype, device=device, requires_grad=True)
     self.bias = _uniform((out_features,), bound, dtype, device) if bias else None
-  def __call__(self, x: Tensor) -> Tensor: return x.linear(self.weight, self.bias)
+  def __call__(self, x: Tensor) -> Tensor:
+    _last_dim("Linear", x, self.weight.shape[1])
+    return x.linear(self.weight, self.bias)
 
 class Embedding:
   """Rows of weight (num_embeddings, embedding_dim) picked by integer indices; init N(0, 1) like torch.
   padding_idx: that row starts at zero and gets no gradient."""
   def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None, dtype=None, device=None):
+    num_embeddings, embedding_dim = _int_arg("Embedding", "num_embeddings", num_embeddings), _int_arg("Embedding", "embedding_dim", embedding_dim)
     self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+    if padding_idx is not None and not -num_embeddings <= _int_arg("Embedding", "padding_idx", padding_idx, minimum=None) < num_embeddings:
+      raise _fail(ValueError, "Embedding", f"padding_idx ({padding_idx}) must be within num_embeddings ({num_embeddings})")
     if padding_idx is not None and padding_idx < 0: padding_idx += num_embeddings
     self.padding_idx = padding_idx
     w = Tensor.randn(num_embeddings, embedding_dim, dtype=dtype, device=device)
     if padding_idx is not None: w = (Tensor.arange(num_embeddings, device=device) == padding_idx).reshape(-1, 1).where(0, w)
     self.weight = _param(w)
   def __call__(self, idx: Tensor) -> Tensor:
+    if not isinstance(idx, Tensor) or not idx.dtype.is_int:
+      raise _fail(TypeError, "Embedding", f"indices must be an integer Tensor, got {idx.dtype if isinstance(idx, Tensor) else type(idx).__name__}", *([idx] if isinstance(idx, Tensor) else []))
+    from petagrad.mixin.indexing import _known_range
+    if (r := _known_range(idx)) is not None and (r[0] < 0 or r[1] >= self.num_embeddings):   # values in memory: checked like torch
+      raise _fail(IndexError, "Embedding", f"index {r[0] if r[0] < 0 else r[1]} is out of range for {self.num_embeddings} embeddings", idx)
     w = self.weight
     if self.padding_idx is not None:
       w = (Tensor.arange(self.num_embeddings, device=w.device) == self.padding_idx).reshape(-1, 1).where(w.detach(), w)
@@ -101,9 +124,12 @@ class _ConvBase:
   (kaiming_uniform(a=sqrt(5)) weight, bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in = prod(weight.shape[1:]))."""
   n: int = 2
   def _init(self, in_channels: int, out_channels: int, kernel_size, groups: int, transposed: bool, bias: bool, dtype, device) -> None:
+    layer = type(self).__name__
+    in_channels, out_channels = _int_arg(layer, "in_channels", in_channels), _int_arg(layer, "out_channels", out_channels)
+    groups = _int_arg(layer, "groups", groups, minimum=1)
     if in_channels % groups or out_channels % groups:
-      raise ValueError(f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
-    self.kernel_size = _ntuple(kernel_size, self.n)
+      raise _fail(ValueError, layer, f"in_channels ({in_channels}) and out_channels ({out_channels}) must be divisible by groups ({groups})")
+    self.kernel_size = _sizes(layer, "kernel_size", kernel_size, self.n, minimum=1)
     self.groups = groups
     # conv: (out, in // groups, *k); transposed: (in, out // groups, *k)
     shape = (in_channels, out_channels // groups, *self.kernel_size) if transposed else (out_channels, in_channels // groups, *self.kernel_size)
@@ -114,7 +140,12 @@ class _ConvBase:
 class _ConvNd(_ConvBase):
   def __init__(self, in_channels: int, out_channels: int, kernel_size, stride=1, padding=0, dilation=1, groups: int = 1,
                bias: bool = True, padding_mode: str = "zeros", dtype=None, device=None):
-    if padding_mode not in ("zeros", "reflect", "replicate", "circular"): raise ValueError(f"padding_mode must be zeros, reflect, replicate or circular, got {padding_mode!r}")
+    layer = type(self).__name__
+    if padding_mode not in ("zeros", "reflect", "replicate", "circular"): raise _fail(ValueError, layer, f"padding_mode must be zeros, reflect, replicate or circular, got {padding_mode!r}")
+    if isinstance(padding, str):
+      if padding not in ("same", "valid"): raise _fail(ValueError, layer, f"padding string must be 'same' or 'valid', got {padding!r}")
+    else: _sizes(layer, "padding", padding, self.n)
+    for name, v, lo in (("stride", stride, 1), ("dilation", dilation, 1)): _sizes(layer, name, v, self.n, minimum=lo)
     self._init(in_channels, out_channels, kernel_size, groups, False, bias, dtype, device)
     self.stride, self.padding, self.dilation, self.padding_mode = stride, padding, dilation, padding_mode
   def __call__(self, x: Tensor) -> Tensor:
@@ -198,9 +229,14 @@ class BatchNorm:
                track_running_stats: bool = True, dtype=None, device=None):
     self.num_features, self.eps, self.momentum, self.affine, self.track_running_stats = num_features, eps, momentum, affine, track_running_stats
     _norm_state(self, num_features, affine, track_running_stats, dtype, device)
+  ndims: tuple[int, ...] = ()   # the input ranks BatchNorm1d/2d/3d take, like torch (BatchNorm: any rank >= 2)
   def _check(self, x: Tensor) -> None:
+    layer = type(self).__name__
+    if not isinstance(x, Tensor): raise _fail(TypeError, layer, f"expected a Tensor input, got {type(x).__name__}")
+    if self.ndims and x.ndim not in self.ndims:
+      raise _fail(ValueError, layer, f"expected a {' or '.join(f'{d}-d' for d in self.ndims)} input (N, {self.num_features}, *), got shape {x.shape}", x)
     if x.ndim < 2 or x.shape[1] != self.num_features:
-      raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *), got shape {x.shape}")
+      raise _fail(ValueError, layer, f"expected input (N, {self.num_features}, *) for num_features={self.num_features}, got shape {x.shape}", x)
   def __call__(self, x: Tensor) -> Tensor:
     self._check(x)
     if not Tensor.training and self.track_running_stats:
@@ -226,7 +262,15 @@ class BatchNorm:
       out = x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)
     return out
 
-BatchNorm1d = BatchNorm2d = BatchNorm3d = BatchNorm
+class BatchNorm1d(BatchNorm):
+  """torch.nn.BatchNorm1d: input (N, C) or (N, C, L)."""
+  ndims = (2, 3)
+class BatchNorm2d(BatchNorm):
+  """torch.nn.BatchNorm2d: input (N, C, H, W)."""
+  ndims = (4,)
+class BatchNorm3d(BatchNorm):
+  """torch.nn.BatchNorm3d: input (N, C, D, H, W)."""
+  ndims = (5,)
 
 class InstanceNorm:
   """torch.nn.InstanceNorm{1,2,3}d: normalize each (sample, channel) over its spatial dims. Defaults like torch:
@@ -237,7 +281,7 @@ class InstanceNorm:
     _norm_state(self, num_features, affine, track_running_stats, dtype, device)
   def __call__(self, x: Tensor) -> Tensor:
     if x.ndim < 2 or x.shape[1] != self.num_features:
-      raise ValueError(f"{type(self).__name__}({self.num_features}): expected input (N, {self.num_features}, *spatial), got shape {x.shape}")
+      raise _fail(ValueError, type(self).__name__, f"expected input (N, {self.num_features}, *spatial) for num_features={self.num_features}, got shape {x.shape}", x)
     use_input_stats = Tensor.training or not self.track_running_stats
     if self.track_running_stats and Tensor.training:   # (like torch, num_batches_tracked is not counted)
       return x.instance_norm(self.running_mean, self.running_var, self.weight, self.bias, True, self.momentum, self.eps)
@@ -248,7 +292,7 @@ InstanceNorm1d = InstanceNorm2d = InstanceNorm3d = InstanceNorm
 class LayerNorm:
   """torch.nn.LayerNorm: normalize over the trailing dims normalized_shape, then weight and bias."""
   def __init__(self, normalized_shape: int | Sequence[int], eps: float = 1e-5, elementwise_affine: bool = True, bias: bool = True, dtype=None, device=None):
-    self.normalized_shape = _ntuple(normalized_shape, 1)
+    self.normalized_shape = _shape_arg("LayerNorm", (normalized_shape,), name="normalized_shape")
     self.eps = eps
     self.weight = _param(_filled(self.normalized_shape, 1.0, dtype, device)) if elementwise_affine else None
     self.bias = _param(_filled(self.normalized_shape, 0.0, dtype, device)) if elementwise_affine and bias else None
@@ -258,14 +302,15 @@ class RMSNorm:
   """torch.nn.RMSNorm: x / sqrt(mean(x^2) + eps) over normalized_shape, times weight (ones). eps None: the
   dtype's machine epsilon, like torch."""
   def __init__(self, normalized_shape: int | Sequence[int], eps: float | None = None, elementwise_affine: bool = True, dtype=None, device=None):
-    self.normalized_shape, self.eps = _ntuple(normalized_shape, 1), eps
+    self.normalized_shape, self.eps = _shape_arg("RMSNorm", (normalized_shape,), name="normalized_shape"), eps
     self.weight = _param(_filled(self.normalized_shape, 1.0, dtype, device)) if elementwise_affine else None
   def __call__(self, x: Tensor) -> Tensor: return x.rms_norm(self.normalized_shape, self.weight, self.eps)
 
 class GroupNorm:
   """torch.nn.GroupNorm: normalize over (channels of a group, *spatial) per sample, per-channel affine."""
   def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True, dtype=None, device=None):
-    if num_channels % num_groups: raise ValueError(f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
+    num_groups, num_channels = _int_arg("GroupNorm", "num_groups", num_groups, minimum=1), _int_arg("GroupNorm", "num_channels", num_channels)
+    if num_channels % num_groups: raise _fail(ValueError, "GroupNorm", f"num_channels ({num_channels}) must be divisible by num_groups ({num_groups})")
     self.num_groups, self.num_channels, self.eps = num_groups, num_channels, eps
     self.weight = _param(_filled(num_channels, 1.0, dtype, device)) if affine else None
     self.bias = _param(_filled(num_channels, 0.0, dtype, device)) if affine else None
@@ -276,7 +321,8 @@ class GroupNorm:
 class Dropout:
   """Zero elements with probability p and scale the rest by 1/(1-p), only while Tensor.training."""
   def __init__(self, p: float = 0.5):
-    if not 0 <= p <= 1: raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0 <= p <= 1:
+      raise _fail(ValueError, "Dropout", f"dropout probability has to be between 0 and 1, but got {p!r}")
     self.p = p
   def __call__(self, x: Tensor) -> Tensor: return x.dropout(self.p)
 
@@ -286,17 +332,22 @@ class LSTMCell:
   """torch.nn.LSTMCell: (x, (h, c)) -> (h', c'); gates i, f, g, o stacked in weight_ih (4H, I) and weight_hh
   (4H, H); all parameters U(-1/sqrt(H), 1/sqrt(H)) like torch. hc=None starts from zeros."""
   def __init__(self, input_size: int, hidden_size: int, bias: bool = True, dtype=None, device=None):
-    self.input_size, self.hidden_size = input_size, hidden_size
+    self.input_size, self.hidden_size = _int_arg("LSTMCell", "input_size", input_size), _int_arg("LSTMCell", "hidden_size", hidden_size)
     k = 1 / math.sqrt(hidden_size) if hidden_size else 0.0
     self.weight_ih = _uniform((4 * hidden_size, input_size), k, dtype, device)
     self.weight_hh = _uniform((4 * hidden_size, hidden_size), k, dtype, device)
     self.bias_ih = _uniform((4 * hidden_size,), k, dtype, device) if bias else None
     self.bias_hh = _uniform((4 * hidden_size,), k, dtype, device) if bias else None
   def __call__(self, x: Tensor, hc: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, Tensor]:
+    _last_dim("LSTMCell", x, self.input_size, "input_size")
     if hc is None:
       z = Tensor.zeros(*x.shape[:-1], self.hidden_size, dtype=x.dtype, device=x.device)
       hc = (z, z)
+    if not isinstance(hc, (tuple, list)) or len(hc) != 2: raise _fail(TypeError, "LSTMCell", f"hc must be a pair (h, c) of Tensors, got {type(hc).__name__}", x)
     h, c = hc
+    for name, t in (("h", h), ("c", c)):
+      if not isinstance(t, Tensor) or t.shape != x.shape[:-1] + (self.hidden_size,):
+        raise _fail(ValueError, "LSTMCell", f"{name} must have shape {x.shape[:-1] + (self.hidden_size,)}, got {getattr(t, 'shape', type(t).__name__)}", x)
     H = self.hidden_size
     def gate(k: int) -> Tensor:
       sl = slice(k * H, (k + 1) * H)
@@ -316,8 +367,9 @@ class MultiheadAttention:
   while Tensor.training. Parameter names follow torch (in_proj_weight, in_proj_bias, out_proj.weight, ...)."""
   def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True, add_bias_kv: bool = False,
                add_zero_attn: bool = False, kdim: int | None = None, vdim: int | None = None, batch_first: bool = False, dtype=None, device=None):
-    if embed_dim % num_heads: raise ValueError(f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
-    if add_bias_kv or add_zero_attn: raise NotImplementedError("MultiheadAttention: add_bias_kv and add_zero_attn are not supported")
+    embed_dim, num_heads = _int_arg("MultiheadAttention", "embed_dim", embed_dim, minimum=1), _int_arg("MultiheadAttention", "num_heads", num_heads, minimum=1)
+    if embed_dim % num_heads: raise _fail(ValueError, "MultiheadAttention", f"embed_dim ({embed_dim}) must be divisible by num_heads ({num_heads})")
+    if add_bias_kv or add_zero_attn: raise _fail(NotImplementedError, "MultiheadAttention", "add_bias_kv and add_zero_attn are not supported")
     self.embed_dim, self.num_heads, self.dropout, self.batch_first = embed_dim, num_heads, dropout, batch_first
     self.kdim, self.vdim = kdim or embed_dim, vdim or embed_dim
     self.head_dim = embed_dim // num_heads
@@ -342,6 +394,11 @@ class MultiheadAttention:
 
   def __call__(self, query: Tensor, key: Tensor, value: Tensor, key_padding_mask: Tensor | None = None, need_weights: bool = True,
                attn_mask: Tensor | None = None, average_attn_weights: bool = True, is_causal: bool = False) -> tuple[Tensor, Tensor | None]:
+    for name, t, want in (("query", query, self.embed_dim), ("key", key, self.kdim), ("value", value, self.vdim)):
+      if not isinstance(t, Tensor): raise _fail(TypeError, "MultiheadAttention", f"{name} must be a Tensor, got {type(t).__name__}")
+      if t.ndim not in (2, 3) or t.shape[-1] != want:
+        raise _fail(ValueError, "MultiheadAttention", f"{name} must be (L, N, {want}), (N, L, {want}) or (L, {want}), got shape {t.shape}", t)
+    if not query.ndim == key.ndim == value.ndim: raise _fail(ValueError, "MultiheadAttention", "query, key and value must all be batched or all unbatched", query, key, value)
     unbatched = query.ndim == 2
     if unbatched: query, key, value = query.unsqueeze(1), key.unsqueeze(1), value.unsqueeze(1)
     elif self.batch_first: query, key, value = query.transpose(0, 1), key.transpose(0, 1), value.transpose(0, 1)
