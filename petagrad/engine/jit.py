@@ -68,6 +68,8 @@ class TinyJit(Generic[R]):
     self.checks: list[tuple[Buffer, type, str]] = []   # (condition buffer, exception, message) of each data check
     self.signature: tuple | None = None
     self.ret_views: Any = None
+    self.out_bufs: list[Buffer] = []               # the returned buffers the captured kernels make, this call's
+    self.out_slots: list[list[tuple[int, int]]] = []   # where each sits in the captured launches
     self._from_inputs: _Taint | None = None
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list]:
@@ -109,13 +111,19 @@ class TinyJit(Generic[R]):
         raise JitError(f"TinyJit({self.__name__}): non-tensor arguments changed from {self.signature[1]} to {consts}; "   # type: ignore[index]
                        "their values are baked into the captured kernels")
       for ei, j, i in self.input_slots: self.captured[ei].bufs[j] = bufs[i]
+      # every call returns tensors of its own (as an eager call does): the outputs go into fresh buffers, so results
+      # a caller keeps (a list of losses, a lazy running sum) are not overwritten by the next replay
+      for k, slots in enumerate(self.out_slots):
+        old = self.out_bufs[k]
+        self.out_bufs[k] = fresh = Buffer(old.device, old.size, old.dtype)
+        for e, j in slots: self.captured[e].bufs[j] = fresh
       for buf, n in self.rng_slots: buf.copyin(memoryview(rng_state_bytes(n)))
       for ei in self.captured: ei.run()
       for buf, exc, msg in self.checks:   # the data checks the captured call made (an index out of range, ...)
         if not buf.as_bytes()[0]: raise exc(msg)
       self.cnt += 1
       if DEBUG >= 1: print(f"jit replay {self.__name__}: {len(self.captured)} kernels")
-      return _rebuild(self.ret_views)
+      return _rebuild(self.ret_views, tensors, self.out_bufs)
 
     # the state the call may change: the lazy tensors alive now, and (recorded as they change) the tensors that view
     # a buffer; buffers made from here on are the call's own
@@ -155,7 +163,12 @@ class TinyJit(Generic[R]):
       rng = {id(b): b for ei in self.captured for b in ei.bufs if b in rng_state_buffers}
       self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.signature = (sig, consts)
-      self.ret_views = _views(ret)
+      # the buffers the call made and fully wrote that it returns: replays give them fresh memory
+      made = {id(ei.bufs[w.out]): ei.bufs[w.out] for ei in self.captured for w in ei.writes
+              if not w.in_place and ei.bufs[w.out].serial >= first_new}
+      self.out_bufs = []
+      self.ret_views = _views(ret, bufs, made, self.out_bufs)
+      self.out_slots = [[(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if b is ob] for ob in self.out_bufs]
       if DEBUG >= 1: print(f"jit captured {self.__name__}: {len(self.captured)} kernels, {len(self.input_slots)} input slots")
     self.cnt += 1
     return ret
@@ -257,17 +270,35 @@ def _pending_state(name: str, before: dict[int, tuple[Any, Any]], changes: dict[
     elif _is_pending(t, True): todo.append(t)   # new: realize it when it depends on a buffer
   return todo
 
-def _views(x: Any) -> Any:
+def _views(x: Any, inputs: list[Buffer], made: dict[int, Buffer], outs: list[Buffer]) -> Any:
+  """What the function returned, with each tensor as the buffer view it is: a view of an input buffer remembers which
+  input, a view of a buffer the call made (`made`, by id) which output (appended to outs), so a replay returns the
+  same views of that call's inputs and outputs."""
   from petagrad.tensor import Tensor
-  if isinstance(x, Tensor): return ("T", x._buffer_view())
-  if isinstance(x, (list, tuple)): return (type(x), [_views(v) for v in x])
-  if isinstance(x, dict): return (dict, {k: _views(v) for k, v in x.items()})
+  if isinstance(x, Tensor):
+    view = x._buffer_view()
+    b = view.base.buffer
+    if (i := next((i for i, ib in enumerate(inputs) if ib is b), None)) is not None: return ("I", (i, view))
+    if id(b) in made:
+      if not any(o is b for o in outs): outs.append(b)
+      return ("O", (next(k for k, o in enumerate(outs) if o is b), view))
+    return ("T", view)
+  if isinstance(x, (list, tuple)): return (type(x), [_views(v, inputs, made, outs) for v in x])
+  if isinstance(x, dict): return (dict, {k: _views(v, inputs, made, outs) for k, v in x.items()})
   return ("V", x)
 
-def _rebuild(v: Any) -> Any:
+def _rebuild(v: Any, inputs: list, outs: list[Buffer]) -> Any:
+  """The returned structure again, over this call's inputs (tensors) and output buffers."""
   from petagrad.tensor import Tensor
+  from petagrad.schedule.schedule import substitute, new_buffer_node
   kind, val = v
   if kind == "T": return Tensor(val)
+  if kind == "I":
+    i, view = val
+    return Tensor(substitute(view, {view.base: inputs[i]._contiguous_buffer()}))
+  if kind == "O":
+    k, view = val
+    return Tensor(substitute(view, {view.base: new_buffer_node(outs[k], view.base.dtype)}))
   if kind == "V": return val
-  if kind is dict: return {k: _rebuild(x) for k, x in val.items()}
-  return kind(_rebuild(x) for x in val)
+  if kind is dict: return {k: _rebuild(x, inputs, outs) for k, x in val.items()}
+  return kind(_rebuild(x, inputs, outs) for x in val)

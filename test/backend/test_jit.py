@@ -297,3 +297,18 @@ def test_realized_value_is_not_a_hidden_cache():
   c = (x * 3).sum().realize()        # equal to a's graph, built later: computed again, into its own buffer
   assert GlobalCounters.kernel_count == 1 and c.uop.base.buffer is not a.uop.base.buffer
   assert b.item() == 10.0 and c.item() == 9.0
+
+def test_results_kept_by_the_caller_are_not_overwritten():
+  # every replay returns tensors of its own: a list of losses, or a lazy running sum, keeps each call's value
+  f = TinyJit(lambda x: (x * 2).realize())
+  kept = [f(Tensor([float(i)])) for i in range(5)]
+  assert [r.item() for r in kept] == [0.0, 2.0, 4.0, 6.0, 8.0]
+  total = Tensor([0.0])
+  for i in range(5): total = total + f(Tensor([float(i)]))   # lazy: reads every call's output buffer at the end
+  assert total.item() == 20.0
+
+def test_returned_view_of_an_input_follows_the_input():
+  f = TinyJit(lambda x: (x.reshape(2, 2), (x * 2).realize()))
+  for i in range(4):
+    a, b = f(Tensor([float(i)] * 4))
+    assert a.tolist() == [[float(i)] * 2] * 2 and b.tolist() == [2.0 * i] * 4
