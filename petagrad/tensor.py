@@ -426,7 +426,6 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
       if checks[i] not in oks: oks[checks[i]] = UOp(Ops.CONTIGUOUS, dtypes.bool, (_forward(checks[i].src[1], done, checks),))
       i += 1
     becomes = realize_uops(targets + list(oks.values()))
-    if oks: _raise_failed_checks({c: becomes[ok].base.buffer for c, ok in oks.items()})
     # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph), and the graphs of the
     # other live lazy tensors read what this realize computed from now on
     skip = {id(t) for t in todo}
@@ -442,6 +441,8 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
         t.uop = view
     for t in others:
       if (new := memo.get(t.uop, t.uop)) is not t.uop: t.uop = new
+    # raised once the tensors hold what ran (a failed check must not leave an in-place write to be made again)
+    if oks: _raise_failed_checks({c: becomes[ok].base.buffer for c, ok in oks.items()})
 
   def _buffer_view(self) -> UOp:
     """The realized view (movement ops over a BUFFER) holding this tensor's values."""
