@@ -253,13 +253,14 @@ class BatchNorm:
     else:
       # cumulative moving average: factor 1 / num_batches_tracked (a tensor, so no Python sync)
       axes = (0,) + tuple(range(2, x.ndim))
-      n = x.numel() // x.shape[1]
-      xf = x.float()
-      mean, var = xf.mean(axes), xf.var(axes, correction=0)
-      f = 1 / self.num_batches_tracked.float()
-      self.running_mean.assign(self.running_mean + (mean.detach() - self.running_mean) * f)
-      self.running_var.assign(self.running_var + (var.detach() * (n / max(n - 1, 1)) - self.running_var) * f)
-      out = x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)
+      n = prod(x.shape[a] for a in axes)
+      out = x.batch_norm(None, None, self.weight, self.bias, training=True, eps=self.eps)   # raises first for 1 value per channel
+      if n:   # an empty batch leaves the statistics alone (torch)
+        xf = x.float()
+        mean, var = xf.mean(axes), xf.var(axes, correction=0)
+        f = 1 / self.num_batches_tracked.float()
+        self.running_mean.assign(self.running_mean + (mean.detach() - self.running_mean) * f)
+        self.running_var.assign(self.running_var + (var.detach() * (n / max(n - 1, 1)) - self.running_var) * f)
     return out
 
 class BatchNorm1d(BatchNorm):

@@ -480,6 +480,11 @@ def test_empty_nn_inputs_like_torch(device):
   rm, rv = Tensor.zeros(3).contiguous().realize(), Tensor.ones(3).contiguous().realize()
   assert Tensor.ones(0, 3).batch_norm(rm, rv, training=True).shape == (0, 3)
   assert rm.tolist() == [0.0] * 3 and rv.tolist() == [1.0] * 3
+  from petagrad import nn
+  for momentum in (0.1, None):   # the layer too (torch counts the batch in num_batches_tracked)
+    bn = nn.BatchNorm1d(3, momentum=momentum)
+    with nn.train(): assert bn(Tensor.ones(0, 3)).shape == (0, 3)
+    assert bn.running_mean.tolist() == [0.0] * 3 and bn.running_var.tolist() == [1.0] * 3 and bn.num_batches_tracked.item() == 1
 
 # ------------------------------------------------------------------ flags
 def test_flag_values_checked_at_the_call(device):
