@@ -46,23 +46,23 @@ def _forward(u: UOp, done: dict[UOp, UOp], checks: list[UOp] | None = None) -> U
   graph when the buffer was written since), the inputs a CUSTOM_GRAD keeps for the backward only are dropped, and
   so are CHECKs (appended to `checks`: the realize computes their conditions alongside). Records every node it
   rebuilt in done (original -> forward). Iterative."""
-  stack: list[tuple[UOp, bool]] = [(u, False)]
+  stack, ready = [u], set()   # ready: nodes whose sources are on the stack above them (or done)
   while stack:
-    n, ready = stack.pop()
-    if n in done: continue
-    if n.op in (Ops.CUSTOM_GRAD, Ops.CHECK):   # a node that stands for one of its sources in the forward
-      if n.op is Ops.CUSTOM_GRAD and (v := computed_view(n)) is not None: done[n] = v; continue
+    n = stack[-1]
+    if n in done: stack.pop(); continue
+    if n.op is Ops.CUSTOM_GRAD or n.op is Ops.CHECK:   # a node that stands for one of its sources in the forward
+      if n.op is Ops.CUSTOM_GRAD and (v := computed_view(n)) is not None: done[n] = v; stack.pop(); continue
       inner = n.src[1] if n.op is Ops.CUSTOM_GRAD and n.arg[0] == COMPUTED else n.src[0]
-      if inner in done:
-        done[n] = done[inner]
-        if n.op is Ops.CHECK and checks is not None: checks.append(n)
-      else: stack.extend(((n, False), (inner, False)))
+      if inner not in done: stack.append(inner); continue
+      done[n] = done[inner]
+      if n.op is Ops.CHECK and checks is not None: checks.append(n)
+      stack.pop(); continue
+    if n not in ready and n.src:
+      ready.add(n)
+      for s in n.src:
+        if s not in done: stack.append(s)
       continue
-    if not n.src: done[n] = n; continue
-    if not ready:
-      stack.append((n, True))
-      stack.extend((s, False) for s in n.src if s not in done)
-      continue
+    stack.pop()
     new_src = tuple(map(done.__getitem__, n.src))
     done[n] = n if new_src == n.src else UOp(n.op, n.dtype, new_src, n.arg)
   return done[u]
@@ -92,31 +92,37 @@ def _raise_failed_checks(checks: dict[UOp, Any]) -> None:
   for c, buf in checks.items():
     if not buf.as_bytes()[0]: raise c.arg[0](c.arg[1])
 
-def _read_computed(roots: list[UOp], values: dict[UOp, UOp]) -> dict[UOp, UOp]:
-  """The graphs under roots over what a realize computed (values: node -> its buffer view; the targets and the
-  intermediate kernels): an ASSIGN becomes its target's view (a write is never made again), any other computed node
-  a computed wrapper whose graph reads the computed nodes below it (computed again, it redoes only what changed).
-  Returns the map from each node walked to its new node. Iterative, children first; only nodes under roots are
-  visited (a realize computes far more than the other live tensors read)."""
-  memo: dict[UOp, UOp] = {}
-  stack: list[UOp] = list(roots)
-  ready: set[UOp] = set()   # nodes whose sources are on the stack above them (or done)
-  get, push = values.get, stack.append
-  while stack:
-    n = stack[-1]
-    if n in memo: stack.pop(); continue
-    v = get(n)
-    if v is not None and n.op is Ops.ASSIGN: memo[n] = v; stack.pop(); continue
-    if n not in ready and n.src:
-      ready.add(n)
-      for s in n.src:
-        if s not in memo: push(s)
-      continue
-    stack.pop()
-    src = tuple(map(memo.__getitem__, n.src))
-    new = n if src == n.src else UOp(n.op, n.dtype, src, n.arg)
-    memo[n] = new if v is None else _computed(v, new)
-  return memo
+class _HandOver:
+  """What a realize computed (values: node -> its buffer view; the targets and the intermediate kernels), put into the
+  graphs that keep living. A computed node becomes
+  * in a graph that needs grad: a computed wrapper whose graph reads the computed nodes below it (the gradient flows
+    through it; computed again, it redoes only what changed);
+  * in a graph that does not: its view when no tensor holds the buffer (an intermediate kernel's: nothing can write
+    it in place), else a computed wrapper as above (a tensor holding it may write it);
+  * an ASSIGN: its target's view (a write is never made again).
+  Iterative, children first; only nodes under the graphs rewritten are visited."""
+  def __init__(self, values: dict[UOp, UOp]):
+    self.values = values
+    self.memo: tuple[dict[UOp, UOp], dict[UOp, UOp]] = ({}, {})   # by mode: without grad, with grad
+  def __call__(self, root: UOp, grad: bool) -> UOp:
+    memo, values = self.memo[grad], self.values
+    stack, ready = [root], set()   # ready: nodes whose sources are on the stack above them (or done)
+    while stack:
+      n = stack[-1]
+      if n in memo: stack.pop(); continue
+      v = values.get(n)
+      if v is not None and (n.op is Ops.ASSIGN or not grad and not _has_views(v.base.buffer)):
+        memo[n] = v; stack.pop(); continue
+      if n not in ready and n.src:
+        ready.add(n)
+        for s in n.src:
+          if s not in memo: stack.append(s)
+        continue
+      stack.pop()
+      src = tuple(map(memo.__getitem__, n.src))
+      new = n if src == n.src else UOp(n.op, n.dtype, src, n.arg)
+      memo[n] = new if v is None else _computed(v, new)
+    return memo[root]
 
 class _ViewRef(weakref.ref):
   """A weak reference from a buffer's `views` to a tensor viewing it; it removes its entry when the tensor dies."""
@@ -430,17 +436,17 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     # other live lazy tensors read what this realize computed from now on
     skip = {id(t) for t in todo}
     others = [t for t in lazy_tensors() if id(t) not in skip]
-    keep = [t for t in todo if t._requires_grad and not t._leaf] + others
-    values = {n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER} if keep else {}
-    memo = _read_computed([t.uop for t in keep], values) if values else {}
+    keep = [t for t in todo if t._requires_grad and not t._leaf]
     for t, tgt in zip(todo, targets):
-      view = becomes.get(tgt, tgt)
-      if t._requires_grad and not t._leaf: t.uop = _computed(view, memo.get(t.uop, t.uop))
-      else:
-        if t._requires_grad: t._ctx = t.uop   # graphs built before find the leaf by this node
-        t.uop = view
-    for t in others:
-      if (new := memo.get(t.uop, t.uop)) is not t.uop: t.uop = new
+      if t._requires_grad and not t._leaf: continue
+      if t._requires_grad: t._ctx = t.uop   # graphs built before find the leaf by this node
+      t.uop = becomes.get(tgt, tgt)
+    if keep or others:
+      hand = _HandOver({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER})
+      for t, tgt in zip(todo, targets):
+        if t._requires_grad and not t._leaf: t.uop = _computed(becomes.get(tgt, tgt), hand(t.uop, True))
+      for t in others:
+        if (new := hand(t.uop, bool(t._requires_grad))) is not t.uop: t.uop = new
     # raised once the tensors hold what ran (a failed check must not leave an in-place write to be made again)
     if oks: _raise_failed_checks({c: becomes[ok].base.buffer for c, ok in oks.items()})
 
