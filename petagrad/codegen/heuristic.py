@@ -4,7 +4,8 @@
 * reduce kernels: compute the output range that is contiguous in memory as SIMD lanes and unroll
   another output range (register tiling, as in a matmul micro-kernel), or, when the reduction itself runs
   over contiguous memory, take the lanes from the reduce range (partial sums combined at the end);
-* spread the outermost output loop over the CPU threads when the kernel is big enough.
+* spread the outermost output loop over the CPU threads when the kernel is big enough;
+* last (with NOOPT too): long float sums become nested blocks of partial sums (Kernel.block_sums).
 """
 from __future__ import annotations
 from petagrad.uop.ops import Ops
@@ -17,7 +18,11 @@ def lanes_for(itemsize: int) -> int: return max(1, min(16, 64 // itemsize))   # 
 
 def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool) -> Kernel:
   k.normalize_ranges()
-  if NOOPT: return k
+  # the C compiler vectorizes a scalar sum over contiguous memory itself (`#pragma omp simd`) in one 512-bit register
+  simd_bytes = 64 if supports_vector else 0
+  if NOOPT:
+    k.block_sums(simd_bytes)   # accuracy, not speed: with NOOPT too
+    return k
   rs = k.ranges
   out = [r for r in rs if r.arg[2] == "global"]
   red = [r for r in rs if r.arg[2] == "reduce"]
@@ -34,6 +39,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   g = [r for r in rs if r.arg[2] == "global"]
   if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
+  k.block_sums(simd_bytes)   # last: the loops left after unrolling and vectorizing are the ones that accumulate
   return k
 
 def _axis(k: Kernel, r) -> int: return k.ranges.index(r)
