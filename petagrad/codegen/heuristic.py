@@ -18,11 +18,7 @@ def lanes_for(itemsize: int) -> int: return max(1, min(16, 64 // itemsize))   # 
 
 def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool) -> Kernel:
   k.normalize_ranges()
-  # the C compiler vectorizes a scalar sum over contiguous memory itself (`#pragma omp simd`) in one 512-bit register
-  simd_bytes = 64 if supports_vector else 0
-  if NOOPT:
-    k.block_sums(simd_bytes)   # accuracy, not speed: with NOOPT too
-    return k
+  if NOOPT: return block_sums(k, supports_vector)   # accuracy, not speed: with NOOPT too
   rs = k.ranges
   out = [r for r in rs if r.arg[2] == "global"]
   red = [r for r in rs if r.arg[2] == "reduce"]
@@ -39,7 +35,13 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   g = [r for r in rs if r.arg[2] == "global"]
   if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
-  k.block_sums(simd_bytes)   # last: the loops left after unrolling and vectorizing are the ones that accumulate
+  return block_sums(k, supports_vector)   # last: the loops left after unrolling and vectorizing are the ones that accumulate
+
+def block_sums(k: Kernel, supports_vector: bool) -> Kernel:
+  """Long float sums as nested blocks (Kernel.block_sums), the last step of every optimization path. A renderer with
+  vectors is a C compiler's: it vectorizes a scalar sum over contiguous memory itself (`#pragma omp simd`), in up to
+  one 512-bit register."""
+  k.block_sums(64 if supports_vector else 0)
   return k
 
 def _axis(k: Kernel, r) -> int: return k.ranges.index(r)

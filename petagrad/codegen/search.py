@@ -1,12 +1,14 @@
 """BEAM search: time candidate optimizations of a kernel on the real device, keep the best `width`,
 extend them, until nothing improves. The winner is cached on disk per kernel and device.
 
-`BEAM=2 python train.py` searches every new kernel once; later runs read the cache.
+`BEAM=2 python train.py` searches every new kernel once; later runs read the cache. Candidates are timed, and the
+winner returned, with long float sums blocked (Kernel.block_sums): the search never trades that accuracy for speed.
 """
 from __future__ import annotations
 import json, time
 from petagrad.uop.ops import Ops
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
+from petagrad.codegen.heuristic import block_sums
 from petagrad.device import Device, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, read_cached, write_cached
@@ -35,6 +37,10 @@ def _clone(k: Kernel) -> Kernel:
   c.next_id = k.next_id
   return c
 
+def _finished(k: Kernel, supports_vector: bool) -> Kernel:
+  """A copy of k as it will run: long float sums blocked (the search never chooses that, and never undoes it)."""
+  return block_sums(_clone(k), supports_vector)
+
 def _buffers(k: Kernel, params: list[DType], device: str) -> list[Buffer]:
   """Scratch buffers big enough for every index the kernel touches (kept alive while timing: a freed
   buffer's memory goes back to the allocator's pool)."""
@@ -59,9 +65,10 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
   path = cache_dir() / "beam" / f"{key}.json"
   base = _clone(k)
   base.normalize_ranges()
+  vec = dev.renderer.supports_vector
   if (stored := read_cached(path)) is not None:
     for o in json.loads(stored): base.apply(Opt(OptOps[o[0]], o[1], o[2]))
-    return base
+    return block_sums(base, vec)
   bufs = _buffers(base, params, device)
   raw = [b.raw for b in bufs]
   def measure(cand: Kernel, ck) -> float:
@@ -71,7 +78,7 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
     except Exception as e:   # a candidate that does not compile (or run) is not a winner
       if DEBUG >= 3: print(f"beam: candidate {cand.applied} failed: {e}")
       return float("inf")
-  beam = [(measure(base, compile_kernels(device, [(base, "beam_candidate", params)])[0]), base)]
+  beam = [(measure(base, compile_kernels(device, [(_finished(base, vec), "beam_candidate", params)])[0]), base)]
   best_t, best = beam[0]
   seen = {tuple(base.applied)}
   for _ in range(MAX_DEPTH):
@@ -86,11 +93,11 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kern
         cands.append(c)
     if not cands: break
     # compile side by side (the compiler runs in subprocesses), then time one at a time
-    built = compile_kernels(device, [(c, "beam_candidate", params) for c in cands])
+    built = compile_kernels(device, [(_finished(c, vec), "beam_candidate", params) for c in cands])
     timed = sorted(((measure(c, ck), c) for c, ck in zip(cands, built)), key=lambda x: x[0])[:width]
     if not timed or timed[0][0] >= best_t: break
     beam = timed
     best_t, best = timed[0]
     if DEBUG >= 2: print(f"beam: {best_t*1e6:9.2f} us with {best.applied}")
   write_cached(path, json.dumps([(o.op.name, o.axis, o.amount) for o in best.applied]).encode())
-  return best
+  return block_sums(best, vec)
