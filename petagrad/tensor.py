@@ -1368,7 +1368,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     if any(a != b and a != 1 and b != 1 for a, b in zip(bx, bw)):
       raise _fail(ValueError, "matmul", f"batch dimensions {xu.shape[:-2]} and {wu.shape[:-2]} are not broadcastable", x, w)
     n, m = xu.shape[-2], wu.shape[-1]
-    full = tuple(max(a, b) for a, b in zip(bx, bw)) + (n, m, kx)
+    full = tuple(b if a == 1 else a for a, b in zip(bx, bw)) + (n, m, kx)   # broadcast (1 with 0 is 0, not max)
     # cast before the expand: the gradient of a float16 operand then sums its broadcast copies in float32
     acc = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
     xr = xu.reshape(bx + (n, 1, kx)).cast(dt).cast(acc).expand(full)
