@@ -22,8 +22,8 @@ After the run: every node's shape and dtype, the values of every realized tensor
     FUZZ_GRAPHS_EXAMPLES=10000 TEST_DEVICES=CPU python -m pytest -q -x test/backend/test_fuzz_graphs.py   # long run
 """
 from __future__ import annotations
-import math, os, random, tempfile, traceback
-from dataclasses import dataclass, field
+import collections, math, os, random, tempfile, traceback
+from dataclasses import dataclass
 from typing import Any, Callable
 import numpy as np
 import torch
@@ -34,16 +34,20 @@ from petagrad.dtype import DType
 # ------------------------------------------------------------------ budget (environment variables of this file only)
 # FUZZ_GRAPHS_EXAMPLES: graphs per device (the long run); unset: the CI budget below, derandomized (the same graphs
 # in every run). FUZZ_GRAPHS_SEED: the seed of a run with FUZZ_GRAPHS_EXAMPLES (random and printed when unset).
+# FUZZ_GRAPHS_REPORT=path: keep going after a failing graph, append each one (message and program, not shrunk) to
+# path and fail at the end (hypothesis stops at the first failure and shrinks it otherwise).
 CI_EXAMPLES = {"CPU": 350, "PYTHON": 200}
 LONG_EXAMPLES = int(os.environ.get("FUZZ_GRAPHS_EXAMPLES", "0") or 0)
 LONG_SEED = int(os.environ["FUZZ_GRAPHS_SEED"]) if os.environ.get("FUZZ_GRAPHS_SEED") else random.randrange(1 << 32)
+REPORT_PATH = os.environ.get("FUZZ_GRAPHS_REPORT", "")
 # elements per tensor: the PYTHON device interprets one scalar at a time
 MAX_ELEMS = {"PYTHON": 64}
 MAX_ELEMS_DEFAULT = 1024
 MAX_OPS = 18
 WIDE = 0.1   # the share of input tensors with values across the whole range of their dtype
-# the graph being run, written before it runs: if the process dies (a crash in a kernel), the repro is there
-DUMP_PATH = os.environ.get("FUZZ_GRAPHS_DUMP") or os.path.join(tempfile.gettempdir(), "petagrad_fuzz_last_graph.py")
+# the graphs being run, written before they run: if the process dies (a crash in a kernel), the repro is there
+DUMP_PATH = os.environ.get("FUZZ_GRAPHS_DUMP") or os.path.join(tempfile.gettempdir(), "petagrad_fuzz_last_graphs.py")
+RECENT: collections.deque[str] = collections.deque(maxlen=5)
 
 # ------------------------------------------------------------------ dtypes
 B = dtypes.bool
@@ -354,15 +358,17 @@ def fmt_slice(s: Any) -> str:
   b = "" if s.stop is None else str(s.stop)
   return f"{a}:{b}" + ("" if s.step is None else f":{s.step}")
 
-@dataclass
 class Graph:
-  device: str
-  inputs: list[str] = field(default_factory=list)
-  lines: list[str] = field(default_factory=list)
-  refs: dict[str, Ref] = field(default_factory=dict)
-  realized: list[str] = field(default_factory=list)   # realized before the end (checked again at the end)
-  outputs: list[str] = field(default_factory=list)
-  count: int = 0
+  """The program (inputs, one line per node, realizes) and the reference of every node. A plain class: hypothesis
+  prints a failing example with its repr, the program."""
+  def __init__(self, device: str):
+    self.device = device
+    self.inputs: list[str] = []
+    self.lines: list[str] = []
+    self.refs: dict[str, Ref] = {}
+    self.realized: list[str] = []   # realized before the end (checked again at the end)
+    self.outputs: list[str] = []
+    self.count = 0
   def add(self, code: str, ref: Ref) -> str:
     self.count += 1
     name = f"t{self.count}"
@@ -373,7 +379,7 @@ class Graph:
     head = ["from petagrad import Tensor, dtypes, Device", f"Device.DEFAULT = {self.device!r}"]
     tail = [f"Tensor.realize_all({', '.join(self.outputs)})"]
     return "\n".join(head + self.lines + tail) + "\n"
-  def __repr__(self) -> str: return f"<graph of {len(self.refs)} nodes; program:\n{self.program()}>"
+  def __repr__(self) -> str: return f"<the program of {len(self.refs)} nodes above>"
 
 def input_values(rng: np.random.Generator, shape: tuple[int, ...], dt: DType) -> np.ndarray:
   """Exact values of dt. Floats sit mostly on a grid of eighths in [-4, 4] (sums and products stay exact, so they
@@ -834,8 +840,9 @@ def run_graph(g: Graph, how_to_rerun: str) -> None:
   """Run the program twice (the second run finds every cache warm: schedules, launch plans, compiled kernels) and
   check both runs."""
   code = g.program()
-  try:
-    with open(DUMP_PATH, "w") as f: f.write(code)
+  RECENT.append(code)
+  try:   # the last few graphs: a crash may come from memory an earlier graph's kernel overwrote
+    with open(DUMP_PATH, "w") as f: f.write(f"# the last {len(RECENT)} graphs the fuzzer ran, oldest first\n" + "\n".join(RECENT))
   except OSError: pass
   for run in ("", " (second run of the program)"):
     def fail(msg: str) -> AssertionError:
@@ -868,7 +875,14 @@ def fuzz_settings(device: str) -> settings:
 
 def test_fuzz_graphs(device):
   rerun = f"FUZZ_GRAPHS_EXAMPLES={LONG_EXAMPLES} FUZZ_GRAPHS_SEED={LONG_SEED}" if LONG_EXAMPLES else "the CI budget, derandomized"
-  def check(g: Graph) -> None: run_graph(g, f"found on {device} with {rerun}")
+  failures: list[str] = []
+  def check(g: Graph) -> None:
+    try: run_graph(g, f"found on {device} with {rerun}")
+    except AssertionError as ex:
+      if not REPORT_PATH: raise
+      failures.append(str(ex))
+      with open(REPORT_PATH, "a") as f: f.write(f"{ex}\n{'=' * 100}\n")
   fn = fuzz_settings(device)(given(graphs(device))(check))
   if LONG_EXAMPLES: fn = hypothesis_seed(LONG_SEED)(fn)
   fn()
+  assert not failures, f"{len(failures)} failing graphs on {device}, written to {REPORT_PATH}; the first:\n{failures[0]}"
