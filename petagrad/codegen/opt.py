@@ -212,13 +212,12 @@ class Kernel:
   def unrolled_size(self) -> int:
     return prod(r.arg[1] for r in self.ranges if r.arg[2] in ("upcast", "unroll"))
 
-# blocked float sums (Kernel.block_sums). The innermost block's length sets most of the error (1e8 copies of 0.1:
-# ~4e-5 relative error in blocks of 4096, ~2e-7 in blocks of 16; torch's cascade sum ~1e-7 to 1e-6). A block of 16
-# is also the loop gcc unrolls whole (a sum over L3-resident memory ran 2x faster in blocks of 16 than in one loop
-# here, where 16-lane vectors are two AVX2 registers), and short sums (a 4096-row's 128 steps in 32 lanes) keep
-# their single loop.
+# blocked float sums (Kernel.block_sums). The innermost block's length sets most of the error (1e8 copies of a
+# constant: ~4e-5 relative error in blocks of 4096, ~3e-7 in blocks of 32, ~2e-7 in 16; torch's cascade sum ~6e-7).
+# 32 rather than 16: gcc unrolls a loop of 16 whole, and a nest of them compiled 6x slower (a float16 sum: 40 s).
+# Short sums (a 4096-long row is 128 steps in 32 lanes) keep their single loop.
 BLOCK_MIN = 256
-BLOCK_INNER = 16
+BLOCK_INNER = 32
 BLOCK_OUTER = 16
 TILE_ACCS = 16     # accumulators (upcast copies) in one loop nest that make it a register tile
 TILE_MIN = 4096    # a register tile's sums are blocked past this length only: a matmul's K up to 4096 is untouched
