@@ -205,8 +205,9 @@ class Kernel:
       # vector lanes stay apart through every level and every tail: they are combined once, at the end
       tree = _blocked(red, red.src[0], loops, unroll, (inner, BLOCK_OUTER), 0, rng)
       return UOp(Ops.REDUCE, red.dtype, (tree, *vec), red.arg) if vec else tree
-    if any(u.op is Ops.REDUCE and fix(u) is not None for u in self.ast.toposort()):
-      self.ast = simplify(graph_rewrite(self.ast, PatternMatcher([(UPat(Ops.REDUCE, name="red"), fix)])))
+    ast = graph_rewrite(self.ast, PatternMatcher([(UPat(Ops.REDUCE, name="red"), fix)]))
+    if ast is not self.ast:
+      self.ast = simplify(ast)
       self.applied.append(Opt(OptOps.BLOCK, 0, simd_bytes))
 
   def unrolled_size(self) -> int:
