@@ -225,17 +225,19 @@ def _const_value(u: UOp) -> Any:
   for dt in reversed(casts): v = truncate(v, dt)
   return v
 
-# checks of an integer divisor that need its data (a realized buffer may hold a zero anywhere): each is called as
-# check(op, dividend, divisor) after the constant check below. Device-side checks hook in here; none by default.
-int_divisor_checks: list[Callable[[str, Any, Any], None]] = []
-
-def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> None:
-  """Integer division and remainder by zero raise at the call, like PyTorch (floats give inf/nan). Known here: a
-  divisor that is a constant (a Python 0, Tensor.zeros(...) not yet realized); an empty result never raises."""
-  if b.dtype.is_float or not b.numel(): return
-  if (v := _const_value(b.uop)) is not None and v == 0:
-    raise _fail(IntegerDivisionByZeroError, op, f"integer division by zero: the {b.dtype.name} divisor is 0 (ZeroDivisionError)", a, b)
-  for check in int_divisor_checks: check(op, a, b)
+def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> Tensor:
+  """Integer division and remainder by zero raise, like PyTorch (floats give inf/nan); returns the divisor to divide
+  by. A divisor that is a constant (a Python 0, Tensor.zeros(...) not yet realized) raises at the call; any other
+  gets a data check (raised when the quotient is computed, naming op and the user's line). An empty result never
+  raises."""
+  if b.dtype.is_float or not b.numel(): return b
+  if (v := _const_value(b.uop)) is not None:
+    if v == 0: raise _fail(IntegerDivisionByZeroError, op, f"integer division by zero: the {b.dtype.name} divisor is 0 (ZeroDivisionError)", a, b)
+    return b
+  if b.uop.op is Ops.CHECK and b.uop.arg[0] is IntegerDivisionByZeroError: return b   # checked already (fmod via div)
+  src = b.uop
+  while src.op in (Ops.EXPAND, Ops.RESHAPE): src = src.src[0]   # test the divisor's own elements, not their broadcast
+  return b._checked(Tensor(src).ne(0), IntegerDivisionByZeroError, op, f"integer division by zero: the {b.dtype.name} divisor holds a 0 (ZeroDivisionError)", a, b)
 
 def _pack(values: list, dtype: DType) -> bytes:
   fmt = f"<{len(values)}{dtype.fmt}"
@@ -793,7 +795,7 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     """True division (ints give floats); rounding_mode 'trunc' or 'floor' like torch.div."""
     if rounding_mode not in (None, "trunc", "floor"): raise _fail(ValueError, "div", f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}", self)
     a, b = self._operands("div", x, reverse)
-    if rounding_mode is not None: _check_int_divisor("div", a, b)
+    if rounding_mode is not None: b = _check_int_divisor("div", a, b)
     if rounding_mode == "trunc": return a._trunc_div(b)
     if rounding_mode == "floor": return a._floor_div(b)
     a, b = a._float("div"), b._float("div")
@@ -808,12 +810,12 @@ class Tensor(IndexingMixin, OrderingMixin, MathMixin, NNMixin):
     return fix.where(q - 1, q)
   def floordiv(self, x, reverse: bool = False) -> Tensor:
     a, b = self._operands("floordiv", x, reverse)
-    _check_int_divisor("floordiv", a, b)
+    b = _check_int_divisor("floordiv", a, b)
     return a._floor_div(b)
   def mod(self, x, reverse: bool = False) -> Tensor:
     """Python-style remainder: the result has the sign of the divisor (torch.remainder)."""
     a, b = self._operands("remainder", x, reverse)
-    _check_int_divisor("remainder", a, b)
+    b = _check_int_divisor("remainder", a, b)
     if a.dtype.is_float:
       r = a - (a / b).floor() * b
       # x % +-inf is x when the signs agree (or x is 0), else +-inf (Python and PyTorch)

@@ -13,9 +13,11 @@ Index range rules (the same on every device; nothing ever reads or writes out of
     already sit in memory (made from Python data or realized, at most KNOWN_INDEX_LIMIT elements, seen
     through reshape/expand/permute/flip only) are checked at the call: an invalid one raises IndexError
     naming the op, the bad index, the dim and its size, the operands and the user's line.
-  * lazy indices (computed by a kernel that has not run yet, or read inside a TinyJit function) cannot
-    be checked without running it: an invalid one selects nothing. A read gives 0 (False for bool)
-    and passes no gradient; a write (setitem, scatter*) writes nothing there.
+  * other indices (computed by a kernel that has not run yet, bigger ones, or read inside a TinyJit
+    function) get a data check (Ops.CHECK): the realize that computes anything from them also computes
+    "every index is valid" and raises IndexError naming the op, the dim and its size, the operands and
+    the user's line when one is not (after each JIT replay too). The kernels themselves still never read
+    out of bounds: an invalid index matches no row of the one-hot.
   * boolean masks (`x[mask]`, `masked_select`, `nonzero`) have a data-dependent shape: the mask is
     realized (computed and read back) at the call to learn how many elements are selected.
 """
@@ -82,14 +84,22 @@ def _known_values(t: Tensor) -> memoryview | tuple[int] | None:
   if jit_active: return None   # a jitted function's inputs change between calls
   return memoryview(buf.as_bytes()).cast(t.dtype.fmt)
 
-def _check_range(op: str, rng: tuple[int, int] | None, n: int, dim: int, negative_ok: bool, *operands: Any) -> None:
-  """Raise IndexError when the known index range `rng` leaves the valid range of a dim of size n."""
-  if rng is None: return
+def _checked_index(op: str, index: Tensor, n: int, dim: int, negative_ok: bool, *operands: Any,
+                   known: tuple[int, int] | None = None) -> Tensor:
+  """index, checked against the valid range of a dim of size n (-n <= i < n when negative_ok, else 0 <= i < n):
+  known values (`known`, or read from memory here) raise IndexError at the call; other indices get a data check,
+  so computing anything from them raises IndexError naming the op and the user's line (in JIT replays too)."""
   lo = -n if negative_ok else 0
-  bad = rng[0] if rng[0] < lo else rng[1] if rng[1] >= n else None
-  if bad is None: return
-  why = f" ({op} takes no negative indices, like PyTorch)" if bad < 0 and -n <= bad else ""
-  raise _fail(IndexError, op, f"index {bad} is out of bounds for dim {dim} with size {n}{why}", *operands)
+  rng = known if known is not None else _known_range(index)
+  if rng is not None:
+    bad = rng[0] if rng[0] < lo else rng[1] if rng[1] >= n else None
+    if bad is None: return index
+    why = f" ({op} takes no negative indices, like PyTorch)" if bad < 0 and -n <= bad else ""
+    raise _fail(IndexError, op, f"index {bad} is out of bounds for dim {dim} with size {n}{why}", *operands)
+  if not index.numel(): return index
+  i = index.cast(dtypes.int64)   # n may not fit the index's own dtype
+  ok = i < n if index.dtype.is_unsigned else (i >= lo) & (i < n)
+  return index._checked(ok, IndexError, op, f"an index is out of bounds for dim {dim} with size {n} (valid: {lo} <= index < {n})", *operands)
 
 def _mask_positions(mask: Tensor) -> list[int]:
   """Realize a mask and return the flat positions of its True elements (row-major)."""
@@ -229,7 +239,7 @@ class IndexingMixin:
           size = self.shape[dim]
           known = i[3] if len(i) > 3 and i[3] is not None else _known_range(t)
           if known is None and size == 0 and t.numel(): raise _fail(IndexError, op, f"index is out of bounds for dim {dim} with size 0", self, t)
-          _check_range(op, known, size, dim, True, self, t)
+          t = _checked_index(op, t, size, dim, True, self, t, known=known)
           basic.append(slice(None)); dim += 1
         adv.append((out_dim, t)); out_dim += 1
       else:
@@ -248,7 +258,7 @@ class IndexingMixin:
     >>> Tensor([[1, 2], [3, 4]])[[1, 0], [0, 0]].tolist()
     [3, 1]
 
-    Out-of-range tensor indices select 0 (see the module doc); a mask is realized to count its elements.
+    Out-of-range tensor indices raise IndexError (see the module doc); a mask is realized to count its elements.
     """
     basic, adv = self._parse_index(idx, "getitem")
     plan = _basic_plan("getitem", self, basic)
@@ -291,8 +301,8 @@ class IndexingMixin:
 
   def gather(self, dim: int, index: Tensor) -> Tensor:
     """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather). index has self's number of dims and
-    index.size(d) <= self.size(d) for d != dim. Valid indices are 0 <= i < self.size(dim): a known
-    invalid index raises IndexError, a lazy one gives 0 (see the module doc).
+    index.size(d) <= self.size(d) for d != dim. Valid indices are 0 <= i < self.size(dim): an invalid
+    index raises IndexError (at the call when it is known, else when the result is computed: see the module doc).
 
     >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[1, 1], [0, 1]])).tolist()
     [[2, 2], [3, 4]]
@@ -322,7 +332,7 @@ class IndexingMixin:
 
   def index_select(self, dim: int, index: Tensor) -> Tensor:
     """Select entries of `dim` at the positions in the 0-d or 1-D `index` (torch.index_select). Valid
-    indices are 0 <= i < self.size(dim) (a known invalid index raises, a lazy one selects zeros).
+    indices are 0 <= i < self.size(dim) (an invalid one raises IndexError: see the module doc).
 
     >>> Tensor([[1, 2, 3]]).index_select(1, Tensor([2, 0])).tolist()
     [[3, 1]]
@@ -334,7 +344,7 @@ class IndexingMixin:
     x = self.reshape(1) if self.ndim == 0 else self
     d = _resolve("index_select", dim, x.ndim, self)
     n = x.shape[d]
-    _check_range("index_select", _known_range(index), n, d, False, self, index)
+    index = _checked_index("index_select", index, n, d, False, self, index)
     if n == 0 and index.numel(): raise _fail(IndexError, "index_select", f"index is out of bounds for dim {d} with size 0", self, index)
     out = _advanced(x, [(d, index.reshape(-1))], "index_select", wrap=False)
     return out.reshape(index.shape) if self.ndim == 0 else out
@@ -357,7 +367,7 @@ class IndexingMixin:
     if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", self, index)
     d = _resolve(op, dim, self.ndim, self) if self.ndim else 0
     n = self.shape[d] if self.ndim else 1
-    _check_range(op, _known_range(index), n, d, negative_ok, self, index)
+    index = _checked_index(op, index, n, d, negative_ok, self, index)
     idx = index.reshape(-1)
     if negative_ok and not idx.dtype.is_unsigned: idx = (idx < 0).where(idx + n, idx)
     m = idx.shape[0]
@@ -453,7 +463,8 @@ class IndexingMixin:
     return _scatter(self, dim, index, src, "scatter", None, True)
 
   def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
-    return self.scatter_reduce(dim, index, src, "sum", include_self=True)
+    """Out-of-place torch.scatter_add: src values added at their index along dim (duplicates add up)."""
+    return _scatter(self, dim, index, src, "scatter_add", "sum", True)
 
   def scatter_reduce(self, dim: int, index: Tensor, src, reduce: str, include_self: bool = True) -> Tensor:
     """Out-of-place torch.scatter_reduce: reduce ('sum', 'prod', 'mean', 'amax', 'amin') the src values
@@ -480,7 +491,7 @@ def _gather(self: Tensor, dim: int, index: Tensor, op: str, wrap: bool, user: Te
   for k, (a, b) in enumerate(zip(index.shape, x.shape)):
     if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > input size {b} in dim {k}", me, index)
   n = x.shape[d]
-  _check_range(op, _known_range(index), n, d, wrap, me, index)
+  index = _checked_index(op, index, n, d, wrap, me, index)
   if n == 0 and index.numel(): raise _fail(IndexError, op, f"index is out of bounds for dim {d} with size 0", me, index)
   x = x.shrink(tuple((0, s) if k != d else (0, n) for k, s in enumerate(index.shape)))
   # oh: index.shape[:d+1] + (n,) + index.shape[d+1:]
@@ -548,7 +559,7 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
   for k, (a, b) in enumerate(zip(index.shape, self.shape)):
     if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > self size {b} in dim {k}", self, index)
   n = self.shape[d]
-  _check_range(op, _known_range(index), n, d, False, self, index)
+  index = _checked_index(op, index, n, d, False, self, index)
   if index.numel() == 0: return self
   if n == 0: raise _fail(IndexError, op, f"index is out of bounds for dim {d} with size 0", self, index)
   # oh[..., j (dim d), ..., k]: index[..., j, ...] == k; moved so that k sits right after dim d

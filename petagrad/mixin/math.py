@@ -20,9 +20,9 @@ def _fail(*a, **k):
   from petagrad.tensor import _fail as f
   return f(*a, **k)
 
-def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> None:
+def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> Tensor:
   from petagrad.tensor import _check_int_divisor as f
-  f(op, a, b)
+  return f(op, a, b)
 
 def _as(x: Any, like: Tensor, op: str = "math") -> Tensor:
   from petagrad.tensor import Tensor
@@ -102,7 +102,7 @@ class MathMixin:
     """C-style remainder: the result has the sign of self (torch.fmod). Ints: a divisor known to be 0 raises (torch)."""
     a, b = self._operands("fmod", x)
     if a.dtype.is_bool: raise _fail(TypeError, "fmod", "not defined for bool tensors", a, b)
-    _check_int_divisor("fmod", a, b)
+    b = _check_int_divisor("fmod", a, b)
     if a.dtype.is_float: return a - (a / b).trunc() * b
     return a - a.div(b, rounding_mode="trunc") * b
 
@@ -110,7 +110,7 @@ class MathMixin:
     """Integer division rounding toward zero (tinygrad's idiv; torch.div(rounding_mode='trunc'))."""
     a, b = self._operands("idiv", x, reverse)
     if a.dtype.is_bool: raise _fail(TypeError, "idiv", "not defined for bool tensors", a, b)
-    _check_int_divisor("idiv", a, b)
+    b = _check_int_divisor("idiv", a, b)
     return a.div(b, rounding_mode="trunc")
 
   def lerp(self, end, weight) -> Tensor:

@@ -721,10 +721,14 @@ class NNMixin:
     T = type(self)
     C = self.shape[cd]
     from petagrad.mixin.indexing import _known_values
-    known = _known_values(target)   # class indices already in memory are checked like PyTorch does
+    known = _known_values(target)   # class indices already in memory are checked like PyTorch does, others when computed
     if known is not None:
       bad = next((v for v in known if v != ignore_index and not 0 <= v < C), None)
       if bad is not None: raise _fail(IndexError, op, f"target {bad} is out of bounds for {C} classes (ignore_index={ignore_index})", self, target)
+    elif target.numel():
+      t64 = target.cast(dtypes.int64)
+      target = target._checked((t64 == ignore_index) | ((t64 >= 0) & (t64 < C)), IndexError, op,
+                               f"a target is out of bounds for {C} classes (ignore_index={ignore_index})", self, target)
     hot = target.unsqueeze(cd) == T.arange(C, device=self.device).cast(target.dtype).reshape((C,) + (1,) * (self.ndim - cd - 1))
     valid = target != ignore_index
     wl = logp * w if w is not None else logp

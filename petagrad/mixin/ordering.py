@@ -301,11 +301,14 @@ class OrderingMixin:
     if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
     if num_classes < 0: raise _fail(ValueError, "one_hot", f"num_classes must be >= 0 or -1, got {num_classes}", self)
     from petagrad.mixin.indexing import _known_range
-    known = _known_range(self)   # values already in memory: checked like an index (torch raises)
+    known = _known_range(self)   # values already in memory: checked like an index (torch raises), others when computed
     if known is not None and (known[0] < 0 or known[1] >= num_classes):
       bad = known[0] if known[0] < 0 else known[1]
       raise _fail(IndexError, "one_hot", f"class value {bad} is out of range for num_classes={num_classes}", self)
-    return (self.cast(dtypes.int64).unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
+    x = self.cast(dtypes.int64)
+    if known is None and self.numel():
+      x = x._checked((x >= 0) & (x < num_classes), IndexError, "one_hot", f"a class value is out of range for num_classes={num_classes}", self)
+    return (x.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
 
   @staticmethod
   def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:

@@ -107,9 +107,8 @@ class Embedding:
   def __call__(self, idx: Tensor) -> Tensor:
     if not isinstance(idx, Tensor) or not idx.dtype.is_int:
       raise _fail(TypeError, "Embedding", f"indices must be an integer Tensor, got {idx.dtype if isinstance(idx, Tensor) else type(idx).__name__}", *([idx] if isinstance(idx, Tensor) else []))
-    from petagrad.mixin.indexing import _known_range
-    if (r := _known_range(idx)) is not None and (r[0] < 0 or r[1] >= self.num_embeddings):   # values in memory: checked like torch
-      raise _fail(IndexError, "Embedding", f"index {r[0] if r[0] < 0 else r[1]} is out of range for {self.num_embeddings} embeddings", idx)
+    from petagrad.mixin.indexing import _checked_index
+    idx = _checked_index("Embedding", idx, self.num_embeddings, 0, False, idx)   # like torch: 0 <= index < num_embeddings
     w = self.weight
     if self.padding_idx is not None:
       w = (Tensor.arange(self.num_embeddings, device=w.device) == self.padding_idx).reshape(-1, 1).where(w.detach(), w)
