@@ -158,6 +158,8 @@ def test_floordiv_mod_int_scalar(device):
   helper_test_op(None, lambda x: x % -3, vals=[FLOORDIV_A], dtype="int32")
   helper_test_op(None, lambda x: 17 // x, vals=[FLOORDIV_B], dtype="int32")
   helper_test_op(None, lambda x: -17 % x, vals=[FLOORDIV_B], dtype="int32")
+  for dt in ("int32", "int64"):   # a negative constant dividend under the divisor == -1 guard (it rendered as --17LL)
+    helper_test_op(None, lambda x: -17 // x, vals=[FLOORDIV_B], dtype=dt)
 
 def test_floordiv_mod_unsigned(device):
   helper_test_op(None, lambda x, y: x // y, vals=[[7, 200, 0, 255], [2, 3, 5, 16]], dtype="uint8")
