@@ -41,31 +41,37 @@ def _computed(view: UOp, graph: UOp) -> UOp:
   if graph.op is Ops.CUSTOM_GRAD and graph.arg[0] == COMPUTED: graph = graph.src[1]   # computed again: one wrapper
   return UOp(Ops.CUSTOM_GRAD, graph.dtype, (view, graph), (COMPUTED, view.base.buffer.writes))
 
-def _forward(u: UOp, done: dict[UOp, UOp], checks: list[UOp] | None = None) -> UOp:
-  """u's graph as the scheduler computes it: computed values read their buffers (or are computed again from their
-  graph when the buffer was written since), the inputs a CUSTOM_GRAD keeps for the backward only are dropped, and
-  so are CHECKs (appended to `checks`: the realize computes their conditions alongside). Records every node it
-  rebuilt in done (original -> forward). Iterative."""
-  stack, ready = [u], set()   # ready: nodes whose sources are on the stack above them (or done)
+def _rebuild(root: UOp, memo: dict[UOp, UOp], stop: Callable[[UOp], UOp | None], make: Callable[[UOp, tuple], UOp]) -> UOp:
+  """root's graph rebuilt children first into memo (node -> new node; shared by several roots, whose graphs then
+  are walked once): stop(n) is n's new node without looking below it, or None; make(n, new sources) builds the
+  others. Iterative."""
+  stack, ready = [root], set()   # ready: nodes whose sources are on the stack above them (or done)
   while stack:
     n = stack[-1]
-    if n in done: stack.pop(); continue
-    if n.op is Ops.CUSTOM_GRAD or n.op is Ops.CHECK:   # a node that stands for one of its sources in the forward
-      if n.op is Ops.CUSTOM_GRAD and (v := computed_view(n)) is not None: done[n] = v; stack.pop(); continue
-      inner = n.src[1] if n.op is Ops.CUSTOM_GRAD and n.arg[0] == COMPUTED else n.src[0]
-      if inner not in done: stack.append(inner); continue
-      done[n] = done[inner]
-      if n.op is Ops.CHECK and checks is not None: checks.append(n)
-      stack.pop(); continue
+    if n in memo: stack.pop(); continue
+    if (r := stop(n)) is not None: memo[n] = r; stack.pop(); continue
     if n not in ready and n.src:
       ready.add(n)
       for s in n.src:
-        if s not in done: stack.append(s)
+        if s not in memo: stack.append(s)
       continue
     stack.pop()
-    new_src = tuple(map(done.__getitem__, n.src))
-    done[n] = n if new_src == n.src else UOp(n.op, n.dtype, new_src, n.arg)
-  return done[u]
+    memo[n] = make(n, tuple(map(memo.__getitem__, n.src)))
+  return memo[root]
+
+def _same_or_new(n: UOp, src: tuple) -> UOp: return n if src == n.src else UOp(n.op, n.dtype, src, n.arg)
+
+def _forward(u: UOp, done: dict[UOp, UOp], checks: list[UOp]) -> UOp:
+  """u's graph as the scheduler computes it: computed values read their buffers (or are computed again from their
+  graph when the buffer was written since), the inputs a CUSTOM_GRAD keeps for the backward only are dropped, and
+  so are CHECKs (appended to `checks`: the realize computes their conditions alongside). Records every node it
+  rebuilt in done (original -> forward)."""
+  def stop(n: UOp) -> UOp | None: return computed_view(n) if n.op is Ops.CUSTOM_GRAD else None
+  def make(n: UOp, src: tuple) -> UOp:
+    if n.op is Ops.CUSTOM_GRAD: return src[1] if n.arg[0] == COMPUTED else src[0]   # stands for one of its sources
+    if n.op is Ops.CHECK: checks.append(n); return src[0]
+    return _same_or_new(n, src)
+  return _rebuild(u, done, stop, make)
 
 # every live tensor whose uop is not a view of a buffer (lazy), weakly: a realize hands what it computed to their
 # graphs. Plain weak references without callbacks (every op makes a tensor: no Python call when one dies); dead ones
@@ -105,24 +111,14 @@ class _HandOver:
     self.values = values
     self.memo: tuple[dict[UOp, UOp], dict[UOp, UOp]] = ({}, {})   # by mode: without grad, with grad
   def __call__(self, root: UOp, grad: bool) -> UOp:
-    memo, values = self.memo[grad], self.values
-    stack, ready = [root], set()   # ready: nodes whose sources are on the stack above them (or done)
-    while stack:
-      n = stack[-1]
-      if n in memo: stack.pop(); continue
+    values = self.values
+    def stop(n: UOp) -> UOp | None:
       v = values.get(n)
-      if v is not None and (n.op is Ops.ASSIGN or not grad and not _has_views(v.base.buffer)):
-        memo[n] = v; stack.pop(); continue
-      if n not in ready and n.src:
-        ready.add(n)
-        for s in n.src:
-          if s not in memo: stack.append(s)
-        continue
-      stack.pop()
-      src = tuple(map(memo.__getitem__, n.src))
-      new = n if src == n.src else UOp(n.op, n.dtype, src, n.arg)
-      memo[n] = new if v is None else _computed(v, new)
-    return memo[root]
+      return v if v is not None and (n.op is Ops.ASSIGN or not grad and not _has_views(v.base.buffer)) else None
+    def make(n: UOp, src: tuple) -> UOp:
+      new = _same_or_new(n, src)
+      return new if (v := values.get(n)) is None else _computed(v, new)
+    return _rebuild(root, self.memo[grad], stop, make)
 
 class _ViewRef(weakref.ref):
   """A weak reference from a buffer's `views` to a tensor viewing it; it removes its entry when the tensor dies."""

@@ -292,7 +292,7 @@ def test_realized_value_is_not_a_hidden_cache():
   a = (x * 3).sum()
   b = a + 1                          # lazy, built from a's graph
   a.realize()
-  assert not any(u.op is Ops.REDUCE_AXIS for u in _forward(b.uop, {}).toposort())   # b reads a's buffer now
+  assert not any(u.op is Ops.REDUCE_AXIS for u in _forward(b.uop, {}, []).toposort())   # b reads a's buffer now
   GlobalCounters.reset()
   c = (x * 3).sum().realize()        # equal to a's graph, built later: computed again, into its own buffer
   assert GlobalCounters.kernel_count == 1 and c.uop.base.buffer is not a.uop.base.buffer
