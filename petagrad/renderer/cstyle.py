@@ -1,8 +1,13 @@
 """The C-style renderer base: prints a linear program as C-like source. Dialects (C, OpenCL, CUDA, ...)
 differ by tables: type names, function qualifiers, math functions, pragmas.
 
-Decompositions done here for C: bfloat16 is stored as 16 bits and computed in float (each result is
-rounded back, as PyTorch does); a divisor that may be 0 or -1 is guarded (defined as 0 / wrap).
+Half types: float16 and bfloat16 are stored as 16 bits and live in float variables (float vectors) inside a kernel:
+a load widens, every result that may not be representable is rounded back to the half type (so values are exactly
+those of computing in the half type, as PyTorch does: for +, -, *, /, sqrt rounding a float result once more gives
+the correctly rounded half result), and a store narrows exactly. C itself computes a _Float16 in float (no half
+arithmetic without AVX512-FP16), and one representation for both types means vectors of halves use the native float
+vector ops instead of lane-by-lane code (~3x less source for bfloat16, whose bits C has no type for).
+A divisor that may be 0 or -1 is guarded (defined as 0 / wrap).
 Vectors use GCC/clang vector extensions: +, -, *, / and bit ops are native, every other op is computed
 lane by lane (`(vec){f(a[0]), f(a[1]), ...}`), which is always correct.
 """
@@ -11,7 +16,7 @@ import math
 from typing import Callable
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
-from petagrad.dtype import DType, dtypes, float_to_bf16_bits
+from petagrad.dtype import DType, dtypes
 from petagrad.codegen.linearize import LinearProgram
 from petagrad.helpers import cpu_threads, OMP
 
@@ -22,6 +27,15 @@ class Renderer:
   supports_threads: bool = False    # may the optimizer spread the outer loop over CPU threads?
   decompose_ops: frozenset = frozenset()   # (op, dtype) pairs to rewrite into primitives (codegen/decompositions.py)
   def render(self, name: str, prog: LinearProgram, params: list[DType]) -> str: raise NotImplementedError
+
+HALF = (dtypes.float16, dtypes.bfloat16)
+# ops whose result is one of their inputs (or exact): a half result needs no rounding
+EXACT = frozenset({Ops.MAX, Ops.NEG, Ops.WHERE, Ops.TRUNC, Ops.GEP, Ops.VECTORIZE})
+HALF_STORE = {dtypes.float16: "_Float16", dtypes.bfloat16: "unsigned short"}   # the C type of a stored half
+def _is_half(dt: DType) -> bool: return dt.scalar() in HALF
+def _fv(dt: DType) -> DType:
+  """The dtype a value of dt is computed in: float32 (lanes) for the half types."""
+  return dtypes.float32.vec(dt.count) if dt.scalar() in HALF else dt
 
 NATIVE_VECTOR = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.FDIV: "/", Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^"}
 
@@ -46,6 +60,9 @@ class CStyleRenderer(Renderer):
     if dt.count == 1: return self.types[dt]
     # a bool vector is a mask: 32-bit lanes that are all ones (true) or zero, as vector compares give
     return self._vt(self.types[dtypes.int32 if dt.scalar().is_bool else dt.scalar()], dt.count)
+  def vtype(self, dt: DType) -> str:
+    """The C type of a variable holding a value of dt (halves live in floats)."""
+    return self.tname(_fv(dt))
   def _vt(self, celem: str, n: int) -> str:
     name = f"{celem.replace(' ', '_')}_v{n}"
     self._vec_types[name] = (celem, n)
@@ -56,12 +73,13 @@ class CStyleRenderer(Renderer):
       size = C_SIZES[celem]
       out.append(f"typedef {celem} {name} __attribute__((vector_size({size * n})));")
       out.append(f"typedef {celem} {name}u __attribute__((vector_size({size * n}), aligned({size})));")
-    return "\n".join(out) + ("\n" if out else "")
+    out += [F16_VEC.format(n=n, c=c, m=f"__m{32 * c}", p="_mm256" if c == 8 else "_mm") for n in sorted(self._f16_vec) for c in [8 if n % 8 == 0 else 4]]
+    return ("#ifdef __F16C__\n#include <immintrin.h>\n#endif\n" if self._f16_vec else "") + "\n".join(out) + ("\n" if out else "")
 
   def const(self, v, dt: DType) -> str:
     if dt.count > 1:
       return self._broadcast(('-1' if v else '0') if dt.scalar().is_bool else self.const(v, dt.scalar()), dt)
-    if dt == dtypes.bfloat16: return f"((unsigned short){float_to_bf16_bits(v)})"
+    if dt in HALF: return self.const(v, dtypes.float32)   # v is already rounded to dt (UOp.const)
     if dt.is_float:
       if math.isnan(v): s = "__builtin_nanf(\"\")"
       elif math.isinf(v): s = ("-" if v < 0 else "") + "__builtin_inff()"
@@ -79,6 +97,7 @@ class CStyleRenderer(Renderer):
     lines: list[str] = []
     depth, counter = 1, 0
     self._vec_types: dict[str, tuple[str, int]] = {}
+    self._f16_vec: set[int] = set()   # lane counts of float16 vectors converted with the F16C helpers (F16_VEC)
     uops = prog.uops
     innermost = _innermost_loops(uops)
     # a loop over a `thread` range is outlined into a function the thread pool runs in chunks (thread_pool);
@@ -88,7 +107,7 @@ class CStyleRenderer(Renderer):
     open_thread: tuple[int, list[str], int, list[UOp]] | None = None   # (end index, caller's lines, caller's depth, captured)
     for i, u in enumerate(uops):
       op, dt = u.op, u.dtype
-      if op is Ops.CONST: names[u] = self.const(u.arg, dt); continue
+      if op is Ops.CONST: names[u] = self.const(u.arg, _fv(dt)); continue
       if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; continue
       ind = "  " * depth
       if op is Ops.RANGE:
@@ -124,12 +143,19 @@ class CStyleRenderer(Renderer):
         vdt = u.src[2].dtype
         if vdt.count > 1 and vdt.scalar().is_bool:   # masks are stored as bytes 0/1
           lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, {self._vt('unsigned char', vdt.count)});")
-        elif vdt.count > 1: lines.append(f"{ind}*(({self.tname(vdt)}u*)({buf} + {idx})) = {val};")
-        else: lines.append(f"{ind}{buf}[{idx}] = {val};")
+        else:
+          if _is_half(vdt): val = self._to_store(vdt, val)
+          if vdt.count > 1: lines.append(f"{ind}*(({self.tname(vdt)}u*)({buf} + {idx})) = {val};")
+          else: lines.append(f"{ind}{buf}[{idx}] = {val};")
         continue
       if op is Ops.ACC_UPDATE:
         acc, val = u.src
-        lines.append(f"{ind}{names[acc]} = {self.reduce_expr(u.arg, acc, val, names)};"); continue
+        if _is_half(acc.dtype):   # computed in float, rounded at every update
+          va, vv = acc.replace(dtype=_fv(acc.dtype)), val.replace(dtype=_fv(val.dtype))
+          expr = self.reduce_expr(u.arg, va, vv, {va: names[acc], vv: names[val]})
+          if u.arg is not Ops.MAX: expr = self._round(acc.dtype, expr)
+        else: expr = self.reduce_expr(u.arg, acc, val, names)
+        lines.append(f"{ind}{names[acc]} = {expr};"); continue
       counter += 1
       v = {Ops.LOAD: "val", Ops.DEFINE_ACC: "acc"}.get(op, "alu") + str(counter)
       names[u] = v
@@ -138,27 +164,92 @@ class CStyleRenderer(Renderer):
         buf, idx = names[u.src[0]], names[u.src[1]]
         if dt.count > 1 and dt.scalar().is_bool:
           expr = f"(-__builtin_convertvector(*(({self._vt('unsigned char', dt.count)}u*)({buf} + {idx})), {self.tname(dt)}))"
-        else: expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
+        else:
+          expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
+          if _is_half(dt): expr = self._from_store(dt, expr)
         if len(u.src) == 4:   # a vector load under a lane mask, with a scalar "every lane valid" fast path
-          m = names[u.src[2]]
-          lanes = ", ".join(f"(({m})[{i}] ? {buf}[{idx} + {i}] : {self.const(0, dt.scalar())})" for i in range(dt.count))
-          expr = f"({names[u.src[3]]} ? {expr} : (({self.tname(dt)}){{{lanes}}}))"
-        elif len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, dt)})"
-      elif op is Ops.VECTORIZE:
-        expr = f"(({self.tname(dt)}){{{', '.join((f'-(int)({names[s]})' if dt.scalar().is_bool else names[s]) for s in u.src)}}})"
-      elif op is Ops.GEP: expr = f"(({names[u.src[0]]})[{u.arg}] != 0)" if dt.is_bool else f"({names[u.src[0]]})[{u.arg}]"
-      else: expr = self.alu_expr(u, names)
-      lines.append(f"{ind}{self.tname(dt)} {v} = {expr};")
+          m, sdt = names[u.src[2]], dt.scalar()
+          def lane(i: int) -> str: return self._from_store(sdt, f"{buf}[{idx} + {i}]") if _is_half(sdt) else f"{buf}[{idx} + {i}]"
+          lanes = ", ".join(f"(({m})[{i}] ? {lane(i)} : {self.const(0, _fv(sdt))})" for i in range(dt.count))
+          expr = f"({names[u.src[3]]} ? {expr} : (({self.vtype(dt)}){{{lanes}}}))"
+        elif len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, _fv(dt))})"
+      elif any(_is_half(x.dtype) for x in (u, *u.src)): expr = self._half_expr(u, names)
+      else: expr = self._expr(u, names)
+      lines.append(f"{ind}{self.vtype(dt)} {v} = {expr};")
     assert open_thread is None, "a thread loop was never closed"
     args = ", ".join(f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params))
     pool = POOL_DECL if outlined else ""
     return (f"{self.preamble}{pool}{self.vector_typedefs()}{''.join(outlined)}"
             f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n")
 
+  def _expr(self, u: UOp, names: dict[UOp, str]) -> str:
+    dt = u.dtype
+    if u.op is Ops.VECTORIZE:
+      return f"(({self.tname(dt)}){{{', '.join((f'-(int)({names[s]})' if dt.scalar().is_bool else names[s]) for s in u.src)}}})"
+    if u.op is Ops.GEP: return f"(({names[u.src[0]]})[{u.arg}] != 0)" if dt.is_bool else f"({names[u.src[0]]})[{u.arg}]"
+    return self.alu_expr(u, names)
+
+  # ------------------------------------------------------------ half types (see the module doc)
+  def _half_expr(self, u: UOp, names: dict[UOp, str]) -> str:
+    """u, with a half dtype among its own and its sources', computed on the float values and rounded back."""
+    op, dt, src = u.op, u.dtype, u.src
+    if op is Ops.BITCAST: return self._lanewise(dt, lambda a: self._half_bitcast(src[0].dtype.scalar(), dt.scalar(), a[0]), list(src), names)
+    if op is Ops.CAST and src[0].dtype.scalar() == dtypes.float64 and dt.scalar() == dtypes.float16:   # one rounding, not two
+      return self._round(dt, names[src[0]], src=dtypes.float64)
+    vu = u.replace(dtype=_fv(dt), src=tuple(s.replace(dtype=_fv(s.dtype)) for s in src))
+    vnames = {vs: names[s] for s, vs in zip(src, vu.src)}
+    if op is Ops.CAST and vu.dtype == vu.src[0].dtype: expr = names[src[0]]   # half <-> float32, or half <-> half
+    else: expr = self._expr(vu, vnames)
+    # a cast from a type every value of which the half holds (bool, 8-bit ints) is exact too
+    exact = op in EXACT or (op is Ops.CAST and (src[0].dtype.scalar() == dt.scalar() or src[0].dtype.itemsize == 1))
+    return expr if exact or not _is_half(dt) else self._round(dt, expr)
+
+  def _round(self, dt: DType, x: str, src: DType = dtypes.float32) -> str:
+    """The float value(s) x (of src lanes) rounded to the half type dt, as float(s)."""
+    n = dt.count
+    if dt.scalar() == dtypes.float16:
+      if n == 1: return f"((float)(_Float16)({x}))"
+      if src == dtypes.float32 and self._f16(n): return f"__hround_v{n}({x})"
+      return f"__builtin_convertvector(__builtin_convertvector({x}, {self._vt('_Float16', n)}), {self.tname(dtypes.float32.vec(n))})"
+    if n == 1: return f"__bfr({x})"
+    # __bfr on every lane with vector integer ops (round to nearest even on the top 16 bits; NaN stays a quiet NaN)
+    ut, ft = self._vt('unsigned int', n), self.tname(dtypes.float32.vec(n))
+    return (f"({{{ut} u_ = ({ut})({x}), n_ = ({ut})((u_ & 0x7fffffffu) > 0x7f800000u); "
+            f"({ft})((((u_ + 0x7fffu + ((u_ >> 16) & 1u)) & 0xffff0000u) & ~n_) | (0x7fc00000u & n_));}})")
+
+  def _from_store(self, dt: DType, x: str) -> str:
+    """Stored half bits/values x (scalar or vector) as float(s)."""
+    n, ft = dt.count, self.tname(dtypes.float32.vec(dt.count))
+    if dt.scalar() == dtypes.float16:
+      if n == 1: return f"((float)({x}))"
+      return f"__h2f_v{n}({x})" if self._f16(n) else f"__builtin_convertvector({x}, {ft})"
+    return f"__bf2f({x})" if n == 1 else f"(({ft})(__builtin_convertvector({x}, {self._vt('unsigned int', n)}) << 16))"
+
+  def _to_store(self, dt: DType, x: str) -> str:
+    """Float value(s) x, representable in the half type dt, as what is stored (exact: no rounding here)."""
+    n = dt.count
+    if dt.scalar() == dtypes.float16:
+      if n == 1: return f"((_Float16)({x}))"
+      return f"__f2h_v{n}({x})" if self._f16(n) else f"__builtin_convertvector({x}, {self._vt('_Float16', n)})"
+    # the top 16 bits of the float (a loaded NaN keeps its bits)
+    return f"__bfbits({x})" if n == 1 else f"__builtin_convertvector((({self._vt('unsigned int', n)})({x})) >> 16, {self._vt('unsigned short', n)})"
+
+  def _f16(self, n: int) -> bool:
+    """Convert n float16 lanes with the F16C helpers (F16_VEC)? Then their types and helpers are emitted."""
+    if n % 4: return False
+    self._f16_vec.add(n); self._vt('_Float16', n); self._vt('float', n)
+    return True
+
+  def _half_bitcast(self, sdt: DType, ddt: DType, x: str) -> str:
+    """A scalar bitcast with a half type on either side: the half's bits come from / go to its float value."""
+    if sdt in HALF: x = f"((_Float16)({x}))" if sdt == dtypes.float16 else f"__bfbits({x})"
+    out = f"((union {{{HALF_STORE.get(sdt, self.types[sdt])} i; {HALF_STORE.get(ddt, self.types[ddt])} o;}}){{.i = {x}}}).o"
+    return self._from_store(ddt, out) if ddt in HALF else out
+
   def _outline(self, name: str, k: int, body: list[str], captured: list[UOp], params: list[DType], names: dict[UOp, str]) -> str:
     """A thread loop as `static void name_tk(args, lo_, hi_)` over [lo_, hi_) of its range, with the kernel's
     buffers and the values it reads from outside the loop (`captured`) passed in a struct."""
-    def ctype(c: UOp) -> str: return "long long" if c.op is Ops.RANGE else self.tname(c.dtype)
+    def ctype(c: UOp) -> str: return "long long" if c.op is Ops.RANGE else self.vtype(c.dtype)
     fields = [f"{self.types[d]}* data{j}" for j, d in enumerate(params)] + [f"{ctype(c)} {names[c]}" for c in captured]
     unpack = [f"  {f} = a_->{f.split()[-1].lstrip('*')};" for f in fields]
     return (f"struct {name}_a{k} {{ {'; '.join(fields)}; }};\n"
@@ -174,7 +265,6 @@ class CStyleRenderer(Renderer):
     return self._lanewise(dt, lambda a: self._scalar_reduce(op, dt.scalar(), a[0], a[1], acc.dtype.scalar()), [acc, val], names)
 
   def _scalar_reduce(self, op: Ops, dt: DType, a: str, b: str, sdt: DType) -> str:
-    if dt == dtypes.bfloat16: return f"__f2bf({self._binary(op, dtypes.float32, f'__bf2f({a})', f'__bf2f({b})')})"
     if dt.is_bool: return f"({a} | {b})" if op in (Ops.ADD, Ops.MAX) else f"({a} & {b})"
     return self._binary(op, dt, a, b)
 
@@ -212,7 +302,7 @@ class CStyleRenderer(Renderer):
   def _vec_alu(self, op: Ops, dt: DType, src: list[UOp], names: dict[UOp, str]) -> str | None:
     """A native vector expression (GCC vector extensions), or None: compute lane by lane."""
     n = dt.count
-    def ok(d: DType) -> bool: return d.scalar().is_bool or (d.scalar().itemsize in (4, 8) and d.scalar() != dtypes.bfloat16)
+    def ok(d: DType) -> bool: return d.scalar().is_bool or d.scalar().itemsize in (4, 8)
     if not all(ok(s.dtype) for s in src) or not ok(dt): return None
     el = src[0].dtype.scalar() if src else dt.scalar()
     def v(s: UOp, like: DType) -> str:   # operand as a vector of like's lanes (scalars are broadcast)
@@ -248,7 +338,7 @@ class CStyleRenderer(Renderer):
     if op is Ops.WHERE: return blend(v(src[0], dtypes.bool), v(src[1], d), v(src[2], d), d)
     if op is Ops.CAST and src[0].dtype.count > 1:
       if el.is_bool: return f"__builtin_convertvector(-{names[src[0]]}, {self.tname(dt)})"
-      if dtypes.float16 not in (el, d): return f"__builtin_convertvector({names[src[0]]}, {self.tname(dt)})"
+      return f"__builtin_convertvector({names[src[0]]}, {self.tname(dt)})"
     if op is Ops.BITCAST and src[0].dtype.count > 1 and el.itemsize == d.itemsize and not el.is_bool:
       return f"(({self.tname(dt)})({names[src[0]]}))"
     if op in (Ops.SHL, Ops.SHR) and d.is_int and src[1].op is Ops.CONST and 0 <= src[1].arg < d.bits:
@@ -257,18 +347,13 @@ class CStyleRenderer(Renderer):
 
   def _scalar_alu(self, u: UOp, a: list[str]) -> str:
     op, dt, src = u.op, u.dtype, u.src
-    def fr(i: int) -> str: return f"__bf2f({a[i]})" if src[i].dtype == dtypes.bfloat16 else a[i]
     if op is Ops.CAST:
-      if dt == dtypes.bfloat16: return f"__f2bf((float)({fr(0)}))"
-      if dt.is_bool: return f"({fr(0)} != 0)"
-      return f"(({self.types[dt]})({fr(0)}))"
+      if dt.is_bool: return f"({a[0]} != 0)"
+      return f"(({self.types[dt]})({a[0]}))"
     if op is Ops.BITCAST:
       # a union compound literal (not memcpy): compilers vectorize loops around it
       return f"((union {{{self.types[src[0].dtype]} i; {self.types[dt]} o;}}){{.i = {a[0]}}}).o"
     if op is Ops.WHERE: return f"({a[0]} ? {a[1]} : {a[2]})"
-    if any(s.dtype == dtypes.bfloat16 for s in src):   # compute in float, round the result back to bfloat16
-      inner = self._alu_str(op, [fr(i) for i in range(len(src))], src, dtypes.float32)
-      return f"__f2bf({inner})" if dt == dtypes.bfloat16 else inner
     return self._alu_str(op, a, src, src[0].dtype)
 
   def _alu_str(self, op: Ops, a: list[str], src: tuple[UOp, ...], sdt: DType) -> str:
@@ -279,7 +364,7 @@ class CStyleRenderer(Renderer):
       d = src[1]
       plain = f"({a[0]} {'/' if op is Ops.IDIV else '%'} {a[1]})"
       if d.op is Ops.CONST and d.arg not in (0, -1): return plain
-      neg1 = "" if sdt.is_unsigned else (f"{a[1]} == -1 ? -{a[0]} : " if op is Ops.IDIV else f"{a[1]} == -1 ? 0 : ")
+      neg1 = "" if sdt.is_unsigned else (f"{a[1]} == -1 ? -({a[0]}) : " if op is Ops.IDIV else f"{a[1]} == -1 ? 0 : ")
       return f"({a[1]} == 0 ? 0 : {neg1}{plain})"
     if op in (Ops.SHL, Ops.SHR) and not (src[1].op is Ops.CONST and 0 <= src[1].arg < sdt.bits):
       fill = f"({a[0]} < 0 ? -1 : 0)" if op is Ops.SHR and not sdt.is_unsigned else "0"
@@ -303,7 +388,8 @@ def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
       if j not in has_inner: out[j] = accs[j]
     elif u.op is Ops.ACC_UPDATE and open_at:
       j = open_at[-1]
-      ok = u.arg is Ops.ADD and u.dtype.count == 1 and not u.dtype.is_bool and u.dtype != dtypes.bfloat16
+      # (not a half: the reduction clause's final combine would skip the rounding)
+      ok = u.arg is Ops.ADD and u.dtype.count == 1 and not u.dtype.is_bool and u.dtype not in HALF
       if accs[j] is not None: accs[j] = accs[j] + [u.src[0]] if ok else None
   return out
 
@@ -336,10 +422,36 @@ def _captured(uops: list[UOp], start: int, end: int, names: dict[UOp, str]) -> l
 C_SIZES = {"_Bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "int": 4, "unsigned int": 4,
            "long long": 8, "unsigned long long": 8, "_Float16": 2, "float": 4, "double": 8}
 
+# bfloat16 bits -> float, float -> float rounded to bfloat16 (nearest even; NaN -> quiet NaN), and the bits of a float
+# that is a bfloat16 value
 BF16_HELPERS = """static inline float __bf2f(unsigned short b) { unsigned int u = ((unsigned int)b) << 16; float f; memcpy(&f, &u, 4); return f; }
-static inline unsigned short __f2bf(float f) { unsigned int u; memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return 0x7fc0; return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16); }
+static inline float __bfr(float f) { unsigned int u; memcpy(&u, &f, 4);
+  u = (u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : ((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u); memcpy(&f, &u, 4); return f; }
+static inline unsigned short __bfbits(float f) { unsigned int u; memcpy(&u, &f, 4); return (unsigned short)(u >> 16); }
 """
+
+# float16 vectors <-> float vectors, c lanes at a time with the F16C instructions where the CPU has them (GCC
+# converts a _Float16 vector one lane at a time, and a kernel's worth of those took minutes to compile); the
+# portable conversion otherwise. __hround: float lanes rounded to float16 precision (to nearest even).
+F16_VEC = """static inline float_v{n} __h2f_v{n}(_Float16_v{n} h) {{
+#ifdef __F16C__
+  float_v{n} r;
+  for (int i = 0; i < {n}; i += {c}) {{ __m128i a; {m} f; memcpy(&a, (char *)&h + 2 * i, 2 * {c}); f = {p}_cvtph_ps(a); memcpy((char *)&r + 4 * i, &f, 4 * {c}); }}
+  return r;
+#else
+  return __builtin_convertvector(h, float_v{n});
+#endif
+}}
+static inline _Float16_v{n} __f2h_v{n}(float_v{n} x) {{
+#ifdef __F16C__
+  _Float16_v{n} r;
+  for (int i = 0; i < {n}; i += {c}) {{ {m} f; __m128i a; memcpy(&f, (char *)&x + 4 * i, 4 * {c}); a = {p}_cvtps_ph(f, 0); memcpy((char *)&r + 2 * i, &a, 2 * {c}); }}
+  return r;
+#else
+  return __builtin_convertvector(x, _Float16_v{n});
+#endif
+}}
+static inline float_v{n} __hround_v{n}(float_v{n} x) {{ return __h2f_v{n}(__f2h_v{n}(x)); }}"""
 
 # what a kernel that uses the pool needs: a pointer to the pool's entry point (runtime/threadpool.c), which the runtime
 # sets after loading the kernel; null (the pool is not loaded yet, or could not be built): loops run on this thread

@@ -5,7 +5,7 @@ import pytest
 import torch
 from petagrad import Tensor
 from petagrad.dtype import dtypes, DType
-from helpers import helper_test_op, compare, make_pair, stacked, TORCH_DTYPES
+from helpers import helper_test_op, compare, make_pair, stacked, TORCH_DTYPES, DEFAULT_TOL
 
 ALL = ["bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float16", "bfloat16", "float32", "float64"]
 # the dtypes torch can promote and compute with on CPU (uint16/32/64 are storage-only in torch)
@@ -301,3 +301,132 @@ def test_default_float(device):
     assert Tensor.ones(2).dtype == dtypes.float16
     assert (Tensor([1, 2]) / 2).dtype == dtypes.float16
   assert Tensor([1.5]).dtype == dtypes.float32
+
+# ------------------------------------------------------------------ float16 / bfloat16 sweep
+# The op families of test_ops / test_nn_ops / test_math in the two half dtypes, forward and backward, against torch. The
+# C renderer computes halves in float and rounds every result back (renderer/cstyle.py), so this checks its loads,
+# stores, rounding and casts of halves, scalar and vector, on every kind of op. Many ops share one kernel (one compile);
+# reductions run over every axis of a realized input, on a shape the optimizer vectorizes (`x.max(0)` of a (.., 32)
+# float16 buffer runs in lanes of 16: it did not compile) and on odd sizes (scalar loops), NOOPT=1 too. CPU only: the
+# PYTHON interpreter's halves are the rest of this file's business (and it takes minutes over these).
+
+import torch.nn.functional as F
+from petagrad.helpers import Context
+
+HALF = ["float16", "bfloat16"]
+HALF_SHAPES = {"vec": (2, 32, 32), "odd": (3, 5, 7)}
+HALF_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}
+
+def both(tf, pf):
+  """One function from a torch one and a petagrad one (where the two spell an op differently)."""
+  return lambda *xs: tf(*xs) if isinstance(xs[0], torch.Tensor) else pf(*xs)
+
+def _minimum(x, y): return torch.minimum(x, y) if isinstance(x, torch.Tensor) else x.minimum(y)
+def _maximum(x, y): return torch.maximum(x, y) if isinstance(x, torch.Tensor) else x.maximum(y)
+def _where(c, x, y): return torch.where(c, x, y) if isinstance(x, torch.Tensor) else c.where(x, y)
+
+HALF_UNARY = [  # inputs in [-2, 2]
+  lambda x: -x, lambda x: x.abs(), lambda x: x.exp(), lambda x: x.exp2(), lambda x: x.square(), lambda x: x.sin(), lambda x: x.cos(),
+  lambda x: x.sigmoid(), lambda x: x.tanh(), lambda x: x.relu(), lambda x: x.sign() * x, lambda x: x.trunc(), lambda x: x.floor(),
+  lambda x: x.ceil(), lambda x: x.round(), lambda x: x.clip(-1, 1), lambda x: x * 3 + 1, lambda x: 2 - x, lambda x: x.erf(),
+  lambda x: x.asinh(), lambda x: x.atan(), lambda x: x.sinh(), lambda x: x.cosh(), lambda x: x.expm1(), lambda x: (x * 0.4).tan(),
+  both(F.gelu, lambda x: x.gelu()), both(lambda x: F.gelu(x, approximate="tanh"), lambda x: x.gelu(approximate="tanh")),
+  both(F.silu, lambda x: x.silu()), both(F.elu, lambda x: x.elu()), both(F.selu, lambda x: x.selu()),
+  both(lambda x: F.celu(x, 1.5), lambda x: x.celu(1.5)), both(lambda x: F.leaky_relu(x, 0.2), lambda x: x.leaky_relu(0.2)),
+  both(lambda x: F.relu6(x * 4), lambda x: (x * 4).relu6()), both(lambda x: F.hardtanh(x, -0.5, 1.5), lambda x: x.hardtanh(-0.5, 1.5)),
+  both(lambda x: F.hardsigmoid(x * 3), lambda x: (x * 3).hardsigmoid()), both(lambda x: F.hardswish(x * 3), lambda x: (x * 3).hardswish()),
+  both(F.mish, lambda x: x.mish()), both(F.softplus, lambda x: x.softplus()), both(F.softsign, lambda x: x.softsign()),
+  both(F.logsigmoid, lambda x: x.logsigmoid()), both(F.tanhshrink, lambda x: x.tanhshrink()),
+  both(lambda x: F.hardshrink(x, 0.7), lambda x: x.hardshrink(0.7)), both(lambda x: F.threshold(x, 0.3, -2.0), lambda x: x.threshold(0.3, -2.0)),
+]
+HALF_POSITIVE = [  # inputs in [0.25, 3]
+  lambda x: x.log(), lambda x: x.log2(), lambda x: x.sqrt(), lambda x: x.rsqrt(), lambda x: x.reciprocal(), lambda x: 1 / x,
+  lambda x: x ** 2, lambda x: x ** 2.5, lambda x: x ** -1.5, lambda x: 2 ** x, lambda x: x ** x, lambda x: x.log1p(), lambda x: (x + 1).acosh(),
+]
+HALF_UNIT = [lambda x: x.asin(), lambda x: x.acos(), lambda x: x.atanh()]   # inputs in [-0.9, 0.9]
+HALF_BINARY = [
+  lambda x, y: x + y, lambda x, y: x - y, lambda x, y: x * y, lambda x, y: x / (y.abs() + 0.5), _maximum, _minimum,
+  lambda x, y: _where(x > y, x * y, y - x), lambda x, y: x.atan2(y), lambda x, y: x.hypot(y),
+  lambda x, y: x.lerp(y, 0.3), lambda x, y: (x < y) * x, lambda x, y: (x == x) * y,
+]
+
+def apart(*fns):
+  """Like helpers.stacked, but op i reads its own slice x[i] (inputs get a leading dim of len(fns)): one kernel still,
+  and each op's gradient is checked on its own instead of summed with every other op's (rounding errors add up)."""
+  def f(*xs):
+    outs = [fn(*(x[i] for x in xs)) for i, fn in enumerate(fns)]
+    return torch.stack(outs) if isinstance(outs[0], torch.Tensor) else Tensor.stack(outs)
+  return f
+
+# where the ops above have a kink: a value that lands exactly on one (likely with 11 or 8 bits) takes a side by
+# convention (torch: hardtanh's gradient is 0 at its ends, a max/min tie here splits it), which is not what this checks
+HALF_KINKS = (0.0, 0.3, 0.5, 0.7, 1.0, 1.5, 2.0)
+
+def _half_data(shape: tuple[int, ...], d: str, low: float, high: float, seed: int) -> np.ndarray:
+  """Uniform data, as the dtype rounds it, kept 4 ulps away from the kinks (and their negatives)."""
+  x = torch.tensor(np.random.default_rng(seed).uniform(low, high, size=shape)).to(TORCH_DTYPES[d]).double().numpy()
+  for k in HALF_KINKS:
+    for kk in (k, -k):
+      near = np.abs(x - kk) < 4 * HALF_EPS[d] * max(1.0, abs(kk))
+      x = np.where(near, kk + 8 * HALF_EPS[d] * max(1.0, abs(kk)), x)
+  return x
+
+def _half_kw(d: str, ulps: float = 4, rulps: float = 0, **kw) -> dict:
+  """helpers.DEFAULT_TOL, with an atol of a few units in the last place at 1.0: an op composed of primitives rounds to
+  the dtype at every step (torch computes each op in float32 and rounds once), so a result near 0 (sin near pi, erf
+  near 0) is off by a few ulps of its inputs; rulps widens rtol likewise where an op amplifies its inputs' rounding."""
+  fa, fr = DEFAULT_TOL[d]
+  a, r = max(fa, ulps * HALF_EPS[d]), max(fr, rulps * HALF_EPS[d])
+  return dict(dtype=d, atol=a, rtol=r, grad_atol=a, grad_rtol=r, **kw)
+
+def _half_op(shapes, fn, d: str, low: float = -2.0, high: float = 2.0, seed: int = 0, **kw) -> None:
+  helper_test_op(None, fn, vals=[_half_data(tuple(sh), d, low, high, seed + i) for i, sh in enumerate(shapes)], **_half_kw(d, **kw))
+
+def _cpu_only(device: str) -> None:
+  if device != "CPU": pytest.skip("the C renderer's halves (the interpreter takes minutes over these)")
+
+@pytest.mark.parametrize("noopt", [0, 1], ids=["opt", "noopt"])
+@pytest.mark.parametrize("d", HALF)
+def test_half_elementwise(device, d, noopt):
+  _cpu_only(device)
+  s = HALF_SHAPES["odd"][1:]
+  with Context(NOOPT=noopt):
+    _half_op([(len(HALF_UNARY), *s)], apart(*HALF_UNARY), d)
+    _half_op([(len(HALF_POSITIVE), *s)], apart(*HALF_POSITIVE), d, low=0.25, high=3)
+    _half_op([(len(HALF_UNIT), *s)], apart(*HALF_UNIT), d, low=-0.9, high=0.9, ulps=8, rulps=8)   # 1/(1 - x^2) amplifies
+    _half_op([(len(HALF_BINARY), *s)] * 2, apart(*HALF_BINARY), d)
+    _half_op([s, s[-1:]], stacked(*HALF_BINARY[:6]), d)   # broadcast: the gradient sums
+
+def _reductions(a, full: bool = True):   # the reduce ops (a product accumulates like a sum), compositions that upcast (var)
+  out = [lambda x: x.sum(a, keepdim=True), lambda x: x.amax(a, keepdim=True)]
+  return out + [lambda x: (x * 0.25 + 1).prod(a, keepdim=True), lambda x: x.amin(a, keepdim=True), lambda x: x.var(a, keepdim=True)] if full else out
+
+def _scans(a): return [lambda x: x.softmax(a), lambda x: x.log_softmax(a), lambda x: x.cumsum(a)]
+
+@pytest.mark.parametrize("case", ["vec", "odd", "odd-noopt"])
+@pytest.mark.parametrize("d", HALF)
+def test_half_reduce(device, d, case):
+  # every axis of a realized input, and all axes at once; each reduce is a kernel of its own. The vectorized shape
+  # checks the reduce ops themselves (the kernels in lanes of 16 of a composition take seconds each to compile).
+  _cpu_only(device)
+  s, full = HALF_SHAPES[case.split("-")[0]], case != "vec"
+  with Context(NOOPT=int(case.endswith("noopt"))):
+    for a in range(len(s)):
+      _half_op([s], stacked(*_reductions(a, full)), d, ulps=8)
+      if full: _half_op([s], stacked(*_scans(a)), d, ulps=8)
+      helper_test_op([s], stacked(lambda x: x.argmax(a, keepdim=True), lambda x: x.argmin(a, keepdim=True)), dtype=d, forward_only=True)
+    if full: _half_op([s], stacked(*[lambda x, f=f: f(x).reshape(1) for f in (lambda x: x.sum(), lambda x: x.mean(), lambda x: x.amax())]), d, ulps=8)
+
+@pytest.mark.parametrize("d", HALF)
+def test_half_nn(device, d):
+  _cpu_only(device)
+  # the reported case: conv2d + max_pool2d in float16 did not compile
+  _half_op([(2, 3, 8, 8), (8, 3, 3, 3)], both(lambda x, w: F.max_pool2d(F.conv2d(x, w, padding=1), 2),
+                                              lambda x, w: x.conv2d(w, padding=1).max_pool2d()), d, ulps=8)
+  _half_op([(2, 3, 7, 7), (4, 3, 3, 3), (4,)], both(lambda x, w, b: F.avg_pool2d(F.conv2d(x, w, b, stride=2), 2, 1),
+                                                    lambda x, w, b: x.conv2d(w, b, stride=2).avg_pool2d(2, 1)), d, ulps=8, forward_only=True)
+  _half_op([(9, 33), (33, 17)], lambda x, y: x @ y, d, ulps=16)
+  _half_op([(4, 24), (24,), (24,)], both(lambda x, w, b: F.layer_norm(x, (24,), w, b), lambda x, w, b: x.layer_norm((24,), w, b)), d, ulps=8)
+  t = np.random.default_rng(1).integers(0, 10, size=(6,))
+  kw = {**_half_kw(d, ulps=8), "dtype": [d, "int64"]}
+  helper_test_op(None, lambda x, t: F.cross_entropy(x, t), lambda x, t: x.cross_entropy(t), vals=[_half_data((6, 10), d, -2, 2, 0), t], **kw)
