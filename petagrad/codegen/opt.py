@@ -198,8 +198,9 @@ class Kernel:
       tile = prod(r.arg[1] for r in body if r.op is Ops.RANGE and r.arg[2] == "upcast") >= TILE_ACCS
       if prod(r.arg[1] for r in loops) <= (TILE_MIN if tile else BLOCK_MIN): return None
       inner = TILE_INNER if tile else BLOCK_INNER
-      if not tile and simd_bytes and loops and not any(r.op is Ops.RANGE and r.arg[2] == "vector" for r in body) and 1 in loads_stride(red, loops[-1]):
-        inner *= max(1, simd_bytes // red.dtype.itemsize)
+      scalar = not any(r.op is Ops.RANGE and r.arg[2] == "vector" for r in body)
+      if not tile and simd_bytes and scalar and loops and 1 in loads_stride(red, loops[-1]):
+        inner *= max(1, simd_bytes // red.dtype.itemsize)   # the compiler's lanes: BLOCK_INNER each
       unroll = tuple(r for r in red.src[1:] if r.arg[2] == "unroll")
       vec = tuple(r for r in red.src[1:] if r.arg[2] == "vector")
       # vector lanes stay apart through every level and every tail: they are combined once, at the end
