@@ -144,5 +144,7 @@ def test_index_add_errors(device):
   with pytest.raises(IndexError, match=r"index_copy: index 3 is out of bounds"): x.index_copy(0, Tensor([3]), Tensor.ones(1, 2))
   with pytest.raises(ValueError, match=r"index_add: source must have shape \(2, 2\), got \(2, 3\)"): x.index_add(0, Tensor([0, 1]), Tensor.ones(2, 3))
   with pytest.raises(TypeError, match=r"index_fill: index must be a 0-d or 1-D integer Tensor"): x.index_fill(0, Tensor([[0]]), 1.0)
-  # a lazy invalid index adds nothing (the documented rule)
-  assert Tensor.zeros(3).index_add(0, Tensor([5, 1]) + 0, Tensor([1.0, 2.0])).tolist() == [0.0, 2.0, 0.0]
+  # a lazy invalid index raises when the result is computed (the documented rule)
+  with pytest.raises(IndexError, match=r"index_add: an index is out of bounds for dim 0 with size 3"):
+    Tensor.zeros(3).index_add(0, Tensor([5, 1]) + 0, Tensor([1.0, 2.0])).tolist()
+  assert Tensor.zeros(3).index_add(0, Tensor([2, 1]) + 0, Tensor([1.0, 2.0])).tolist() == [0.0, 2.0, 1.0]
