@@ -85,8 +85,9 @@ class TinyJit(Generic[R]):
     try: bound = self._bound.get(obj)
     except TypeError: bound = None   # unhashable or not weakly referenceable: a new capture per lookup would never replay
     if bound is None:
-      bound = TinyJit(functools.partial(self.fxn, obj))
-      functools.update_wrapper(bound, self.fxn)   # type: ignore[arg-type]
+      # the capture holds its instance weakly (the table's value must not keep its key alive)
+      fxn, ref = self.fxn, weakref.ref(obj)
+      bound = TinyJit(functools.update_wrapper(lambda *a, **kw: fxn(ref(), *a, **kw), fxn))
       try: self._bound[obj] = bound
       except TypeError:
         raise TypeError(f"TinyJit on a method needs instances that are hashable and weakly referenceable; "

@@ -312,3 +312,16 @@ def test_returned_view_of_an_input_follows_the_input():
   for i in range(4):
     a, b = f(Tensor([float(i)] * 4))
     assert a.tolist() == [[float(i)] * 2] * 2 and b.tolist() == [2.0 * i] * 4
+
+def test_jit_method_does_not_keep_its_instance_alive():
+  import gc, weakref
+  class M:
+    def __init__(self): self.w = Tensor.ones(2).contiguous().realize()
+    @TinyJit
+    def f(self, x: Tensor) -> Tensor: return (self.w * x).realize()
+  m = M()
+  for _ in range(3): m.f(Tensor([1.0, 2.0]))
+  r = weakref.ref(m)
+  del m
+  gc.collect()
+  assert r() is None and len(M.f._bound) == 0
