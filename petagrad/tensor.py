@@ -23,7 +23,7 @@ from petagrad.mixin.nn import NNMixin
 
 # "Already computed" lives with the tensors, never on IR nodes: a realized tensor holds a view of its buffer, and
 # so does every node of a live lazy graph that the realize computed (the graphs of other live tensors are rewritten
-# to read it: `_hand_over`). A graph built later, even one equal to a computed one, is computed again. A node that
+# to read it: `_HandOver`). A graph built later, even one equal to a computed one, is computed again. A node that
 # keeps its graph (a non-leaf that needs grad, a node inside another tensor's graph) is wrapped as
 # CUSTOM_GRAD(view, graph) "computed": the forward reads the view while its buffer holds what the realize wrote
 # (Buffer.writes, the buffer's version, is unchanged), else the graph is computed again; the gradient flows into the
@@ -87,8 +87,8 @@ def lazy_tensors() -> list[Tensor]:
   for k in dead: del _lazy_tensors[k]
   return out
 
-# while a TinyJit call runs: id -> (weak reference to the tensor, its uop before its first change in the call), for tensors that viewed a
-# buffer when they changed (the JIT writes their new value back into that buffer)
+# while a TinyJit call runs: id -> (weak reference to the tensor, its uop before its first change in the call), for
+# tensors that viewed a buffer when they changed (the JIT writes their new value back into that buffer)
 uop_changes: dict[int, tuple[Any, UOp]] | None = None
 
 def _raise_failed_checks(checks: dict[UOp, Any]) -> None:
