@@ -110,7 +110,8 @@ class TinyJit(Generic[R]):
                        "make a new TinyJit (or call .reset()) for other shapes")
       if len(consts) != len(self.signature[1]) or any(a is not b and a != b for a, b in zip(consts, self.signature[1])):   # type: ignore[index]
         raise JitError(f"TinyJit({self.__name__}): non-tensor arguments changed from {self.signature[1]} to {consts}; "   # type: ignore[index]
-                       "their values are baked into the captured kernels")
+                       "their values are baked into the captured kernels: pass a value that changes as a Tensor, or make a new "
+                       "TinyJit (or call .reset()) for each value")
       for ei, j, i in self.input_slots: self.captured[ei].bufs[j] = bufs[i]
       # every call returns tensors of its own (as an eager call does): the outputs go into fresh buffers, so results
       # a caller keeps (a list of losses, a lazy running sum) are not overwritten by the next replay
