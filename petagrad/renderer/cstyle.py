@@ -373,8 +373,8 @@ class CStyleRenderer(Renderer):
     return self._binary(op, sdt, a[0], a[1])
 
 def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
-  """For each innermost loop (no loop inside it), the accumulators it updates with + (None: not safe
-  to declare a SIMD loop, e.g. a max/bool/vector accumulator)."""
+  """For each innermost loop (no loop inside it), the accumulators it updates with + (None: not safe or not useful
+  to declare a SIMD loop, e.g. a max/bool/vector accumulator, or a gated gather: _gated_gather)."""
   out: dict[int, list[UOp] | None] = {}
   open_at: list[int] = []
   has_inner: set[int] = set()
@@ -386,12 +386,33 @@ def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
     elif u.op is Ops.ENDRANGE:
       j = open_at.pop()
       if j not in has_inner: out[j] = accs[j]
+    elif u.op is Ops.LOAD and len(u.src) > 2 and open_at and _gated_gather(u, uops[open_at[-1]]):
+      # GCC 12 unswitches an `omp simd` loop on such a gate and then takes time growing with the gather's stride
+      # (a stride of 256 floats: 1 s, 1024: 7 s, 4096: > 300 s, the timeout: a conv's weight gradient after a
+      # max_pool2d); without the pragma its own vectorizer decides, and the kernel compiles in 1.5 s
+      accs[open_at[-1]] = None
     elif u.op is Ops.ACC_UPDATE and open_at:
       j = open_at[-1]
       # (not a half: the reduction clause's final combine would skip the rounding)
       ok = u.arg is Ops.ADD and u.dtype.count == 1 and not u.dtype.is_bool and u.dtype not in HALF
       if accs[j] is not None: accs[j] = accs[j] + [u.src[0]] if ok else None
   return out
+
+def _gated_gather(load: UOp, r: UOp) -> bool:
+  """A load in loop r that is gated by a condition not depending on r (a padding mask of an outer axis) and whose
+  index steps by a constant other than 0 or 1 with r (or not by a constant): a masked gather."""
+  if any(r in g.toposort() for g in load.src[2:]): return False
+  coef: dict[UOp, int | None] = {}   # the coefficient of r in each node of the index (None: not affine in r)
+  for x in load.src[1].toposort():
+    c = [coef[s] for s in x.src]
+    if x.op is Ops.RANGE: coef[x] = 1 if x is r else 0
+    elif x.op in (Ops.ADD, Ops.SUB) and None not in c: coef[x] = c[0] + c[1] if x.op is Ops.ADD else c[0] - c[1]
+    elif x.op is Ops.MUL and None not in c and 0 in c:
+      k = x.src[1] if c[0] else x.src[0]   # the factor that does not step with r
+      coef[x] = 0 if c == [0, 0] else (c[0] or c[1]) * k.arg if k.op is Ops.CONST else None
+    elif x.op is Ops.NEG and None not in c: coef[x] = -c[0]
+    else: coef[x] = 0 if all(v == 0 for v in c) else None
+  return coef[load.src[1]] not in (0, 1)
 
 def _thread_loops(uops: list[UOp]) -> dict[int, int]:
   """Index of each outermost loop over a `thread` range -> index of its ENDRANGE. A program may hold several

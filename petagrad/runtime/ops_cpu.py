@@ -1,9 +1,9 @@
 """CPU device: C source compiled by the system compiler into a shared object, called through ctypes."""
 from __future__ import annotations
-import atexit, ctypes, functools, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
+import atexit, ctypes, functools, math, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
 from typing import Callable
 from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program
-from petagrad.helpers import CC, CFLAGS, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, mark_used
+from petagrad.helpers import CC, CFLAGS, COMPILE_TIMEOUT, DEBUG, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, mark_used
 from petagrad.renderer.cstyle import CRenderer
 
 # Only for OMP=1 (kernels threaded by OpenMP): idle OpenMP threads spin at every barrier by default, stealing the
@@ -75,16 +75,46 @@ class ClangCompiler(Compiler):
   def _version(self) -> str:
     try: return subprocess.run([self.cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError): return "unknown"
+  # Bounded compile time. GCC has loop nests it optimizes for minutes (the one known is avoided by the renderer: see
+  # _gated_gather in renderer/cstyle.py). So a kernel first compiles with the full flags under a limit of
+  # COMPILE_TIMEOUT seconds of the compiler's CPU time (CPU time, not wall time: compiles side by side on a loaded
+  # machine do not trip it; a wall-clock limit a few times longer backs it up), and one that runs out is compiled
+  # again with FAST_FLAGS: -O1 without the simd pragmas runs none of the passes that blew up (vectorizer, loop
+  # unswitching, PRE), so it compiles in about the time of parsing, while keeping every flag that changes results
+  # (-fwrapv, -ffp-contract=fast, ...); such a kernel runs slower, which is the price of a bounded compile. The
+  # library is cached under the kernel's source like any other (memory and disk compile cache), so the slow attempt
+  # is paid once per kernel and machine, not on every run.
+  FAST_FLAGS = {"-O3": "-O1", "-fopenmp-simd": None, "-fopenmp": None}
+  def fast_flags(self) -> list[str]:
+    return [f for f in (self.FAST_FLAGS.get(f, f) for f in self.flags) if f is not None]
   def compile(self, src: str, name: str) -> bytes:
+    limit = float(COMPILE_TIMEOUT)
+    try: return self._run(self.flags, src, name, limit if limit > 0 else None)
+    except _CompileTooSlow as e:
+      if DEBUG >= 1: print(f"*** compiling {name} took over {limit:g} s of CPU time ({e}): built again with {' '.join(self.fast_flags())}")
+      return self._run(self.fast_flags(), src, name, None)
+  def _run(self, flags: list[str], src: str, name: str, cpu_limit: float | None) -> bytes:
     with tempfile.TemporaryDirectory() as d:
       out = os.path.join(d, "k.so")
+      cmd = [self.cc, *flags, "-x", "c", "-", "-o", out]
+      # the CPU-time limit applies to the compiler and each program it runs (cc1, as, ld); set by the shell, as
+      # preexec_fn is not safe with the compile threads of realize.compile_kernels
+      if cpu_limit is not None: cmd = ["/bin/sh", "-c", 'ulimit -t "$0" && exec "$@"', str(max(1, math.ceil(cpu_limit))), *cmd]
       try:
-        p = subprocess.run([self.cc, *self.flags, "-x", "c", "-", "-o", out], input=src, capture_output=True, text=True, timeout=300)
+        p = subprocess.run(cmd, input=src, capture_output=True, text=True, timeout=300 if cpu_limit is None else max(60.0, 4 * cpu_limit))
+      except subprocess.TimeoutExpired as e:
+        if cpu_limit is not None: raise _CompileTooSlow("wall-clock limit") from e
+        raise CompileError(f"compiler {self.cc!r} ran over 300 s for kernel {name}\n--- source ---\n{src}") from e
       except (OSError, subprocess.SubprocessError) as e:
         raise CompileError(f"compiler {self.cc!r} could not run for kernel {name}: {e}\n--- source ---\n{src}") from e
+      if p.returncode != 0 and cpu_limit is not None and any(m in p.stderr for m in _KILLED): raise _CompileTooSlow("CPU-time limit")
       if p.returncode != 0 or not os.path.exists(out):
         raise CompileError(f"compiling kernel {name} with {self.cc!r} failed (exit {p.returncode}):\n{p.stderr.strip()}\n--- source ---\n{src}")
       with open(out, "rb") as f: return f.read()
+
+class _CompileTooSlow(Exception): pass
+# how gcc and clang report a compiler process killed by the CPU-time limit (SIGXCPU, then SIGKILL)
+_KILLED = ("signal terminated program", "unable to execute command", "CPU time limit", "Killed")
 
 class CPUProgram(Program):
   def __init__(self, name: str, lib: bytes, meta=None):
