@@ -11,10 +11,14 @@ import importlib, ctypes, functools, mmap
 from dataclasses import dataclass
 from typing import Any
 from petagrad.dtype import DType
-from petagrad.helpers import DEV, cache_dir, content_hash, read_cached, write_cached, GlobalCounters
+from petagrad.helpers import DEV, SANITIZE, cache_dir, content_hash, read_cached, write_cached, GlobalCounters
 
 class CompileError(RuntimeError):
   """A kernel failed to compile; the message names the kernel and shows its source."""
+
+class OutOfBoundsError(IndexError):
+  """A kernel read or wrote outside one of its buffers (found by SANITIZE=1 or the PYTHON device's checks); the message
+  names the kernel, the buffer (parameter position, dtype, element count) and the index."""
 
 class Allocator:
   """Device memory. Host devices return objects exposing the buffer protocol."""
@@ -31,11 +35,15 @@ class HostAllocator(Allocator):
 
   Big buffers are anonymous mmaps; freed ones are kept (up to POOL_BYTES) and handed out again for the same
   size: a fresh mapping costs a page fault per 4 KiB page on first touch (a 4 MiB output: ~1-3 ms in a VM).
-  Memory from the pool is not zeroed, like any allocator's; every kernel writes all of its output."""
+  Memory from the pool is not zeroed, like any allocator's; every kernel writes all of its output.
+
+  With SANITIZE=1 every buffer is placed to end exactly where a PROT_NONE page begins (guarded), so an access past its
+  end from any code faults at once (the process dies; faulthandler prints the Python stack: docs/safety.md)."""
   def __init__(self):
     self._pool: dict[int, list[Any]] = {}
     self._pooled = 0
   def alloc(self, nbytes: int) -> Any:
+    if SANITIZE: return guarded(nbytes)
     if nbytes < (1 << 16): return (ctypes.c_uint8 * max(nbytes, 1))()
     if (free := self._pool.get(nbytes)):
       self._pooled -= nbytes
@@ -49,11 +57,27 @@ class HostAllocator(Allocator):
       except OSError: pass
     return (ctypes.c_uint8 * nbytes).from_buffer(m)
   def free(self, raw: Any, nbytes: int) -> None:
-    if nbytes < (1 << 16) or self._pooled + nbytes > POOL_BYTES: return
+    if nbytes < (1 << 16) or self._pooled + nbytes > POOL_BYTES or SANITIZE: return
     self._pool.setdefault(nbytes, []).append(raw)
     self._pooled += nbytes
   def copyin(self, dest: Any, src: memoryview) -> None: memoryview(dest).cast('B')[:src.nbytes] = src
   def copyout(self, dest: memoryview, src: Any) -> None: dest[:] = memoryview(src).cast('B')[:dest.nbytes]
+
+PAGE = mmap.PAGESIZE
+@functools.cache
+def _mprotect():
+  f = ctypes.CDLL(None, use_errno=True).mprotect
+  f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int], ctypes.c_int
+  return f
+
+def guarded(nbytes: int) -> Any:
+  """nbytes (at least 1) in an anonymous mapping, ending exactly at a PROT_NONE page."""
+  n = max(nbytes, 1)
+  data = -(-n // PAGE) * PAGE
+  m = mmap.mmap(-1, data + PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+  base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+  if _mprotect()(base + data, PAGE, 0) != 0: raise OSError(ctypes.get_errno(), "mprotect of a guard page failed")
+  return (ctypes.c_uint8 * n).from_buffer(m, data - n)   # keeps the mapping alive; unmapped with the array
 
 class Compiler:
   """Turns rendered source into a loadable artifact, cached in memory and on disk."""

@@ -68,6 +68,7 @@ THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Se
 OMP = Flag("OMP", 0, "1: CPU kernels spread their thread loop with OpenMP (parallel for) instead of petagrad's thread pool. Read when the CPU device is created.")
 POOL_SPIN_US = Flag("POOL_SPIN_US", 100, "Microseconds a CPU pool worker (and a caller waiting for it) spins after its last job before it sleeps. Read when the pool is loaded.")
 COMPILE_TIMEOUT = Flag("COMPILE_TIMEOUT", 20, "Seconds of CPU time the CPU device's compiler may spend on a kernel with the full flags; a kernel that takes longer is built again with flags that compile fast (-O1), once (cached). 0: no limit.")
+SANITIZE = Flag("SANITIZE", 0, "1: memory-safety checking: CPU kernels bounds-check every load and store (OutOfBoundsError naming the kernel, buffer and index) and host buffers end at a PROT_NONE guard page (docs/safety.md). Slow; for tests.")
 PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
 MNIST_PATH = Flag("MNIST_PATH", "", "Folder holding the MNIST/Fashion-MNIST IDX files; nn.datasets looks there first. Empty: not set.")
 

@@ -16,7 +16,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached, write_cached
+from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, SANITIZE, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached, write_cached
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure, substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
@@ -86,9 +86,9 @@ def compile_kernels(device: str, todo: list[tuple[Kernel | list[Member], str, li
   return [lib if isinstance(lib, Exception) else CompiledKernel(name, device, applied(kk), dev.program(name, lib), src, prog.flops, params)
           for (kk, name, params), prog, src, lib in zip(todo, progs, srcs, libs)]
 
-def _code_flags() -> tuple[int, int, int]:
+def _code_flags() -> tuple[int, int, int, int]:
   """The flags that change the code generated for a kernel (they key the program caches and the launch plans)."""
-  return (int(NOOPT), int(BEAM), cpu_threads())
+  return (int(NOOPT), int(BEAM), cpu_threads(), int(SANITIZE))
 
 def _kernel_key(device: str, parts: tuple[Part, ...]) -> tuple: return (device, parts, *_code_flags())
 
@@ -216,7 +216,8 @@ class ExecItem:
     k = self.kernel
     raw = [b.raw for b in self.bufs]
     st = time.perf_counter()
-    k.program(*raw)
+    if getattr(k.program, "sanitized", False): k.program(*raw, sizes=[b.size for b in self.bufs])   # bounds-checked (SANITIZE)
+    else: k.program(*raw)
     et = time.perf_counter() - st
     for w in self.writes:
       if w.in_place:

@@ -18,7 +18,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.dtype import DType, dtypes
 from petagrad.codegen.linearize import LinearProgram
-from petagrad.helpers import cpu_threads, OMP
+from petagrad.helpers import cpu_threads, OMP, SANITIZE
 
 class Renderer:
   """Base of all renderers: turns a linear program into source text for one device."""
@@ -94,16 +94,41 @@ class CStyleRenderer(Renderer):
   # ------------------------------------------------------------ the program
   def render(self, name: str, prog: LinearProgram, params: list[DType]) -> str:
     names: dict[UOp, str] = {}
-    lines: list[str] = []
-    depth, counter = 1, 0
+    self._counter = 0
     self._vec_types: dict[str, tuple[str, int]] = {}
     self._f16_vec: set[int] = set()   # lane counts of float16 vectors converted with the F16C helpers (F16_VEC)
+    self._outlined: list[str] = []
+    self.sanitize = bool(SANITIZE)   # bounds-check every load and store (docs/safety.md); part of the program cache keys
     uops = prog.uops
-    innermost = _innermost_loops(uops)
+    if not self.sanitize: lines = self._body(name, uops, names, params, "plain")
+    else:
+      # A checked access changes how the compiler treats the code around it (a sum GCC vectorized adds in another order,
+      # a multiply and add in other basic blocks are no longer fused), so results would differ in the last bits. Where
+      # no index or mask depends on loaded data, a first pass runs only the index math and checks every access (where
+      # its mask holds); without a bad one the kernel then runs exactly as built without SANITIZE, else fully checked
+      # (every bad access recorded and skipped). A kernel whose indices depend on its data (a gather) runs checked.
+      checked = self._body(name, uops, names, params, "checked")
+      if (need := _index_math(uops)) is None: lines = checked
+      else:
+        probe, plain = self._body(name, uops, names, params, "probe", need), self._body(name, uops, names, params, "plain")
+        lines = (["  int pg_bad_ = 0;", "  {"] + ["  " + l for l in probe] + ["  }", "  if (!pg_bad_) {"] + ["  " + l for l in plain] +
+                 ["  } else {"] + ["  " + l for l in checked] + ["  }"])
+    args = ", ".join([f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params)] + (SANITIZE_ARGS if self.sanitize else []))
+    pool = POOL_DECL if self._outlined else ""
+    check = SANITIZE_DECL.format(params=" ".join(d.name for d in params)) if self.sanitize else ""
+    return (f"{self.preamble}{pool}{check}{self.vector_typedefs()}{''.join(self._outlined)}"
+            f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n")
+
+  def _body(self, name: str, uops: list[UOp], names: dict[UOp, str], params: list[DType], mode: str, need: set[UOp] | None = None) -> list[str]:
+    """The kernel's statements. mode: plain; checked (every access bounds-checked); probe (only the loops and the index
+    math in `need`, and a check of every access that sets pg_bad_)."""
+    self._checks = mode != "plain"
+    lines: list[str] = []
+    depth = 1
+    innermost = _innermost_loops(uops) if mode != "probe" else {}
     # a loop over a `thread` range is outlined into a function the thread pool runs in chunks (thread_pool);
     # its lines go to that function while it is open
-    outlined: list[str] = []
-    thread_end = _thread_loops(uops) if self.thread_pool else {}
+    thread_end = _thread_loops(uops) if self.thread_pool and mode != "probe" else {}
     open_thread: tuple[int, list[str], int, list[UOp]] | None = None   # (end index, caller's lines, caller's depth, captured)
     for i, u in enumerate(uops):
       op, dt = u.op, u.dtype
@@ -122,7 +147,7 @@ class CStyleRenderer(Renderer):
           if simd: lines.append(f"  {self.simd_pragma}{red}")
           lines.append(f"  for (long long {v} = lo_; {v} < hi_; {v}++) {{")
           continue
-        if u.arg[2] == "thread" and self.thread_pragma and not self.thread_pool:
+        if u.arg[2] == "thread" and self.thread_pragma and not self.thread_pool and mode != "probe":
           lines.append(f"{ind}{self.thread_pragma}{' simd' if simd else ''}{red} num_threads({cpu_threads()})")
         elif simd: lines.append(f"{ind}{self.simd_pragma}{red}")
         lines.append(f"{ind}for (long long {v} = 0; {v} < {u.arg[1]}; {v}++) {{")
@@ -132,55 +157,83 @@ class CStyleRenderer(Renderer):
         if open_thread is not None and i == open_thread[0]:
           body, (_, lines, depth, captured) = lines, open_thread
           open_thread = None
-          k = len(outlined)
-          outlined.append(self._outline(name, k, body, captured, params, names))
-          init = ", ".join([f"data{j}" for j in range(len(params))] + [names[c] for c in captured])
+          k = len(self._outlined)
+          self._outlined.append(self._outline(name, k, body, captured, params, names))
+          init = ", ".join([f"data{j}" for j in range(len(params))] + (["pg_n_", "pg_err_"] if self.sanitize else []) + [names[c] for c in captured])
           call = f"pg_parallel_for({name}_t{k}, &a_, {u.src[0].arg[1]}LL, {cpu_threads()})"
           lines.append(f"{'  ' * depth}{{ struct {name}_a{k} a_ = {{{init}}}; if (pg_parallel_for) {call}; else {name}_t{k}(&a_, 0, {u.src[0].arg[1]}LL); }}")
         continue
-      if op is Ops.STORE:
-        buf, idx, val = (names[s] for s in u.src)
-        vdt = u.src[2].dtype
-        if vdt.count > 1 and vdt.scalar().is_bool:   # masks are stored as bytes 0/1
-          lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, {self._vt('unsigned char', vdt.count)});")
-        else:
-          if _is_half(vdt): val = self._to_store(vdt, val)
-          if vdt.count > 1: lines.append(f"{ind}*(({self.tname(vdt)}u*)({buf} + {idx})) = {val};")
-          else: lines.append(f"{ind}{buf}[{idx}] = {val};")
-        continue
-      if op is Ops.ACC_UPDATE:
-        acc, val = u.src
-        if _is_half(acc.dtype):   # computed in float, rounded at every update
-          va, vv = acc.replace(dtype=_fv(acc.dtype)), val.replace(dtype=_fv(val.dtype))
-          expr = self.reduce_expr(u.arg, va, vv, {va: names[acc], vv: names[val]})
-          if u.arg is not Ops.MAX: expr = self._round(acc.dtype, expr)
-        else: expr = self.reduce_expr(u.arg, acc, val, names)
-        lines.append(f"{ind}{names[acc]} = {expr};"); continue
-      counter += 1
-      v = {Ops.LOAD: "val", Ops.DEFINE_ACC: "acc"}.get(op, "alu") + str(counter)
-      names[u] = v
-      if op is Ops.DEFINE_ACC: expr = names[u.src[0]]
-      elif op is Ops.LOAD:
-        buf, idx = names[u.src[0]], names[u.src[1]]
-        if dt.count > 1 and dt.scalar().is_bool:
-          expr = f"(-__builtin_convertvector(*(({self._vt('unsigned char', dt.count)}u*)({buf} + {idx})), {self.tname(dt)}))"
-        else:
-          expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
-          if _is_half(dt): expr = self._from_store(dt, expr)
-        if len(u.src) == 4:   # a vector load under a lane mask, with a scalar "every lane valid" fast path
-          m, sdt = names[u.src[2]], dt.scalar()
-          def lane(i: int) -> str: return self._from_store(sdt, f"{buf}[{idx} + {i}]") if _is_half(sdt) else f"{buf}[{idx} + {i}]"
-          lanes = ", ".join(f"(({m})[{i}] ? {lane(i)} : {self.const(0, _fv(sdt))})" for i in range(dt.count))
-          expr = f"({names[u.src[3]]} ? {expr} : (({self.vtype(dt)}){{{lanes}}}))"
-        elif len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, _fv(dt))})"
-      elif any(_is_half(x.dtype) for x in (u, *u.src)): expr = self._half_expr(u, names)
-      else: expr = self._expr(u, names)
-      lines.append(f"{ind}{self.vtype(dt)} {v} = {expr};")
+      if mode != "probe": self._emit(u, names, lines, ind)
+      elif u in need: self._emit(u, names, lines, ind)
+      elif op in (Ops.LOAD, Ops.STORE): lines += self._probe(u, names, ind)
     assert open_thread is None, "a thread loop was never closed"
-    args = ", ".join(f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params))
-    pool = POOL_DECL if outlined else ""
-    return (f"{self.preamble}{pool}{self.vector_typedefs()}{''.join(outlined)}"
-            f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n")
+    return lines
+
+  def _probe(self, x: UOp, names: dict[UOp, str], ind: str) -> list[str]:
+    """The checks of one access, where it happens (its mask holds), setting pg_bad_."""
+    p, idx = x.src[0].arg, names[x.src[1]]
+    if x.op is Ops.STORE: return [f"{ind}if (!{self._check(p, idx, x.src[2].dtype.count, True)}) pg_bad_ = 1;"]
+    if len(x.src) == 4: return [f"{ind}if (({names[x.src[2]]})[{k}] && !{self._check(p, f'{idx} + {k}', 1, False)}) pg_bad_ = 1;" for k in range(x.dtype.count)]
+    gate = f"({names[x.src[2]]}) && " if len(x.src) == 3 else ""
+    return [f"{ind}if ({gate}!{self._check(p, idx, x.dtype.count, False)}) pg_bad_ = 1;"]
+
+  def _emit(self, u: UOp, names: dict[UOp, str], lines: list[str], ind: str) -> None:
+    """The line(s) of one instruction that is not a loop's start or end."""
+    op, dt = u.op, u.dtype
+    if op is Ops.CONST: names[u] = self.const(u.arg, _fv(dt)); return
+    if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; return
+    if op is Ops.STORE:
+      buf, idx, val = (names[s] for s in u.src)
+      vdt = u.src[2].dtype
+      ind += self._check(u.src[0].arg, idx, vdt.count, True, "if ({}) ")
+      if vdt.count > 1 and vdt.scalar().is_bool:   # masks are stored as bytes 0/1
+        lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, {self._vt('unsigned char', vdt.count)});")
+      else:
+        if _is_half(vdt): val = self._to_store(vdt, val)
+        if vdt.count > 1: lines.append(f"{ind}*(({self.tname(vdt)}u*)({buf} + {idx})) = {val};")
+        else: lines.append(f"{ind}{buf}[{idx}] = {val};")
+      return
+    if op is Ops.ACC_UPDATE:
+      acc, val = u.src
+      if _is_half(acc.dtype):   # computed in float, rounded at every update
+        va, vv = acc.replace(dtype=_fv(acc.dtype)), val.replace(dtype=_fv(val.dtype))
+        expr = self.reduce_expr(u.arg, va, vv, {va: names[acc], vv: names[val]})
+        if u.arg is not Ops.MAX: expr = self._round(acc.dtype, expr)
+      else: expr = self.reduce_expr(u.arg, acc, val, names)
+      lines.append(f"{ind}{names[acc]} = {expr};"); return
+    self._counter += 1
+    v = {Ops.LOAD: "val", Ops.DEFINE_ACC: "acc"}.get(op, "alu") + str(self._counter)
+    names[u] = v
+    if op is Ops.DEFINE_ACC: expr = names[u.src[0]]
+    elif op is Ops.LOAD:
+      buf, idx, p = names[u.src[0]], names[u.src[1]], u.src[0].arg
+      if dt.count > 1 and dt.scalar().is_bool:
+        ut = self._vt('unsigned char', dt.count)
+        expr = f"(-__builtin_convertvector({self._checked(p, idx, dt.count, f'*(({ut}u*)({buf} + {idx}))', f'({ut}){{}}')}, {self.tname(dt)}))"
+      else:
+        expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
+        expr = self._checked(p, idx, dt.count, expr, f"({self.tname(dt)}){{}}" if dt.count > 1 else "0")
+        if _is_half(dt): expr = self._from_store(dt, expr)
+      if len(u.src) == 4:   # a vector load under a lane mask, with a scalar "every lane valid" fast path
+        m, sdt = names[u.src[2]], dt.scalar()
+        def lane(i: int) -> str:
+          x = self._checked(p, f"{idx} + {i}", 1, f"{buf}[{idx} + {i}]", "0")   # checked only where the lane is valid
+          return self._from_store(sdt, x) if _is_half(sdt) else x
+        lanes = ", ".join(f"(({m})[{i}] ? {lane(i)} : {self.const(0, _fv(sdt))})" for i in range(dt.count))
+        expr = f"({names[u.src[3]]} ? {expr} : (({self.vtype(dt)}){{{lanes}}}))"
+      elif len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, _fv(dt))})"
+    elif any(_is_half(x.dtype) for x in (u, *u.src)): expr = self._half_expr(u, names)
+    else: expr = self._expr(u, names)
+    lines.append(f"{ind}{self.vtype(dt)} {v} = {expr};")
+
+  # ------------------------------------------------------------ SANITIZE: bounds checks (docs/safety.md)
+  def _check(self, p: int, idx: str, lanes: int, store: bool, fmt: str = "{}") -> str:
+    """The condition that buffer p holds elements idx..idx+lanes-1 (recording the first access that does not), in fmt;
+    "" when not sanitizing."""
+    return fmt.format(f"pg_ok(pg_n_, pg_err_, {p}, {idx}, {lanes}, {int(store)})") if self._checks else ""
+  def _checked(self, p: int, idx: str, lanes: int, read: str, zero: str) -> str:
+    """A read of buffer p that happens only if it is in bounds (else zero; a bad access is recorded and skipped)."""
+    return f"({self._check(p, idx, lanes, False)} ? {read} : {zero})" if self._checks else read
 
   def _expr(self, u: UOp, names: dict[UOp, str]) -> str:
     dt = u.dtype
@@ -250,7 +303,7 @@ class CStyleRenderer(Renderer):
     """A thread loop as `static void name_tk(args, lo_, hi_)` over [lo_, hi_) of its range, with the kernel's
     buffers and the values it reads from outside the loop (`captured`) passed in a struct."""
     def ctype(c: UOp) -> str: return "long long" if c.op is Ops.RANGE else self.vtype(c.dtype)
-    fields = [f"{self.types[d]}* data{j}" for j, d in enumerate(params)] + [f"{ctype(c)} {names[c]}" for c in captured]
+    fields = [f"{self.types[d]}* data{j}" for j, d in enumerate(params)] + (SANITIZE_ARGS if self.sanitize else []) + [f"{ctype(c)} {names[c]}" for c in captured]
     unpack = [f"  {f} = a_->{f.split()[-1].lstrip('*')};" for f in fields]
     return (f"struct {name}_a{k} {{ {'; '.join(fields)}; }};\n"
             f"static void {name}_t{k}(void *p_, long long lo_, long long hi_) {{\n"
@@ -398,6 +451,16 @@ def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
       if accs[j] is not None: accs[j] = accs[j] + [u.src[0]] if ok else None
   return out
 
+def _index_math(uops: list[UOp]) -> set[UOp] | None:
+  """The instructions that compute the kernel's indices and masks (SANITIZE's first pass), or None where one depends on
+  loaded data or an accumulator (a gather: it cannot run without the accesses it checks)."""
+  need: set[UOp] = set()
+  for x in uops:
+    if x.op in (Ops.LOAD, Ops.STORE):
+      for s in (x.src[1:] if x.op is Ops.LOAD else x.src[1:2]): need.update(s.toposort())
+  if any(y.op in (Ops.LOAD, Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.STORE) for y in need): return None
+  return {y for y in need if y.op not in (Ops.RANGE, Ops.CONST, Ops.DEFINE_GLOBAL)}
+
 def _gated_gather(load: UOp, r: UOp) -> bool:
   """A load in loop r that is gated by a condition not depending on r (a padding mask of an outer axis) and whose
   index steps by a constant other than 0 or 1 with r (or not by a constant): a masked gather."""
@@ -473,6 +536,18 @@ static inline _Float16_v{n} __f2h_v{n}(float_v{n} x) {{
 #endif
 }}
 static inline float_v{n} __hround_v{n}(float_v{n} x) {{ return __h2f_v{n}(__f2h_v{n}(x)); }}"""
+
+# SANITIZE: a kernel gets each buffer's element count and an error record (the runtime reads it after the launch:
+# hit, parameter, store?, index, lanes, element count). pg_ok checks one access of `lanes` elements; the first bad one
+# (across threads) is recorded, and the caller skips it. pg_params_ names the parameters' dtypes for the error message.
+SANITIZE_ARGS = ["const long long* pg_n_", "long long* pg_err_"]
+SANITIZE_DECL = """const char pg_params_[] = "{params}";
+static inline int pg_ok(const long long *n, long long *e, int p, long long i, long long lanes, int store) {{
+  if (__builtin_expect(i >= 0 && i <= n[p] - lanes, 1)) return 1;
+  if (__atomic_exchange_n(&e[0], 1LL, __ATOMIC_RELAXED) == 0) {{ e[1] = p; e[2] = store; e[3] = i; e[4] = lanes; e[5] = n[p]; }}
+  return 0;
+}}
+"""
 
 # what a kernel that uses the pool needs: a pointer to the pool's entry point (runtime/threadpool.c), which the runtime
 # sets after loading the kernel; null (the pool is not loaded yet, or could not be built): loops run on this thread

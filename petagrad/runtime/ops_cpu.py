@@ -2,9 +2,10 @@
 from __future__ import annotations
 import atexit, ctypes, functools, math, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
 from typing import Callable
-from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program
+from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, OutOfBoundsError, Program
 from petagrad.helpers import CC, CFLAGS, COMPILE_TIMEOUT, DEBUG, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, mark_used
 from petagrad.renderer.cstyle import CRenderer
+from petagrad.dtype import DTYPES_BY_NAME
 
 # Only for OMP=1 (kernels threaded by OpenMP): idle OpenMP threads spin at every barrier by default, stealing the
 # core the working thread needs when the machine is shared or a step runs many small kernels (measured 1.5-2.7x
@@ -131,11 +132,27 @@ class CPUProgram(Program):
     self.uses_workers = b"pg_parallel_for" in lib
     self._pool_ptr = ctypes.c_void_p.in_dll(dll, "pg_parallel_for") if self.uses_workers else None
     if self._pool_ptr is not None: self._link_pool()
+    # a bounds-checked kernel (SANITIZE=1) takes the buffers' element counts and an error record after the buffers
+    self.sanitized = b"pg_params_" in lib
+    if self.sanitized:
+      self.param_dtypes = ctypes.string_at(ctypes.addressof(ctypes.c_char.in_dll(dll, "pg_params_"))).decode().split()
   def _link_pool(self) -> None:
     if (entry := thread_pool().entry): self._pool_ptr.value, self._pool_ptr = entry, None   # type: ignore[union-attr]
-  def __call__(self, *bufs) -> None:
+  def __call__(self, *bufs, sizes: list[int] | None = None) -> None:
+    """Run on the buffers (ctypes arrays pass as pointers). A bounds-checked kernel takes `sizes`, the buffers' element
+    counts (default: their byte sizes over the dtypes), and raises OutOfBoundsError after a launch with a bad access."""
     if self._pool_ptr is not None: self._link_pool()
-    self.fxn(*bufs)   # ctypes arrays pass as pointers
+    if not self.sanitized: self.fxn(*bufs); return
+    dts = [DTYPES_BY_NAME[d] for d in self.param_dtypes]
+    if len(bufs) != len(dts): raise TypeError(f"kernel {self.name} takes {len(dts)} buffers, got {len(bufs)}")
+    n = list(sizes) if sizes is not None else [ctypes.sizeof(b) // d.itemsize for b, d in zip(bufs, dts)]
+    err = (ctypes.c_longlong * 6)()
+    self.fxn(*bufs, (ctypes.c_longlong * max(len(n), 1))(*n), err)
+    if err[0]:
+      _, p, store, i, lanes, size = err
+      what = f"{'a store to' if store else 'a load from'} buffer {p} (parameter {p}: {dts[p].name}, {size} elements)"
+      where = f"index {i}" + (f" ({lanes} lanes: {i}..{i + lanes - 1})" if lanes > 1 else "")
+      raise OutOfBoundsError(f"kernel {self.name}: {what} at {where}, out of bounds [0, {size}); the access was skipped")
   def wake(self) -> None:
     if self.uses_workers and (prewake := thread_pool().prewake) is not None: prewake()
 

@@ -1,11 +1,12 @@
 """PYTHON device: interprets the same linear program the C renderers print, one scalar at a time.
 
 It is the reference (its ALU comes from petagrad.uop.alu, the definition of every op) and a debugging
-aid: every load and store is bounds-checked (PYTHON_CHECK=1), so an indexing bug raises IndexError.
+aid: every load and store is bounds-checked (PYTHON_CHECK=1), so an indexing bug raises OutOfBoundsError (an IndexError)
+naming the kernel, the buffer and the index, as the CPU device does with SANITIZE=1.
 """
 from __future__ import annotations
 import ast, math, struct
-from petagrad.device import Compiler, DeviceSpec, HostAllocator, Program
+from petagrad.device import Compiler, DeviceSpec, HostAllocator, OutOfBoundsError, Program
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.uop.alu import exec_alu, exec_cast, exec_bitcast
@@ -39,6 +40,7 @@ class PythonRenderer(Renderer):
     return "\n".join(lines) + "\n"
 
 class PythonProgram(Program):
+  sanitized = True   # takes the buffers' element counts (ExecItem.run passes them): the bounds it checks against
   def __init__(self, name: str, lib: bytes, meta=None):
     super().__init__(name, lib, meta)
     self.instrs = [(Ops[o], DTYPES_BY_NAME[d], s, _dec(a)) for o, d, s, a in
@@ -48,7 +50,11 @@ class PythonProgram(Program):
     for i, (op, _, src, _) in enumerate(self.instrs):
       if op is Ops.ENDRANGE: self.loop_end[src[0]] = i
 
-  def __call__(self, *bufs) -> None:
+  def _oob(self, what: str, g: int, idx: int, size: int) -> OutOfBoundsError:
+    p, dt = self.instrs[g][3], self.instrs[g][1]
+    return OutOfBoundsError(f"kernel {self.name}: {what} buffer {p} (parameter {p}: {dt.name}, {size} elements) at index {idx}, out of bounds [0, {size})")
+
+  def __call__(self, *bufs, sizes: list[int] | None = None) -> None:
     ins, n = self.instrs, len(self.instrs)
     vals: list = [None] * n
     check = bool(PYTHON_CHECK)
@@ -64,7 +70,7 @@ class PythonProgram(Program):
         vals[r] += 1
         if vals[r] < ins[r][3][1]: pc = r + 1; continue
       elif op is Ops.CONST: vals[pc] = arg
-      elif op is Ops.DEFINE_GLOBAL: vals[pc] = (bufs[arg], len(memoryview(bufs[arg]).cast('B')) // dt.itemsize)
+      elif op is Ops.DEFINE_GLOBAL: vals[pc] = (bufs[arg], sizes[arg] if sizes is not None else len(memoryview(bufs[arg]).cast('B')) // dt.itemsize)
       elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]
       elif op is Ops.ACC_UPDATE:
         a = src[0]
@@ -74,12 +80,12 @@ class PythonProgram(Program):
         if len(src) == 3 and not vals[src[2]]: vals[pc] = truncate(0, dt)
         else:
           (buf, size), idx = vals[src[0]], vals[src[1]]
-          if check and not 0 <= idx < size: raise IndexError(f"kernel {self.name}: load index {idx} out of bounds [0, {size})")
+          if check and not 0 <= idx < size: raise self._oob("a load from", src[0], idx, size)
           v = struct.unpack_from(fmt(dt), buf, idx * dt.itemsize)[0]
           vals[pc] = bf16_bits_to_float(v) if dt == dtypes.bfloat16 else v
       elif op is Ops.STORE:
         (buf, size), idx, v = vals[src[0]], vals[src[1]], vals[src[2]]
-        if check and not 0 <= idx < size: raise IndexError(f"kernel {self.name}: store index {idx} out of bounds [0, {size})")
+        if check and not 0 <= idx < size: raise self._oob("a store to", src[0], idx, size)
         dst = ins[src[0]][1]
         struct.pack_into(fmt(dst), buf, idx * dst.itemsize, float_to_bf16_bits(v) if dst == dtypes.bfloat16 else v)
       elif op is Ops.CAST: vals[pc] = exec_cast(vals[src[0]], ins[src[0]][1], dt)
