@@ -95,6 +95,8 @@ class ClangCompiler(Compiler):
       if DEBUG >= 1: print(f"*** compiling {name} took over {limit:g} s of CPU time ({e}): built again with {' '.join(self.fast_flags())}")
       return self._run(self.fast_flags(), src, name, None)
   def _run(self, flags: list[str], src: str, name: str, cpu_limit: float | None) -> bytes:
+    # (run through the shell below, a missing compiler would look like a failed compile)
+    if shutil.which(self.cc) is None: raise CompileError(f"compiler {self.cc!r} could not run for kernel {name}: not found")
     with tempfile.TemporaryDirectory() as d:
       out = os.path.join(d, "k.so")
       cmd = [self.cc, *flags, "-x", "c", "-", "-o", out]

@@ -83,7 +83,8 @@ def _end(r: UOp) -> UOp: return UOp(Ops.ENDRANGE, r.dtype, (r,))
 
 def _compile(uops: list[UOp], nparams: int, threads: int = 3) -> tuple[str, CPUProgram]:
   _pool()
-  with Context(THREADS=threads):
+  # the plain build (these tests read its source and call it without SANITIZE's extra arguments)
+  with Context(THREADS=threads, SANITIZE=0):
     src = CRenderer().render("k", LinearProgram(uops), [dtypes.float32] * nparams)
   return src, CPUProgram("k", ClangCompiler().compile(src, "k"))
 
