@@ -29,6 +29,11 @@ class Allocator:
 
 POOL_BYTES = 512 << 20   # freed big host buffers kept for reuse, at most
 HUGEPAGE_BYTES = 2 << 20  # buffers at least this big ask for transparent huge pages
+# bytes of allocated memory before and after every host buffer's data: vectorized kernel code may read (never write) a
+# whole vector of which some lanes fall outside the data, discarding those lanes (GCC 12 for AVX-512 turns a masked load
+# whose mask it knows at compile time into a full-width load and a blend); one 512-bit vector on each side keeps such
+# reads inside the allocation
+MARGIN = 64
 
 class HostAllocator(Allocator):
   """Memory in this process, as ctypes byte arrays (so C kernels get plain pointers).
@@ -37,31 +42,37 @@ class HostAllocator(Allocator):
   size: a fresh mapping costs a page fault per 4 KiB page on first touch (a 4 MiB output: ~1-3 ms in a VM).
   Memory from the pool is not zeroed, like any allocator's; every kernel writes all of its output.
 
-  With SANITIZE=1 every buffer is placed to end exactly where a PROT_NONE page begins (guarded), so an access past its
-  end from any code faults at once (the process dies; faulthandler prints the Python stack: docs/safety.md)."""
+  Every buffer's data has MARGIN allocated bytes before and after it (reads of discarded vector lanes stay inside).
+  With SANITIZE=1 every buffer is placed so that its margin ends exactly where a PROT_NONE page begins (guarded), so an
+  access further past its end from any code faults at once (the process dies; faulthandler prints the Python stack:
+  docs/safety.md)."""
   def __init__(self):
     self._pool: dict[int, list[Any]] = {}
     self._pooled = 0
   def alloc(self, nbytes: int) -> Any:
     if SANITIZE: return guarded(nbytes)
-    if nbytes < (1 << 16): return (ctypes.c_uint8 * max(nbytes, 1))()
+    if nbytes < (1 << 16): return _inner((ctypes.c_uint8 * (max(nbytes, 1) + 2 * MARGIN))(), nbytes)
     if (free := self._pool.get(nbytes)):
       self._pooled -= nbytes
       return free.pop()
     # anonymous memory, zeroed lazily by the OS as the kernel's threads first touch it
-    m = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # private: shared memory gets no huge pages
+    m = mmap.mmap(-1, nbytes + 2 * MARGIN, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)   # private: no huge pages when shared
     # 2 MiB pages where the kernel offers them on request (transparent hugepages in "madvise" mode): streaming a
     # big buffer through 4 KiB pages is limited by TLB misses (a 64 MiB row sum: 29 -> 59 GB/s measured here)
     if nbytes >= HUGEPAGE_BYTES and hasattr(mmap, "MADV_HUGEPAGE"):
       try: m.madvise(mmap.MADV_HUGEPAGE)
       except OSError: pass
-    return (ctypes.c_uint8 * nbytes).from_buffer(m)
+    return _inner(m, nbytes)
   def free(self, raw: Any, nbytes: int) -> None:
     if nbytes < (1 << 16) or self._pooled + nbytes > POOL_BYTES or SANITIZE: return
     self._pool.setdefault(nbytes, []).append(raw)
     self._pooled += nbytes
   def copyin(self, dest: Any, src: memoryview) -> None: memoryview(dest).cast('B')[:src.nbytes] = src
   def copyout(self, dest: memoryview, src: Any) -> None: dest[:] = memoryview(src).cast('B')[:dest.nbytes]
+
+def _inner(mem: Any, nbytes: int, offset: int = MARGIN) -> Any:
+  """nbytes (at least 1) of mem from offset, as a ctypes byte array that keeps mem alive."""
+  return (ctypes.c_uint8 * max(nbytes, 1)).from_buffer(mem, offset)
 
 PAGE = mmap.PAGESIZE
 @functools.cache
@@ -71,13 +82,14 @@ def _mprotect():
   return f
 
 def guarded(nbytes: int) -> Any:
-  """nbytes (at least 1) in an anonymous mapping, ending exactly at a PROT_NONE page."""
+  """nbytes (at least 1) in an anonymous mapping, with MARGIN bytes before and after, the second ending exactly at a
+  PROT_NONE page."""
   n = max(nbytes, 1)
-  data = -(-n // PAGE) * PAGE
+  data = -(-(n + 2 * MARGIN) // PAGE) * PAGE
   m = mmap.mmap(-1, data + PAGE, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
   base = ctypes.addressof(ctypes.c_char.from_buffer(m))
   if _mprotect()(base + data, PAGE, 0) != 0: raise OSError(ctypes.get_errno(), "mprotect of a guard page failed")
-  return (ctypes.c_uint8 * n).from_buffer(m, data - n)   # keeps the mapping alive; unmapped with the array
+  return _inner(m, n, data - MARGIN - n)   # keeps the mapping alive; unmapped with the array
 
 class Compiler:
   """Turns rendered source into a loadable artifact, cached in memory and on disk."""

@@ -6,7 +6,7 @@ import os, subprocess, sys, textwrap
 import numpy as np
 import pytest
 from petagrad import Tensor
-from petagrad.device import Buffer, HostAllocator, OutOfBoundsError
+from petagrad.device import MARGIN, Buffer, HostAllocator, OutOfBoundsError
 from petagrad.dtype import DType, dtypes
 from petagrad.helpers import Context
 from petagrad.uop.ops import Ops
@@ -53,7 +53,7 @@ def build(name: str, uops: list[UOp], params: list[DType], threads: bool = False
   return CPUProgram(name, ClangCompiler().compile_cached(src, name))
 
 def buf(n: int, fill=None) -> tuple[object, np.ndarray]:
-  """A host buffer of n float32 (guarded: it ends at a PROT_NONE page) and a numpy view of it."""
+  """A host buffer of n float32 (guarded: its margin ends at a PROT_NONE page) and a numpy view of it."""
   with Context(SANITIZE=1): raw = HostAllocator().alloc(4 * n)
   a = np.frombuffer(raw, dtype=np.float32, count=n)
   a[:] = np.arange(n, dtype=np.float32) if fill is None else fill
@@ -167,28 +167,46 @@ def test_python_device_names_the_buffer():
 # ---------------------------------------------------------------- guard pages
 
 def test_guard_page_faults(tmp_path):
-  # a read one byte past a buffer's end (no kernel: nothing checks it) kills the process; faulthandler names the line
+  # a read one byte past a buffer's margin (no kernel: nothing checks it) kills the process; faulthandler names the line
   code = textwrap.dedent("""
     import ctypes
-    from petagrad.device import HostAllocator
+    from petagrad.device import HostAllocator, MARGIN
     from petagrad.helpers import Context
     with Context(SANITIZE=1): raw = HostAllocator().alloc(100)
     ctypes.memmove(raw, b"x" * 100, 100)   # the whole buffer is usable
     print("inside ok", flush=True)
-    ctypes.string_at(ctypes.addressof(raw) + 100, 1)   # one past the end
+    ctypes.string_at(ctypes.addressof(raw) + 100 + MARGIN - 1, 1)   # the margin's last byte is readable
+    print("margin ok", flush=True)
+    ctypes.string_at(ctypes.addressof(raw) + 100 + MARGIN, 1)   # one past the margin
     print("not reached")
   """)
   p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=120,
                      cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-  assert "inside ok" in p.stdout and "not reached" not in p.stdout
+  assert "inside ok" in p.stdout and "margin ok" in p.stdout and "not reached" not in p.stdout
   assert p.returncode != 0 and "Segmentation fault" in p.stderr, (p.returncode, p.stderr[-2000:])
+
+def test_discarded_vector_lanes_read_inside_the_margin():
+  # GCC 12 (AVX-512) loads the gradient of a circular pad as full vectors blended with a mask it knows at compile time:
+  # the discarded lanes read past the buffer's data. Run in a subprocess with guard pages: before the margins this
+  # faulted (the process died)
+  code = textwrap.dedent("""
+    import numpy as np
+    from petagrad import Tensor
+    x = Tensor(np.arange(24, dtype=np.float32).reshape(2, 3, 4), requires_grad=True)
+    y = x.pad_mode((2, 1), "circular")
+    (y * Tensor(np.ones(y.shape, np.float32))).sum().backward()
+    print(x.grad.numpy().sum(), flush=True)
+  """)
+  p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code], capture_output=True, text=True, timeout=300,
+                     env={**os.environ, "SANITIZE": "1"}, cwd=os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+  assert p.returncode == 0 and p.stdout.split()[-1] == "42.0", (p.returncode, p.stderr[-2000:])
 
 def test_guarded_buffers_end_at_a_page():
   with Context(SANITIZE=1):
     for n in (1, 7, 4096, 4097, 1 << 20):
       raw = HostAllocator().alloc(n)
       import ctypes, mmap
-      assert len(raw) == n and (ctypes.addressof(raw) + n) % mmap.PAGESIZE == 0
+      assert len(raw) == n and (ctypes.addressof(raw) + n + MARGIN) % mmap.PAGESIZE == 0
 
 # ---------------------------------------------------------------- normal ops are unchanged
 
