@@ -1,6 +1,17 @@
-"""petagrad: PyTorch-style tensors, lazily fused into kernels generated and compiled at run time."""
+"""petagrad: PyTorch-style tensors, lazily fused into kernels generated and compiled at run time.
+
+The top-level names are tinygrad's (`from tinygrad import Tensor, TinyJit, ...` ports with an import change):
+
+>>> from petagrad import Tensor, TinyJit, Device, dtypes, Context, GlobalCounters, nn, getenv, fetch
+>>> nn.Linear(2, 3)(Tensor.ones(1, 2)).shape
+(1, 3)
+
+tinygrad's `Variable` (symbolic shapes) does not exist in petagrad yet; see docs/coming_from_tinygrad.md.
+"""
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes, DType
 from petagrad.device import Device
-from petagrad.helpers import Context, GlobalCounters, DEBUG
-__all__ = ["Tensor", "dtypes", "DType", "Device", "Context", "GlobalCounters", "DEBUG"]
+from petagrad.helpers import Context, GlobalCounters, DEBUG, getenv, fetch
+from petagrad.engine.jit import TinyJit
+from petagrad import nn   # after Tensor: petagrad.nn imports petagrad.tensor
+__all__ = ["Tensor", "TinyJit", "dtypes", "DType", "Device", "Context", "GlobalCounters", "DEBUG", "getenv", "fetch", "nn"]

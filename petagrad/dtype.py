@@ -7,8 +7,8 @@ dtypes.int16
 from __future__ import annotations
 import math, struct
 from dataclasses import dataclass
-from typing import Final
-from petagrad.helpers import DEFAULT_FLOAT
+from typing import Any, Callable, Final
+from petagrad.helpers import DEFAULT_FLOAT, DEFAULT_INT, user_frame
 
 class _Interned(type):
   """DType(...) returns the one instance per value: dtypes key every UOp lookup, and with one instance per value
@@ -57,14 +57,16 @@ class DType(metaclass=_Interned):
     return math.inf
 
 class _DTypesMeta(type):
-  # default_float reads (and writes) the DEFAULT_FLOAT flag, so Context(DEFAULT_FLOAT=...) and
-  # `dtypes.default_float = dtypes.float16` both work
+  # default_float / default_int read (and write) the DEFAULT_FLOAT / DEFAULT_INT flags, so Context(DEFAULT_FLOAT=...)
+  # (a name or a DType) and `dtypes.default_float = dtypes.float16` both work
   @property
   def default_float(cls) -> DType: return to_dtype(str(DEFAULT_FLOAT.value))
   @default_float.setter
-  def default_float(cls, d: DType) -> None:
-    if not to_dtype(d).is_float: raise TypeError(f"default_float must be a float dtype, got {d}")
-    DEFAULT_FLOAT.value = to_dtype(d).name
+  def default_float(cls, d: DType | str) -> None: DEFAULT_FLOAT.value = DEFAULT_FLOAT.check(d, f"dtypes.default_float = {d!r} at {user_frame()}")
+  @property
+  def default_int(cls) -> DType: return to_dtype(str(DEFAULT_INT.value))
+  @default_int.setter
+  def default_int(cls, d: DType | str) -> None: DEFAULT_INT.value = DEFAULT_INT.check(d, f"dtypes.default_int = {d!r} at {user_frame()}")
 
 class dtypes(metaclass=_DTypesMeta):
   """The namespace of all dtypes, as in tinygrad (`dtypes.float32`, `dtypes.default_float`)."""
@@ -85,8 +87,8 @@ class dtypes(metaclass=_DTypesMeta):
   half, float, double, bf16 = float16, float32, float64, bfloat16
   char, short, int, long = int8, int16, int32, int64
   uchar = uint8
-  # the default dtypes of Python scalars; default_float follows the DEFAULT_FLOAT flag
-  default_int: DType = int64
+  # the default dtypes of Python scalars, default_float and default_int, follow the DEFAULT_FLOAT and DEFAULT_INT
+  # flags (properties of the metaclass)
   # the loop/index dtype of generated kernels
   index: Final = int64
 
@@ -115,6 +117,18 @@ def to_dtype(x: DType | str) -> DType:
   name = str(x).replace("torch.", "").replace("numpy.", "")
   if name in DTYPES_BY_NAME: return DTYPES_BY_NAME[name]
   raise TypeError(f"unknown dtype {x!r}; known: {', '.join(DTYPES_BY_NAME)}")
+
+def _flag_dtype(kind: str, allowed: tuple[str, ...]) -> Callable[[Any], str]:
+  """The `convert` hook of a dtype flag: a DType (or a torch/numpy dtype, by name) -> its name, which must be one of
+  `allowed`; the flag itself checks names given as strings against its choices."""
+  def convert(v: Any) -> str:
+    try: d = to_dtype(v)
+    except TypeError: raise TypeError(f"takes {kind} dtype or its name, got {type(v).__name__} {v!r}") from None
+    if d.name not in allowed: raise ValueError(f"takes {kind} dtype ({', '.join(allowed)}), got {d!r}")
+    return d.name
+  return convert
+DEFAULT_FLOAT.convert = _flag_dtype("a float", ("float16", "bfloat16", "float32", "float64"))
+DEFAULT_INT.convert = _flag_dtype("an int", ("int32", "int64"))
 
 def promote(a: DType, b: DType) -> DType:
   """Least common dtype of two tensor dtypes, following PyTorch (and numpy where PyTorch refuses)."""

@@ -6,7 +6,7 @@
 """
 from __future__ import annotations
 import functools, os, sys, operator, time, contextlib, pathlib, hashlib, shutil, threading
-from typing import Any, Iterable, TypeVar, Sequence
+from typing import Any, Callable, Iterable, Iterator, TypeVar, Sequence
 
 T = TypeVar("T")
 
@@ -15,15 +15,24 @@ T = TypeVar("T")
 class Flag:
   """One configuration value: read from the environment variable `name`, overridable with `Context`. Its type is
   its default's: an int flag takes ints (and strings of ints, as the environment gives), a string flag strings (one
-  of `choices` when given). A value of the wrong type raises where it is given, naming the flag."""
-  def __init__(self, name: str, default: Any, doc: str, choices: Sequence[str] | None = None):
+  of `choices` when given). A value of the wrong type raises where it is given, naming the flag.
+
+  `convert`: turns a value that is not a string into one this flag takes (raising TypeError/ValueError when it
+  cannot). helpers.py is the lowest layer and imports nothing of petagrad, so a higher layer registers it after
+  the fact: dtype.py sets DEFAULT_FLOAT.convert and DEFAULT_INT.convert, which turn a DType into its name
+  (`Context(DEFAULT_FLOAT=dtypes.half)`)."""
+  def __init__(self, name: str, default: Any, doc: str, choices: Sequence[str] | None = None, convert: Callable[[Any], Any] | None = None):
     self.name, self.default, self.doc, self.choices = name, default, doc, tuple(choices) if choices else None
+    self.convert = convert
     raw = os.environ.get(name)
     # an empty variable (DEBUG= python ...) means the default
     self.value = default if raw is None or raw.strip() == "" else self.check(raw, f"environment variable {name}={raw!r}")
     FLAGS[name] = self
   def check(self, v: Any, where: str) -> Any:
     """v converted to this flag's type; TypeError/ValueError naming the flag and `where` it came from otherwise."""
+    if self.convert is not None and not isinstance(v, str):
+      try: v = self.convert(v)
+      except (TypeError, ValueError) as e: raise type(e)(f"{where}: flag {self.name}: {e}") from None
     if isinstance(self.default, bool):
       if isinstance(v, str): return v.strip().lower() not in ("", "0", "false", "no")
       if isinstance(v, int): return bool(v)
@@ -63,6 +72,10 @@ CACHE_MB = Flag("CACHE_MB", 4096, "Megabytes the on-disk caches may take; beyond
 DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk caches (compiled libraries, generated programs, lowered kernels).")
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).",
                      choices=("float16", "bfloat16", "float32", "float64", "half", "bf16", "float", "double"))
+DEFAULT_INT = Flag("DEFAULT_INT", "int64", "dtype of Python ints (Tensor([1, 2]), int scalars with bool tensors) and of index-producing ops (int32, int64). tinygrad's default is int32.",
+                   choices=("int32", "int64", "int", "long"))
+TRAINING = Flag("TRAINING", 0, "1: training mode, tinygrad's Context(TRAINING=1) (Dropout drops, BatchNorm uses batch statistics); Tensor.training is to read and write it.")
+NO_COLOR = Flag("NO_COLOR", 0, "1: helpers.colored returns text without ANSI color codes (https://no-color.org).")
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
 OMP = Flag("OMP", 0, "1: CPU kernels spread their thread loop with OpenMP (parallel for) instead of petagrad's thread pool. Read when the CPU device is created.")
@@ -167,15 +180,220 @@ class GlobalCounters:
 
 # ---------------------------------------------------------------- small utilities
 
-def prod(xs: Iterable[int]) -> int: return functools.reduce(operator.mul, xs, 1)
-def dedup(xs: Iterable[T]) -> list[T]: return list(dict.fromkeys(xs))
+# the names tinygrad's helpers give (petagrad.helpers.getenv, colored, tqdm, Timing, fetch, ...), so code written for
+# tinygrad imports them from here
+
+OSX, WIN = sys.platform == "darwin", sys.platform == "win32"
+CI = os.environ.get("CI", "") != ""   # running under a CI system (GitHub Actions and most others set CI=true)
+
+def prod(xs: Iterable[int]) -> int:
+  """The product of xs (1 when empty).
+
+  >>> prod((2, 3, 4)), prod(())
+  (24, 1)
+  """
+  return functools.reduce(operator.mul, xs, 1)
+def dedup(xs: Iterable[T]) -> list[T]:
+  """xs without repeats, in first-seen order.
+
+  >>> dedup([3, 1, 3, 2, 1])
+  [3, 1, 2]
+  """
+  return list(dict.fromkeys(xs))
 def argfix(*x) -> tuple:
-  """Accept both f(1, 2, 3) and f((1, 2, 3))."""
+  """Accept both f(1, 2, 3) and f((1, 2, 3)).
+
+  >>> argfix(1, 2, 3), argfix((1, 2, 3)), argfix([4])
+  ((1, 2, 3), (1, 2, 3), (4,))
+  """
   if x and isinstance(x[0], (tuple, list)):
     if len(x) != 1: raise ValueError(f"bad arguments {x}: pass either one tuple or several ints")
     return tuple(x[0])
   return x
-def flatten(xss: Iterable[Iterable[T]]) -> list[T]: return [x for xs in xss for x in xs]
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
+  """One level of nesting removed.
+
+  >>> flatten([[1, 2], (3,), []])
+  [1, 2, 3]
+  """
+  return [x for xs in xss for x in xs]
+def all_same(items: Sequence) -> bool:
+  """Are all items equal (True for an empty sequence)?
+
+  >>> all_same([2, 2, 2]), all_same([1, 2]), all_same([])
+  (True, False, True)
+  """
+  return all(x == items[0] for x in items)
+def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
+  """An int repeated cnt times, or a sequence as a tuple (tinygrad's make_tuple).
+
+  >>> make_tuple(3, 2), make_tuple([1, 2], 2)
+  ((3, 3), (1, 2))
+  """
+  return (x,) * cnt if isinstance(x, int) else tuple(x)
+def make_pair(x: int | Sequence[int], cnt: int = 2) -> tuple[int, ...]:
+  """make_tuple with cnt=2 by default (the older tinygrad name).
+
+  >>> make_pair(3), make_pair((1, 2))
+  ((3, 3), (1, 2))
+  """
+  return make_tuple(x, cnt)
+
+def getenv(key: str, default: Any = 0) -> Any:
+  """The environment variable key converted to the type of default (tinygrad's getenv): getenv("BS", 64) is an
+  int, getenv("NAME", "") a string; a missing or empty variable gives default. A bool default takes 0/1, true/false,
+  yes/no. Read on every call (tinygrad caches the first value).
+
+  >>> import os
+  >>> os.environ["PETAGRAD_DOC_BS"] = "32"
+  >>> getenv("PETAGRAD_DOC_BS", 64), getenv("PETAGRAD_DOC_MISSING", 64), getenv("PETAGRAD_DOC_MISSING")
+  (32, 64, 0)
+  """
+  raw = os.environ.get(key)
+  if raw is None or raw == "": return default
+  if isinstance(default, bool): return raw.strip().lower() not in ("0", "false", "no", "off")
+  try: return type(default)(raw)
+  except (TypeError, ValueError): raise ValueError(f"environment variable {key}={raw!r}: expected a {type(default).__name__} like its default {default!r}") from None
+
+_COLORS = ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white")
+def colored(st: Any, color: str | None, background: bool = False) -> str:
+  """st wrapped in the ANSI codes of color (black, red, green, yellow, blue, magenta, cyan, white; an upper-case
+  name is the bright variant), as the background with background=True. color None or NO_COLOR=1: st unchanged.
+
+  >>> colored("ok", "green")
+  '\\x1b[32mok\\x1b[0m'
+  >>> colored("BIG", "RED", background=True), colored("plain", None)
+  ('\\x1b[101mBIG\\x1b[0m', 'plain')
+  """
+  if color is None or NO_COLOR: return st
+  if color.lower() not in _COLORS: raise ValueError(f"colored: unknown color {color!r}; known: {', '.join(_COLORS)} (upper case: bright)")
+  return f"\x1b[{10 * background + 60 * (color.upper() == color) + 30 + _COLORS.index(color.lower())}m{st}\x1b[0m"
+
+def get_child(obj: Any, key: str) -> Any:
+  """Follow a dotted path from obj: numeric parts index (lists, Sequential), others are dict keys or attributes
+  (tinygrad's get_child; the inverse of a state-dict key).
+
+  >>> class Block: pass
+  >>> b = Block(); b.layers = [{"w": 1}, {"w": 2}]
+  >>> get_child(b, "layers.1.w")
+  2
+  """
+  for k in key.split("."):
+    if k.isnumeric(): obj = obj[int(k)]
+    elif isinstance(obj, dict): obj = obj[k]
+    else: obj = getattr(obj, k)
+  return obj
+
+class Timing(contextlib.ContextDecorator):
+  """Print the time a block (or a decorated function) took: prefix, then milliseconds, then on_exit(nanoseconds)
+  when given (tinygrad's Timing). enabled=False prints nothing. The last time is kept in .et (ns).
+
+  >>> with Timing("sum: ", enabled=False) as t: _ = sum(range(1000))
+  >>> t.et > 0
+  True
+  """
+  def __init__(self, prefix: str = "", on_exit: Callable[[int], str] | None = None, enabled: bool = True):
+    self.prefix, self.on_exit, self.enabled = prefix, on_exit, enabled
+  def __enter__(self):
+    self.st = time.perf_counter_ns()
+    return self
+  def __exit__(self, *exc) -> None:
+    self.et = time.perf_counter_ns() - self.st
+    if self.enabled: print(f"{self.prefix}{self.et * 1e-6:6.2f} ms" + (self.on_exit(self.et) if self.on_exit else ""))
+
+class _PlainProgress:
+  """What tqdm() gives when the tqdm package is not installed: iterates (or counts update()s) and prints a plain
+  line to stderr at most every 5 seconds and at the end; nothing when disabled (disable=None: when stderr is not a
+  terminal). Takes tqdm's arguments and ignores the ones it has no use for."""
+  def __init__(self, iterable: Iterable | None = None, desc: str = "", total: int | None = None, disable: bool | None = False,
+               unit: str = "it", unit_scale: bool = False, initial: int = 0, **_: Any):
+    self.iterable, self.unit, self.n = iterable, unit, initial
+    self.total = total if total is not None else (len(iterable) if hasattr(iterable, "__len__") else None)   # type: ignore[arg-type]
+    self.disable = (not sys.stderr.isatty()) if disable is None else bool(disable)
+    self.desc, self.t0, self.last, self.closed = desc, time.perf_counter(), time.perf_counter(), False
+  def __iter__(self) -> Iterator:
+    if self.iterable is None: raise TypeError("tqdm: give an iterable to iterate over")
+    try:
+      for x in self.iterable:
+        yield x
+        self.update(1)
+    finally: self.close()
+  def __len__(self) -> int: return self.total or 0
+  def __enter__(self): return self
+  def __exit__(self, *exc) -> None: self.close()
+  def set_description(self, desc: str = "", refresh: bool = True) -> None: self.desc = desc
+  def set_postfix(self, *args: Any, **kwargs: Any) -> None: self.postfix = kwargs
+  def update(self, n: int = 1) -> None:
+    self.n += n
+    if not self.disable and time.perf_counter() - self.last > 5: self._print()
+  def _print(self) -> None:
+    self.last = time.perf_counter()
+    rate = self.n / max(self.last - self.t0, 1e-9)
+    print(f"{self.desc + ': ' if self.desc else ''}{self.n}{f'/{self.total}' if self.total else ''} {self.unit} [{self.last - self.t0:.1f} s, {rate:.2f} {self.unit}/s]",
+          file=sys.stderr, flush=True)
+  def close(self) -> None:
+    if not self.closed and not self.disable: self._print()
+    self.closed = True
+  @staticmethod
+  def write(s: str) -> None: print(s, file=sys.stderr, flush=True)
+
+def tqdm(iterable: Iterable[T] | None = None, desc: str = "", disable: bool | None = False, unit: str = "it", unit_scale: bool = False,
+         total: int | None = None, **kwargs: Any) -> Any:
+  """A progress bar over iterable (tinygrad's signature; extra keywords go to tqdm): the real `tqdm.tqdm` when the
+  tqdm package is installed (the `examples` extra), else a plain iterator that prints a line now and then.
+
+  >>> [x * 2 for x in tqdm(range(3), disable=True)]
+  [0, 2, 4]
+  """
+  try: from tqdm import tqdm as real
+  except ImportError: real = _PlainProgress
+  return real(iterable, desc=desc, disable=disable, unit=unit, unit_scale=unit_scale, total=total, **kwargs)
+
+def trange(n: int, **kwargs: Any) -> Any:
+  """tqdm(range(n), total=n, **kwargs).
+
+  >>> sum(trange(4, disable=True))
+  6
+  """
+  return tqdm(range(n), total=n, **kwargs)
+
+def fetch(url: str, name: str | os.PathLike | None = None, subdir: str | None = None, gunzip: bool = False, allow_caching: bool = True,
+          headers: dict[str, str] | None = None, sha256: str | None = None, timeout: float = 30.0) -> pathlib.Path:
+  """Download url (with urllib: http(s), ftp or file:// URLs) into CACHEDIR/downloads and return the file's path
+  (tinygrad's fetch). A file already there is not downloaded again (allow_caching=False: always download). name:
+  the file name in that folder (default: a hash of the url), or a path of its own when it holds a '/'. gunzip:
+  store the data decompressed. sha256: the expected hash of what is stored; a mismatch raises ValueError (and the
+  file is not kept). A local path ('/...' or './...') is returned as it is. The file appears whole or not at all.
+
+  >>> import tempfile, pathlib
+  >>> src = pathlib.Path(tempfile.mkdtemp()) / "data.txt"; _ = src.write_text("hello")
+  >>> fetch(src.as_uri(), allow_caching=False).read_text()
+  'hello'
+  """
+  import urllib.request, gzip
+  if url.startswith(("/", ".")): return pathlib.Path(url)
+  if name is not None and (isinstance(name, pathlib.Path) or "/" in str(name)): fp = pathlib.Path(name)
+  else:
+    tag = hashlib.md5("\n".join(f"{k}:{v}" for k, v in sorted((headers or {}).items())).encode()).hexdigest()[:8] if headers else ""
+    fp = cache_dir() / "downloads" / (subdir or "") / ((str(name) if name else hashlib.md5(url.encode()).hexdigest()) + (f"_{tag}" if tag else "") + (".gunzip" if gunzip else ""))
+  if fp.is_file() and allow_caching and (sha256 is None or hashlib.sha256(fp.read_bytes()).hexdigest() == sha256): return fp
+  fp.parent.mkdir(parents=True, exist_ok=True)
+  req = urllib.request.Request(url, headers={"User-Agent": "petagrad", **(headers or {})})
+  tmp = fp.with_name(f"{fp.name}.tmp{os.getpid()}_{threading.get_ident()}")
+  try:
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+      length = int(r.headers.get("content-length") or 0) if not gunzip else 0
+      src = gzip.GzipFile(fileobj=r) if gunzip else r
+      h = hashlib.sha256()
+      with open(tmp, "wb") as f, tqdm(total=length or None, unit="B", unit_scale=True, desc=url, disable=None) as bar:
+        while chunk := src.read(1 << 16):
+          h.update(chunk); f.write(chunk); bar.update(len(chunk))
+    if length and (got := os.path.getsize(tmp)) < length: raise OSError(f"fetch {url}: got {got} of {length} bytes")
+    if sha256 is not None and h.hexdigest() != sha256: raise ValueError(f"fetch {url}: sha256 is {h.hexdigest()}, expected {sha256}")
+    os.replace(tmp, fp)
+  finally:
+    if tmp.exists(): tmp.unlink()
+  return fp
 def strides_for_shape(shape: Sequence[int]) -> tuple[int, ...]:
   out, acc = [], 1
   for s in reversed(shape): out.append(acc); acc *= s

@@ -81,8 +81,10 @@ class LoadResult(NamedTuple):
   unexpected_keys: list[str]
   mismatched_keys: list[tuple[str, tuple[int, ...], tuple[int, ...]]]   # (key, model shape, given shape)
 
-class StateDictError(RuntimeError):
-  """load_state_dict(strict=True) found missing, unexpected or shape-mismatched keys."""
+class StateDictError(RuntimeError, ValueError):
+  """load_state_dict(strict=True) found missing, unexpected or shape-mismatched keys. Both a RuntimeError (what
+  torch's Module.load_state_dict raises) and a ValueError (what tinygrad's load_state_dict raises), so code ported
+  from either catches it."""
 
 def _to_tensor(v: Any, like: Tensor) -> Tensor:
   """A state-dict value -> Tensor on like's device: petagrad Tensors, numpy arrays, torch tensors (duck-typed)."""
@@ -99,14 +101,17 @@ def _to_tensor(v: Any, like: Tensor) -> Tensor:
 def _shape_of(v: Any) -> tuple[int, ...]:
   return tuple(v.shape) if hasattr(v, "shape") else tuple(Tensor(v).shape)
 
-def load_state_dict(obj: Any, state_dict: Mapping[str, Any], strict: bool = True, verbose: bool = False) -> LoadResult:
+def load_state_dict(obj: Any, state_dict: Mapping[str, Any], strict: bool = True, verbose: bool = False, consume: bool = False,
+                    realize: bool = True) -> LoadResult:
   """Copy state_dict's values into obj's tensors (found by get_state_dict), in place with assign: each value
   is cast to the tensor's dtype and moved to its device. Values may be petagrad Tensors, numpy arrays or
   torch tensors, so `{k: v.numpy() for k, v in torch_model.state_dict().items()}` loads.
 
   strict=True: any missing key (in obj, not in state_dict), unexpected key (in state_dict, not in obj) or
-  shape mismatch raises StateDictError naming every one of them, and nothing is loaded.
-  strict=False: loads the keys that match and returns them all in a LoadResult."""
+  shape mismatch raises StateDictError (a RuntimeError like torch's and a ValueError like tinygrad's) naming every
+  one of them, and nothing is loaded. strict=False: loads the keys that match and returns them all in a LoadResult.
+  consume=True (tinygrad's): the loaded keys are removed from state_dict (a mutable mapping). realize is accepted
+  for tinygrad's signature: the values are always written when this returns."""
   model = get_state_dict(obj)
   missing = [k for k in model if k not in state_dict]
   unexpected = [k for k in state_dict if k not in model]
@@ -131,6 +136,9 @@ def load_state_dict(obj: Any, state_dict: Mapping[str, Any], strict: bool = True
     write(t, v.to(t.device))
     if not any(w is t for w in written): written.append(t)
   commit(*written)
+  if consume:
+    for k in model:
+      if k in state_dict and k not in bad: del state_dict[k]   # type: ignore[attr-defined]
   return res
 
 # ====================================================================== atomic writes
