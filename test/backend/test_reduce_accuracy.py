@@ -114,8 +114,8 @@ def test_beam_keeps_blocks(cpu, tmp_path):
   try:
     with Context(BEAM=2, CACHEDIR=str(tmp_path)): got = Tensor(a).sum(1).numpy()
   finally: realize.capture_hooks.remove(launched.append)
-  # the winner depends on timings (lanes, unrolls), its blocks with it: 1e-7 to 7e-7 (unblocked: 6e-5)
-  assert rel_err(got, a.astype(np.float64).sum(1)) < 2e-6
+  # the winner depends on timings (lanes, unrolls), its blocks with it: 1e-7 to 2.4e-6 seen (unblocked: 6e-5)
+  assert rel_err(got, a.astype(np.float64).sum(1)) < 1e-5
   assert any(o.op is opt.OptOps.BLOCK for ei in launched if ei.kernel for os_ in ei.kernel.opts for o in os_)
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16", "float64"])
