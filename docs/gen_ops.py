@@ -173,7 +173,7 @@ def record(name: str) -> dict:
   doc = (getattr(Tensor, name).__doc__ or "").strip().split("\n")[0] if callable(getattr(Tensor, name, None)) else ""
   if isinstance(attr, property) or not callable(getattr(Tensor, name, None)):
     return {"name": name, "kind": "property" if isinstance(attr, property) else "attribute", "call": "", "grad": "-", "dtypes": {}, "doc": doc}
-  static = isinstance(attr, staticmethod)
+  static = isinstance(attr, (staticmethod, classmethod))   # class methods (Tensor.zeros, Tensor.stack, ...) are called on the class too
   kind = "creation" if name in CREATION else "plumbing" if name in PLUMBING else "static" if static else "method"
   with Context(DEV="CPU"):
     candidates = [SAMPLES[name]] if name in SAMPLES else _generic_calls(name, static)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.symbolic import simplify
-from petagrad.schedule.schedule import substitute
+from petagrad.uop.graph import substitute
 from petagrad.dtype import dtypes
 
 def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)

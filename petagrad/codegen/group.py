@@ -13,7 +13,7 @@ of a buffer that a later kernel overwrites come before its store in every iterat
 from __future__ import annotations
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
-from petagrad.schedule.schedule import substitute
+from petagrad.uop.graph import substitute
 
 Nest = tuple[UOp, tuple[int, ...]]   # a kernel AST (SINK of STOREs) and its parameters' positions in the launch
 

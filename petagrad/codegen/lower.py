@@ -11,7 +11,7 @@ from petagrad.uop.uop import UOp
 from petagrad.uop.symbolic import simplify
 from petagrad.dtype import dtypes
 from petagrad.helpers import strides_for_shape
-from petagrad.schedule.schedule import substitute
+from petagrad.uop.graph import substitute
 
 Idx = tuple[UOp, ...]
 TRUE = UOp.const(dtypes.bool, True)

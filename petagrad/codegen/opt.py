@@ -23,7 +23,7 @@ from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.symbolic import simplify
 from petagrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
-from petagrad.schedule.schedule import substitute
+from petagrad.uop.graph import substitute
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod
 

@@ -6,6 +6,7 @@ winner returned, with long float sums blocked (Kernel.block_sums): the search ne
 """
 from __future__ import annotations
 import json, time
+from typing import Callable
 from petagrad.uop.ops import Ops
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.codegen.heuristic import block_sums
@@ -58,8 +59,10 @@ def _time(ck, raw: list, runs: int = 3) -> float:
     best = min(best, time.perf_counter() - st)
   return best
 
-def beam_search(device: str, k: Kernel, params: list[DType], width: int) -> Kernel:
-  from petagrad.engine.realize import compile_kernels
+def beam_search(device: str, k: Kernel, params: list[DType], width: int, compile_kernels: Callable[[str, list], list]) -> Kernel:
+  """The best optimizations of k found by timing candidates on the device. compile_kernels(device, [(kernel, name, params)])
+  builds candidates side by side (the engine passes its compiler in: codegen never imports the engine above it);
+  each result is a compiled kernel (ck.program(*raw buffers) runs it) or the exception that building it raised."""
   dev = Device[device]
   key = content_hash("beam", device, k.ast.key, str(width), str(cpu_threads()), type(dev.compiler).__name__, dev.compiler.cache_key)
   path = cache_dir() / "beam" / f"{key}.json"

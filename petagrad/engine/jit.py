@@ -35,13 +35,33 @@ from __future__ import annotations
 import functools, weakref
 from typing import Any, Callable, Generic, TypeVar
 from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks
+from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
 from petagrad.device import Buffer
 from petagrad.helpers import DEBUG
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.uop import UOp
+from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view
 
 R = TypeVar("R")
 
 class JitError(RuntimeError):
   """The jitted function did something a replay cannot reproduce."""
+
+class TensorLayer:
+  """What TinyJit needs from the tensor layer above it, which fills this in when it loads (petagrad/tensor.py: the
+  engine never imports it): the Tensor class (inputs and results are found with isinstance and rebuilt as
+  tensor(uop)), the live lazy tensors, whether a live tensor views a buffer, the buffer view a computed value reads,
+  and the table of the tensors changed during a call (swap_changes(new) installs new and returns the one before)."""
+  tensor: Any = None
+  lazy_tensors: Callable[[], list]
+  has_views: Callable[[Buffer], bool]
+  computed_view: Callable[[UOp], UOp | None]
+  swap_changes: Callable[[dict | None], dict | None]
+  @classmethod
+  def register(cls, tensor: Any, lazy_tensors: Callable[[], list], has_views: Callable[[Buffer], bool],
+               computed_view: Callable[[UOp], UOp | None], swap_changes: Callable[[dict | None], dict | None]) -> None:
+    cls.tensor, cls.lazy_tensors, cls.has_views = tensor, staticmethod(lazy_tensors), staticmethod(has_views)
+    cls.computed_view, cls.swap_changes = staticmethod(computed_view), staticmethod(swap_changes)
 
 # set while a jitted function runs (warm-up or capture): reading values to Python is not allowed then
 jit_active: list[str] = []
@@ -73,7 +93,7 @@ class TinyJit(Generic[R]):
     self._from_inputs: _Taint | None = None
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list]:
-    from petagrad.tensor import Tensor
+    Tensor = TensorLayer.tensor
     leaves = _leaves(list(args)) + _leaves(kwargs)
     tensors = [t for t in leaves if isinstance(t, Tensor)]
     consts = [v for v in leaves if not isinstance(v, Tensor)]
@@ -95,8 +115,7 @@ class TinyJit(Generic[R]):
     return bound
 
   def __call__(self, *args, **kwargs) -> R:
-    from petagrad import tensor as T
-    from petagrad.tensor import Tensor, rng_state_buffers, rng_state_bytes
+    T, Tensor = TensorLayer, TensorLayer.tensor
     tensors, consts = self._inputs(args, kwargs)
     # inputs become contiguous buffers (the kernels read buffers)
     for t in tensors:
@@ -131,7 +150,7 @@ class TinyJit(Generic[R]):
     # a buffer; buffers made from here on are the call's own
     before = {id(t): (weakref.ref(t), t.uop) for t in T.lazy_tensors()}
     first_new = Buffer.made
-    outer_changes, T.uop_changes = T.uop_changes, {}
+    outer_changes = T.swap_changes({})
     jit_active.append(self.__name__)
     recorded: list[ExecItem] = []
     hook: Callable[[ExecItem], None] = recorded.append
@@ -145,11 +164,11 @@ class TinyJit(Generic[R]):
     try:
       ret = self.fxn(*args, **kwargs)
       out = [t for t in _leaves(ret) if isinstance(t, Tensor)]
-      changes, T.uop_changes = T.uop_changes, outer_changes
+      changes = T.swap_changes(outer_changes)
       # outputs and pending state in one schedule (readers of a buffer's old value run before its writes)
       Tensor.realize_all(*out, *_pending_state(self.__name__, before, changes, first_new, {id(t) for t in out}, self.cnt == 1))
     finally:
-      T.uop_changes = outer_changes
+      T.swap_changes(outer_changes)
       jit_active.pop()
       capture_hooks.remove(hook)
       check_hooks.remove(check_hook)
@@ -212,7 +231,7 @@ def _check_dropped_state(name: str, recorded: list[ExecItem], inputs: list[Buffe
   """Refuse a capture whose kernels read a buffer from before the call that no live tensor holds any more: the
   function replaced the tensor holding it with a new one (`self.h = self.h + x`), and replays would read the old
   buffer forever."""
-  from petagrad.tensor import _has_views, lazy_tensors, rng_state_buffers
+  _has_views, lazy_tensors = TensorLayer.has_views, TensorLayer.lazy_tensors
   written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
   skip = written | {id(b) for b in inputs}
   old = {id(b): b for ei in recorded for w in ei.writes for b in (ei.bufs[i] for i in w.ins)
@@ -228,9 +247,8 @@ def _check_dropped_state(name: str, recorded: list[ExecItem], inputs: list[Buffe
 def _is_pending(t: Any, new: bool) -> bool:
   """Is t a lazy value (not a view of a realized buffer)? A tensor created during the call counts only when it
   depends on some buffer (a lazy constant is the same on every call)."""
-  from petagrad.tensor import computed_view
   u = t.uop
-  if computed_view(u) is not None: return False
+  if TensorLayer.computed_view(u) is not None: return False
   return not new or any(n.op.name == "BUFFER" for n in u.toposort())
 
 def _pending_state(name: str, before: dict[int, tuple[Any, Any]], changes: dict[int, tuple[Any, Any]], first_new: int,
@@ -238,10 +256,6 @@ def _pending_state(name: str, before: dict[int, tuple[Any, Any]], changes: dict[
   """The tensors whose state the call changed without realizing it (see the module docstring), made ready to
   realize. In the capture call, a tensor that viewed a buffer from before the call gets its new value written into
   that buffer (the warm-up call behaves like an eager one)."""
-  from petagrad.tensor import _reads_other_view, lazy_tensors
-  from petagrad.uop.ops import Ops, GroupOp
-  from petagrad.uop.uop import UOp
-  from petagrad.schedule.schedule import new_buffer_node, substitute
   todo: list = []
   state = set()   # ids of the tensors that viewed an older buffer when the call first changed them
   for i, (ref, view) in changes.items():
@@ -261,10 +275,10 @@ def _pending_state(name: str, before: dict[int, tuple[Any, Any]], changes: dict[
                      "writing it into its buffer, so replays would not update it; write it in place with t.assign(value)")
     target = substitute(view, {view.base: new_buffer_node(old_buf, view.base.dtype)})   # a fresh node: no stale cached graphs
     value = t.uop
-    if _reads_other_view(value, view): value = UOp(Ops.CONTIGUOUS, value.dtype, (value,))
+    if reads_other_view(value, view): value = UOp(Ops.CONTIGUOUS, value.dtype, (value,))
     t.uop = UOp(Ops.ASSIGN, t.dtype, (target, value))
     todo.append(t)
-  for t in lazy_tensors():
+  for t in TensorLayer.lazy_tensors():
     if id(t) in skip or id(t) in state: continue
     old = before.get(id(t))
     if old is not None and old[0]() is t:   # lazy before the call: pending if the call changed it
@@ -276,8 +290,7 @@ def _views(x: Any, inputs: list[Buffer], made: dict[int, Buffer], outs: list[Buf
   """What the function returned, with each tensor as the buffer view it is: a view of an input buffer remembers which
   input, a view of a buffer the call made (`made`, by id) which output (appended to outs), so a replay returns the
   same views of that call's inputs and outputs."""
-  from petagrad.tensor import Tensor
-  if isinstance(x, Tensor):
+  if isinstance(x, TensorLayer.tensor):
     view = x._buffer_view()
     b = view.base.buffer
     if (i := next((i for i, ib in enumerate(inputs) if ib is b), None)) is not None: return ("I", (i, view))
@@ -291,8 +304,7 @@ def _views(x: Any, inputs: list[Buffer], made: dict[int, Buffer], outs: list[Buf
 
 def _rebuild(v: Any, inputs: list, outs: list[Buffer]) -> Any:
   """The returned structure again, over this call's inputs (tensors) and output buffers."""
-  from petagrad.tensor import Tensor
-  from petagrad.schedule.schedule import substitute, new_buffer_node
+  Tensor = TensorLayer.tensor
   kind, val = v
   if kind == "T": return Tensor(val)
   if kind == "I":

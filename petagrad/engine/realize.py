@@ -17,12 +17,14 @@ from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, SANITIZE, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached, write_cached
-from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure, substitute
+from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
+from petagrad.uop.graph import substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
 from petagrad.codegen.group import merge_nests
 from petagrad.codegen.opt import Kernel
 from petagrad.codegen.heuristic import hand_coded_optimizations
+from petagrad.codegen.search import beam_search
 from petagrad.codegen.expand import expand_unrolled, vectorize
 from petagrad.codegen.decompositions import decompose
 
@@ -95,8 +97,7 @@ def _kernel_key(device: str, parts: tuple[Part, ...]) -> tuple: return (device, 
 def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
   dev = Device[device]
   if BEAM >= 1 and not NOOPT:
-    from petagrad.codegen.search import beam_search
-    return beam_search(device, Kernel(ast), params, int(BEAM))
+    return beam_search(device, Kernel(ast), params, int(BEAM), compile_kernels)
   return hand_coded_optimizations(Kernel(ast), dev.renderer.supports_vector, dev.renderer.supports_threads)
 
 def _members(device: str, parts: tuple[Part, ...], params: list[DType]) -> list[Member]:

@@ -1,4 +1,4 @@
-"""Indexing: __getitem__ (basic and advanced), __setitem__, gather, scatter, masked ops.
+"""Indexing: __getitem__ (basic and advanced), __setitem__, gather, scatter, index_*, masked ops, one_hot.
 
 How tensor indices work: an index tensor `i` into a dim of size n becomes a one-hot comparison
 `i[..., None] == arange(n)`, and the selected values are `where(onehot, x, 0).sum(that dim)`. This is
@@ -23,29 +23,19 @@ Index range rules (the same on every device; nothing ever reads or writes out of
 """
 from __future__ import annotations
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any
 from petagrad.dtype import dtypes
-from petagrad.helpers import prod, argfix, flatten as flatten_list
-if TYPE_CHECKING: from petagrad.tensor import Tensor
-
-def _fail(*a, **k):
-  from petagrad.tensor import _fail as f
-  return f(*a, **k)
-
-def _resolve(op: str, dim: int, ndim: int, t: Any = None) -> int:
-  from petagrad.tensor import _resolve_axis
-  return _resolve_axis(op, dim, ndim, t)
+from petagrad.helpers import prod, flatten as flatten_list
+from petagrad.uop.ops import Ops
+from petagrad.engine.jit import jit_active
+from petagrad.mixin import Tensor, TensorMixin
+from petagrad.mixin.args import _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg
 
 def _fill(op: str, value: Any, t: Tensor) -> Any:
   """A scalar written into t: a number that fits t's dtype (no wrapping, like torch), checked with op named."""
-  from petagrad.tensor import _scalar_arg, _check_fits
   v = _scalar_arg(op, "value", value, t)
   _check_fits(op, v, t.dtype, True, t)
   return v
-
-def _is_tensor(x: Any) -> bool:
-  from petagrad.tensor import Tensor
-  return isinstance(x, Tensor)
 
 def _zero_of(dt) -> Any: return False if dt.is_bool else 0
 
@@ -73,14 +63,12 @@ def _known_range(t: Tensor) -> tuple[int, int] | None:
 def _known_values(t: Tensor) -> memoryview | tuple[int] | None:
   """The values (in buffer order, possibly repeated by views) of an integer tensor readable without a kernel: a
   buffer's, or a constant's (Tensor(5), Tensor.full(...))."""
-  from petagrad.uop.ops import Ops
   if not t.dtype.is_int or t.numel() == 0: return None
   u = t.uop
   while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.FLIP): u = u.src[0]
   if u.op is Ops.CONST: return (u.arg,)
   buf = getattr(u, "buffer", None) if u.op is Ops.BUFFER else None
   if buf is None or not buf.is_allocated or not 0 < buf.size <= KNOWN_INDEX_LIMIT: return None
-  from petagrad.engine.jit import jit_active
   if jit_active: return None   # a jitted function's inputs change between calls
   return memoryview(buf.as_bytes()).cast(t.dtype.fmt)
 
@@ -108,7 +96,7 @@ def _mask_positions(mask: Tensor) -> list[int]:
 
 def _list_to_index(op: str, x: Any, self: Tensor) -> Tensor:
   """A (nested) Python list or numpy array used as an index -> int64 or bool Tensor."""
-  from petagrad.tensor import Tensor
+  T = type(self)
   if type(x).__module__ == "numpy": x = x.tolist()
   flat = x
   while isinstance(flat, (list, tuple)) and flat and isinstance(flat[0], (list, tuple)): flat = [a for b in flat for a in b]
@@ -119,15 +107,15 @@ def _list_to_index(op: str, x: Any, self: Tensor) -> Tensor:
       shape.append(len(y))
       if not y: break
       y = y[0]
-    return Tensor.zeros(*shape, dtype=dtypes.int64, device=self.device), None
+    return T.zeros(*shape, dtype=dtypes.int64, device=self.device), None
   for v in flat:
     if _is_tensor(v): raise _fail(TypeError, op, "a list of Tensors is not a valid index; use Tensor.stack", self)
     if not isinstance(v, (int, bool)) and not (type(v).__module__ == "numpy" and hasattr(v, "dtype") and v.dtype.kind in "iub"):
       raise _fail(IndexError, op, f"list indices must be ints or bools, got {type(v).__name__}", self)
   if all(isinstance(v, bool) or (type(v).__module__ == "numpy" and v.dtype.kind == "b") for v in flat):
-    return Tensor(x, dtype=dtypes.bool, device=self.device), None
+    return T(x, dtype=dtypes.bool, device=self.device), None
   vals = [int(v) for v in flat] if isinstance(flat, (list, tuple)) else [int(flat)]
-  return Tensor(x, dtype=dtypes.int64, device=self.device), (min(vals), max(vals))
+  return T(x, dtype=dtypes.int64, device=self.device), (min(vals), max(vals))
 
 def _basic_plan(op: str, self: Tensor, items: list) -> list:
   """items: ints, slices and None covering every dim of self. Returns one entry per item:
@@ -181,7 +169,7 @@ def _unapply_plan(v: Tensor, plan: list, shape: tuple[int, ...]) -> Tensor:
     v = v.shrink([(0, (sz // s - 1) * s + 1) for sz, s in zip(v.shape, strides)])
   return v.pad([(p[1], size - p[1] - vs) for p, vs, size in zip(dims, v.shape, shape)])
 
-class IndexingMixin:
+class IndexingMixin(TensorMixin):
   __slots__ = ()
 
   def _parse_index(self, idx, op: str = "getitem"):
@@ -189,7 +177,6 @@ class IndexingMixin:
 
     Masks become one index tensor per mask dim (realizing the mask); Python bools become a new axis
     indexed by [0] (True) or [] (False), like PyTorch."""
-    from petagrad.tensor import Tensor
     if isinstance(idx, list) and len(idx) < 32 and any(isinstance(i, (list, tuple, slice)) or i is None or i is Ellipsis or _is_tensor(i) for i in idx):
       idx = tuple(idx)   # PyTorch (and old numpy): a short list holding sequences, slices, None or tensors is a tuple
     if not isinstance(idx, tuple): idx = (idx,)
@@ -200,9 +187,9 @@ class IndexingMixin:
       if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "dtype")):
         i, static = _list_to_index(op, i, self)
       if isinstance(i, bool):
-        items.append(("adv", Tensor([0] if i else [], dtype=dtypes.int64, device=self.device).reshape(1 if i else 0), True))
+        items.append(("adv", type(self)([0] if i else [], dtype=dtypes.int64, device=self.device).reshape(1 if i else 0), True))
       elif i is None or i is Ellipsis or isinstance(i, (int, slice)): items.append(i)
-      elif isinstance(i, Tensor):
+      elif isinstance(i, TensorMixin):
         if i.device != self.device: raise _fail(RuntimeError, op, f"index is on {i.device}, tensor on {self.device}", self, i)
         if i.dtype.is_bool: items.append(("mask", i) if i.ndim else ("mask0", i))
         elif i.dtype.is_int: items.append(("adv", i, False, static))
@@ -222,7 +209,7 @@ class IndexingMixin:
     basic, adv, dim, out_dim = [], [], 0, 0
     for i in items:
       if isinstance(i, tuple) and i[0] == "mask0":
-        i = ("adv", Tensor([0] if i[1].item() else [], dtype=dtypes.int64, device=self.device).reshape(1 if i[1].item() else 0), True)
+        i = ("adv", type(self)([0] if i[1].item() else [], dtype=dtypes.int64, device=self.device).reshape(1 if i[1].item() else 0), True)
       if isinstance(i, tuple) and i[0] == "mask":
         m = i[1]
         if m.shape != self.shape[dim:dim + m.ndim]:
@@ -230,7 +217,7 @@ class IndexingMixin:
         pos = _mask_positions(m)
         strides = [prod(m.shape[k + 1:]) for k in range(m.ndim)]
         for k in range(m.ndim):
-          adv.append((out_dim, Tensor([(p // strides[k]) % m.shape[k] for p in pos] if pos else [], dtype=dtypes.int64, device=self.device).reshape(len(pos))))
+          adv.append((out_dim, type(self)([(p // strides[k]) % m.shape[k] for p in pos] if pos else [], dtype=dtypes.int64, device=self.device).reshape(len(pos))))
           basic.append(slice(None)); dim += 1; out_dim += 1
       elif isinstance(i, tuple):
         t = i[1]
@@ -253,7 +240,7 @@ class IndexingMixin:
     indices count from the end), boolean masks, and any mix of them. Advanced indices that are next
     to each other keep their place in the result; separated ones (by a slice or None) go first.
 
-    >>> type(self).arange(10)[8:2:-3].tolist()
+    >>> Tensor.arange(10)[8:2:-3].tolist()
     [8, 5]
     >>> Tensor([[1, 2], [3, 4]])[[1, 0], [0, 0]].tolist()
     [3, 1]
@@ -271,12 +258,10 @@ class IndexingMixin:
     into x in place. With duplicate tensor indices the last write wins (like PyTorch on the CPU).
     Basic indices with unit steps write straight into the buffer view; other indices build the new
     value with where/one-hot (O(len(idx) * numel) for tensor indices) and assign it."""
-    from petagrad.tensor import Tensor
-    from petagrad.uop.ops import Ops
     basic, adv = self._parse_index(idx, "setitem")
     plan = _basic_plan("setitem", self, basic)
     target_shape = _advanced_shape(_apply_plan(self, plan), adv) if adv else _apply_plan(self, plan).shape
-    v = value if isinstance(value, Tensor) else Tensor.full((), _fill("setitem", value, self), self.dtype, self.device)
+    v = value if isinstance(value, TensorMixin) else type(self).full((), _fill("setitem", value, self), self.dtype, self.device)
     if v.device != self.device: raise _fail(RuntimeError, "setitem", f"value is on {v.device}, tensor on {self.device}", self, v)
     while v.ndim > len(target_shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
     try: v = v.cast(self.dtype)._broadcast_to(tuple(target_shape), "setitem")
@@ -291,11 +276,11 @@ class IndexingMixin:
       if simple and self.uop.base.op is Ops.BUFFER and Ops.EXPAND not in movement and Ops.PAD not in movement:
         view.assign(v)
         return
-      mask = _unapply_plan(Tensor.full(v.shape, True, dtypes.bool, self.device), plan, self.shape)
+      mask = _unapply_plan(type(self).full(v.shape, True, dtypes.bool, self.device), plan, self.shape)
       new = mask.where(_unapply_plan(v, plan, self.shape), self)
     else:
       n = self.numel()
-      pos = Tensor.arange(1, n + 1, device=self.device).reshape(self.shape)[idx].flatten() - 1   # -1: selects nothing
+      pos = type(self).arange(1, n + 1, device=self.device).reshape(self.shape)[idx].flatten() - 1   # -1: selects nothing
       new = _scatter_flat(self.flatten(), pos, v.flatten(), last_wins=True).reshape(self.shape)
     self.assign(new)
 
@@ -316,8 +301,7 @@ class IndexingMixin:
     >>> Tensor([[10, 30, 20]]).take_along_dim(Tensor([[1, -1]]), 1).tolist()
     [[30, 20]]
     """
-    from petagrad.tensor import Tensor
-    if not isinstance(indices, Tensor) or not indices.dtype.is_int: raise _fail(TypeError, "take_along_dim", "indices must be an integer Tensor", self, indices)
+    if not isinstance(indices, TensorMixin) or not indices.dtype.is_int: raise _fail(TypeError, "take_along_dim", "indices must be an integer Tensor", self, indices)
     if dim is None: return _gather(self.flatten(), 0, indices.flatten(), "take_along_dim", wrap=True, user=self)
     if indices.ndim != self.ndim: raise _fail(ValueError, "take_along_dim", f"indices must have {self.ndim} dims, got {indices.ndim}", self, indices)
     d = _resolve("take_along_dim", dim, self.ndim, self)
@@ -337,8 +321,7 @@ class IndexingMixin:
     >>> Tensor([[1, 2, 3]]).index_select(1, Tensor([2, 0])).tolist()
     [[3, 1]]
     """
-    from petagrad.tensor import Tensor
-    if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim > 1:
+    if not isinstance(index, TensorMixin) or not index.dtype.is_int or index.ndim > 1:
       raise _fail(TypeError, "index_select", "index must be a 0-d or 1-D integer Tensor", self, index)
     if index.device != self.device: raise _fail(RuntimeError, "index_select", f"index is on {index.device}, tensor on {self.device}", self, index)
     x = self.reshape(1) if self.ndim == 0 else self
@@ -349,20 +332,9 @@ class IndexingMixin:
     out = _advanced(x, [(d, index.reshape(-1))], "index_select", wrap=False)
     return out.reshape(index.shape) if self.ndim == 0 else out
 
-  def unbind(self, dim: int = 0) -> tuple[Tensor, ...]:
-    """The slices along dim, each without that dim (views).
-
-    >>> [t.tolist() for t in Tensor([[1, 2], [3, 4]]).unbind(1)]
-    [[1, 3], [2, 4]]
-    """
-    if self.ndim == 0: raise _fail(IndexError, "unbind", "a 0-d tensor has no dim to unbind", self)
-    d = _resolve("unbind", dim, self.ndim, self)
-    return tuple(self.shrink(tuple((i, i + 1) if k == d else None for k in range(self.ndim))).squeeze(d) for i in range(self.shape[d]))
-
   def _index_along(self, op: str, dim: int, index: Tensor, like: tuple[int, ...] | None, negative_ok: bool) -> tuple[int, Tensor]:
     """Checks for index_add/index_copy/index_fill; returns (dim, index expanded to `like` along dim for scatter)."""
-    from petagrad.tensor import Tensor
-    if not isinstance(index, Tensor) or not index.dtype.is_int or index.ndim > 1:
+    if not isinstance(index, TensorMixin) or not index.dtype.is_int or index.ndim > 1:
       raise _fail(TypeError, op, "index must be a 0-d or 1-D integer Tensor", self, index)
     if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", self, index)
     d = _resolve(op, dim, self.ndim, self) if self.ndim else 0
@@ -381,9 +353,8 @@ class IndexingMixin:
     >>> Tensor.zeros(3).index_add(0, Tensor([0, 2, 0]), Tensor([1.0, 2.0, 3.0])).tolist()
     [4.0, 0.0, 2.0]
     """
-    from petagrad.tensor import Tensor
-    if not isinstance(source, Tensor): raise _fail(TypeError, "index_add", f"source must be a Tensor, got {type(source).__name__}", self, index)
-    m = index.numel() if isinstance(index, Tensor) else 0
+    if not isinstance(source, TensorMixin): raise _fail(TypeError, "index_add", f"source must be a Tensor, got {type(source).__name__}", self, index)
+    m = index.numel() if isinstance(index, TensorMixin) else 0
     want = tuple(m if k == (_resolve("index_add", dim, self.ndim, self) if self.ndim else 0) else s for k, s in enumerate(self.shape))
     if source.shape != want and not (self.ndim == 0 and source.numel() == 1):
       raise _fail(ValueError, "index_add", f"source must have shape {want}, got {source.shape}", self, index, source)
@@ -393,10 +364,9 @@ class IndexingMixin:
 
   def index_copy(self, dim: int, index: Tensor, source: Tensor) -> Tensor:
     """Out-of-place torch.index_copy: self with self[index[i]] = source[i] along dim (duplicates: the last wins)."""
-    from petagrad.tensor import Tensor
-    if not isinstance(source, Tensor): raise _fail(TypeError, "index_copy", f"source must be a Tensor, got {type(source).__name__}", self, index)
+    if not isinstance(source, TensorMixin): raise _fail(TypeError, "index_copy", f"source must be a Tensor, got {type(source).__name__}", self, index)
     if self.ndim == 0: return self.reshape(1).index_copy(0, index, source.reshape(1)).reshape(())
-    m = index.numel() if isinstance(index, Tensor) else 0
+    m = index.numel() if isinstance(index, TensorMixin) else 0
     want = tuple(m if k == _resolve("index_copy", dim, self.ndim, self) else s for k, s in enumerate(self.shape))
     if source.shape != want: raise _fail(ValueError, "index_copy", f"source must have shape {want}, got {source.shape}", self, index, source)
     d, idx = self._index_along("index_copy", dim, index, source.shape, False)
@@ -405,47 +375,43 @@ class IndexingMixin:
   def index_fill(self, dim: int, index: Tensor, value) -> Tensor:
     """Out-of-place torch.index_fill: the positions index along dim set to value (a scalar or 0-d tensor).
     Negative indices count from the end (like torch here)."""
-    from petagrad.tensor import Tensor
-    if isinstance(value, Tensor):
+    if isinstance(value, TensorMixin):
       if value.ndim: raise _fail(ValueError, "index_fill", f"value must be a 0-d tensor, got shape {value.shape}", self, value)
     if self.ndim == 0: return self.reshape(1).index_fill(0, index, value).reshape(())
     d, idx = self._index_along("index_fill", dim, index, None, True)
     hit = _onehot(idx.flatten() if idx.ndim else idx, self.shape[d], wrap=False).any(0) if idx.numel() else None
     if hit is None: return self
     hit = hit.reshape(tuple(self.shape[d] if k == d else 1 for k in range(self.ndim)))
-    v = value.cast(self.dtype) if isinstance(value, Tensor) else Tensor.full((), _fill("index_fill", value, self), self.dtype, self.device)
+    v = value.cast(self.dtype) if isinstance(value, TensorMixin) else type(self).full((), _fill("index_fill", value, self), self.dtype, self.device)
     return hit.where(v, self)
 
   def masked_fill(self, mask: Tensor, value) -> Tensor:
     """Where mask is True, `value` (a scalar or 0-d tensor), else self. Keeps self's dtype."""
-    from petagrad.tensor import Tensor
-    if not isinstance(mask, Tensor) or not mask.dtype.is_bool: raise _fail(TypeError, "masked_fill", "mask must be a bool Tensor", self, mask)
-    if isinstance(value, Tensor):
+    if not isinstance(mask, TensorMixin) or not mask.dtype.is_bool: raise _fail(TypeError, "masked_fill", "mask must be a bool Tensor", self, mask)
+    if isinstance(value, TensorMixin):
       if value.ndim: raise _fail(ValueError, "masked_fill", f"value must be a 0-d tensor, got shape {value.shape}", self, value)
       value = value.cast(self.dtype)
-    else: value = Tensor.full((), _fill("masked_fill", value, self), self.dtype, self.device)
+    else: value = type(self).full((), _fill("masked_fill", value, self), self.dtype, self.device)
     out = mask.where(value, self)
     if out.shape != self.shape: raise _fail(ValueError, "masked_fill", f"mask of shape {mask.shape} does not broadcast to {self.shape}", self, mask)
     return out
 
   def masked_select(self, mask: Tensor) -> Tensor:
     """The elements where mask (broadcast with self) is True, as a 1-D tensor. Realizes the mask."""
-    from petagrad.tensor import Tensor, _broadcast_shape
-    if not isinstance(mask, Tensor) or not mask.dtype.is_bool: raise _fail(TypeError, "masked_select", "mask must be a bool Tensor", self, mask)
+    if not isinstance(mask, TensorMixin) or not mask.dtype.is_bool: raise _fail(TypeError, "masked_select", "mask must be a bool Tensor", self, mask)
     shape = _broadcast_shape("masked_select", self, mask)
     x, m = self.expand(shape), mask.expand(shape)
     return x.flatten()[m.flatten()] if shape else x.reshape(1)[m.reshape(1)]
 
   def nonzero(self, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     """Coordinates of the nonzero elements, shape (count, ndim), int64 (torch.nonzero). Realizes self."""
-    from petagrad.tensor import Tensor
     pos = _mask_positions(self.reshape(1) if self.ndim == 0 else self)
     n = len(pos)
-    flat = Tensor(pos, dtype=dtypes.int64, device=self.device) if n else Tensor.zeros(0, dtype=dtypes.int64, device=self.device)
+    flat = type(self)(pos, dtype=dtypes.int64, device=self.device) if n else type(self).zeros(0, dtype=dtypes.int64, device=self.device)
     cols = [(flat // prod(self.shape[k + 1:])) % self.shape[k] for k in range(self.ndim)]
-    if as_tuple: return tuple(cols) if self.ndim else (Tensor.zeros(n, dtype=dtypes.int64, device=self.device),)
-    if not cols: return Tensor.zeros(n, 0, dtype=dtypes.int64, device=self.device)
-    return Tensor.stack([c.reshape(n) for c in cols], dim=1)
+    if as_tuple: return tuple(cols) if self.ndim else (type(self).zeros(n, dtype=dtypes.int64, device=self.device),)
+    if not cols: return type(self).zeros(n, 0, dtype=dtypes.int64, device=self.device)
+    return type(self).stack([c.reshape(n) for c in cols], dim=1)
   argwhere = nonzero
 
   def scatter(self, dim: int, index: Tensor, src, reduce: str | None = None) -> Tensor:
@@ -478,11 +444,32 @@ class IndexingMixin:
       raise _fail(ValueError, "scatter_reduce", f"reduce must be one of 'sum', 'prod', 'mean', 'amax', 'amin', got {reduce!r}", self)
     return _scatter(self, dim, index, src, "scatter_reduce", reduce, include_self)
 
+  def one_hot(self, num_classes: int = -1) -> Tensor:
+    """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes self).
+    Values outside [0, num_classes) raise IndexError when they are known at the call (see the index rules
+    in petagrad/mixin/indexing.py) and give an all-zero row when they are lazy.
+
+    >>> Tensor([0, 2]).one_hot(3).tolist()
+    [[1, 0, 0], [0, 0, 1]]
+    """
+    if not self.dtype.is_int: raise _fail(TypeError, "one_hot", f"needs an integer tensor, got {self.dtype}", self)
+    num_classes = _int_arg("one_hot", "num_classes", num_classes, self, None)
+    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
+    if num_classes < 0: raise _fail(ValueError, "one_hot", f"num_classes must be >= 0 or -1, got {num_classes}", self)
+    known = _known_range(self)   # values already in memory: checked like an index (torch raises), others when computed
+    if known is not None and (known[0] < 0 or known[1] >= num_classes):
+      bad = known[0] if known[0] < 0 else known[1]
+      raise _fail(IndexError, "one_hot", f"class value {bad} is out of range for num_classes={num_classes}", self)
+    x = self.cast(dtypes.int64)
+    if known is None and self.numel():
+      x = x._checked((x >= 0) & (x < num_classes), IndexError, "one_hot", f"a class value is out of range for num_classes={num_classes}", self)
+    return (x.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
+
+
 def _gather(self: Tensor, dim: int, index: Tensor, op: str, wrap: bool, user: Tensor | None = None) -> Tensor:
   """gather along dim; wrap: negative indices count from the end. `user` is the tensor named in errors."""
-  from petagrad.tensor import Tensor
   me = self if user is None else user
-  if not isinstance(index, Tensor) or not index.dtype.is_int: raise _fail(TypeError, op, "index must be an integer Tensor", me, index)
+  if not isinstance(index, TensorMixin) or not index.dtype.is_int: raise _fail(TypeError, op, "index must be an integer Tensor", me, index)
   if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", me, index)
   if index.ndim != self.ndim and not (self.ndim == 0 and index.ndim <= 1):
     raise _fail(ValueError, op, f"index must have as many dims as the input ({self.ndim}), got {index.ndim}", me, index)
@@ -499,7 +486,6 @@ def _gather(self: Tensor, dim: int, index: Tensor, op: str, wrap: bool, user: Te
   return _pick(x.unsqueeze(d), oh, d + 1).reshape(index.shape)
 
 def _advanced_shape(y: Tensor, adv: list) -> tuple[int, ...]:
-  from petagrad.tensor import _broadcast_shape
   B = _broadcast_shape("getitem", *[t for _, t in adv])
   pos = [p for p, _ in adv]
   R = tuple(s for k, s in enumerate(y.shape) if k not in pos)
@@ -508,7 +494,6 @@ def _advanced_shape(y: Tensor, adv: list) -> tuple[int, ...]:
 
 def _advanced(y: Tensor, adv: list, op: str, wrap: bool = True) -> Tensor:
   """Apply tensor indices: adv is [(dim of y, int index tensor)], each dim of y indexed at most once."""
-  from petagrad.tensor import _broadcast_shape
   B = _broadcast_shape(op, *[t for _, t in adv])
   pos = [p for p, _ in adv]
   rest = [k for k in range(y.ndim) if k not in pos]
@@ -541,13 +526,12 @@ def _scatter_flat(x: Tensor, pos: Tensor, v: Tensor, last_wins: bool) -> Tensor:
   return (win > 0).where(val, x)
 
 def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | None, include_self: bool) -> Tensor:
-  from petagrad.tensor import Tensor
-  if not isinstance(index, Tensor) or not index.dtype.is_int: raise _fail(TypeError, op, "index must be an integer Tensor", self, index)
+  if not isinstance(index, TensorMixin) or not index.dtype.is_int: raise _fail(TypeError, op, "index must be an integer Tensor", self, index)
   if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", self, index)
   if index.ndim != self.ndim: raise _fail(ValueError, op, f"index must have as many dims as self ({self.ndim}), got {index.ndim}", self, index)
   d = _resolve(op, dim, self.ndim, self) if self.ndim else 0
-  if self.ndim == 0: return _scatter(self.reshape(1), 0, index.reshape(1), src.reshape(1) if isinstance(src, Tensor) else src, op, reduce, include_self).reshape(())
-  if isinstance(src, Tensor):
+  if self.ndim == 0: return _scatter(self.reshape(1), 0, index.reshape(1), src.reshape(1) if isinstance(src, TensorMixin) else src, op, reduce, include_self).reshape(())
+  if isinstance(src, TensorMixin):
     if src.device != self.device: raise _fail(RuntimeError, op, f"src is on {src.device}, self on {self.device}", self, index, src)
     if src.ndim != self.ndim: raise _fail(ValueError, op, f"src must have as many dims as self ({self.ndim}), got {src.ndim}", self, index, src)
     for k, (a, b) in enumerate(zip(index.shape, src.shape)):
@@ -555,7 +539,7 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
     src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
   else:
     if reduce is not None: raise _fail(TypeError, op, "src must be a Tensor", self, index)
-    src = Tensor.full(index.shape, _fill(op, src, self), self.dtype, self.device)
+    src = type(self).full(index.shape, _fill(op, src, self), self.dtype, self.device)
   for k, (a, b) in enumerate(zip(index.shape, self.shape)):
     if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > self size {b} in dim {k}", self, index)
   n = self.shape[d]
@@ -567,7 +551,7 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
   s = src.unsqueeze(d + 1)
   hit = oh.any(d, keepdim=True)                                    # I[:d] + (1, n) + I[d+1:]
   if reduce is None:
-    jj = Tensor.arange(1, index.shape[d] + 1, device=self.device).reshape((index.shape[d],) + (1,) * (index.ndim - d))
+    jj = type(self).arange(1, index.shape[d] + 1, device=self.device).reshape((index.shape[d],) + (1,) * (index.ndim - d))
     win = oh.where(jj, 0).max(d, keepdim=True)
     val = _pick(s, oh & (jj == win), d, keepdim=True)
     # torch's gradient: every src element gets the gradient of its target, also the ones a duplicate overwrote

@@ -1,4 +1,5 @@
-"""Ordering and scans: sort, topk, cumsum & co, tril/triu, roll, diag, einsum, one_hot, meshgrid, unique.
+"""Ordering and scans: sort, topk, cumsum & co, tril/triu and diagonals, unique, median/quantile, searchsorted,
+bucketize, bincount, diff.
 
 Costs (documented, to be improved):
   * sort / argsort / topk / unique: rows up to SORT_DIRECT (65536) elements rank each element by
@@ -13,27 +14,19 @@ Costs (documented, to be improved):
     O(n * SCAN_BLOCK), about 4 kernels per level. cummax/cummin give the gradient of each output to the
     element at its returned index (the last one attaining the extreme), like torch, on both paths.
 
-`unique` and `one_hot(-1)` / `repeat_interleave` with per-element repeats have data-dependent shapes:
-they realize their input (compute it and read it back) at the call.
+`unique` and `bincount` have data-dependent shapes: they realize their input (compute it and read it back) at
+the call (so do `one_hot(-1)`, indexing.py, and `repeat_interleave` with per-element repeats, movement.py).
 """
 from __future__ import annotations
 import math
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any
 from petagrad.dtype import dtypes
-from petagrad.helpers import prod, argfix, flatten as flatten_list
-if TYPE_CHECKING: from petagrad.tensor import Tensor
-
-def _fail(*a, **k):
-  from petagrad.tensor import _fail as f
-  return f(*a, **k)
+from petagrad.helpers import prod
+from petagrad.mixin import Tensor, TensorMixin
+from petagrad.mixin.args import _fail, _is_tensor, _resolve_axis as _resolve, _int_arg
 
 def _int(op: str, name: str, v: Any, t: Any = None, minimum: int | None = None) -> int:
-  from petagrad.tensor import _int_arg
   return _int_arg(op, name, v, t, minimum)
-
-def _resolve(op: str, dim: int, ndim: int, t: Any = None) -> int:
-  from petagrad.tensor import _resolve_axis
-  return _resolve_axis(op, dim, ndim, t)
 
 def _pick(x: Tensor, mask: Tensor, axis, keepdim: bool = False) -> Tensor:
   """Sum of x over `axis` where mask is True, in x's dtype (exact when one element is selected)."""
@@ -42,15 +35,11 @@ def _pick(x: Tensor, mask: Tensor, axis, keepdim: bool = False) -> Tensor:
 
 def _zero_of(dt) -> Any: return False if dt.is_bool else 0
 
-def _is_tensor(x: Any) -> bool:
-  from petagrad.tensor import Tensor
-  return isinstance(x, Tensor)
-
 def _tri(T, n: int, device: str) -> Tensor:
   """(n_i, n_j) mask j <= i: the window of a cumulative op."""
   return T.arange(n, device=device).reshape(1, n) <= T.arange(n, device=device).reshape(n, 1)
 
-class OrderingMixin:
+class OrderingMixin(TensorMixin):
   __slots__ = ()
 
   # ------------------------------------------------------------------ sorting
@@ -237,95 +226,7 @@ class OrderingMixin:
     if self.ndim != 2: raise _fail(ValueError, "trace", f"needs a 2-D tensor, got {self.ndim} dims", self)
     return self.diagonal().sum()
 
-  def outer(self, other: Tensor) -> Tensor:
-    """Outer product of two 1-D tensors."""
-    from petagrad.tensor import Tensor
-    if not isinstance(other, Tensor): raise _fail(TypeError, "outer", f"expected a Tensor, got {type(other).__name__}", self)
-    if self.ndim != 1 or other.ndim != 1: raise _fail(ValueError, "outer", "both operands must be 1-D", self, other)
-    return self.unsqueeze(1) * other.unsqueeze(0)
-  ger = outer
-
-  # ------------------------------------------------------------------ rearranging
-  def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
-    """Shift elements along dims, wrapping around (a view: repeat twice + shrink). dims=None: flat."""
-    if dims is None:
-      if not isinstance(shifts, int) or isinstance(shifts, bool): raise _fail(ValueError, "roll", "with dims=None, shifts must be one int", self)
-      return self.flatten().roll(shifts, 0).reshape(self.shape)
-    sh = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
-    ds = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
-    sh = tuple(_int("roll", "shifts", v, self) for v in sh)
-    if len(sh) != len(ds): raise _fail(ValueError, "roll", f"shifts {sh} and dims {ds} must have the same length", self)
-    x = self if self.ndim else self.reshape(1)
-    for s, d in zip(sh, ds):
-      d = _resolve("roll", d, x.ndim, self)
-      n = x.shape[d]
-      if n == 0 or s % n == 0: continue
-      s %= n
-      reps = [1] * x.ndim; reps[d] = 2
-      x = x.repeat(reps).shrink(tuple((n - s, 2 * n - s) if k == d else (0, z) for k, z in enumerate(x.shape)))
-    return x.reshape(self.shape)
-
-  def repeat_interleave(self, repeats, dim: int | None = None, output_size: int | None = None) -> Tensor:
-    """Repeat each element `repeats` times along dim (flat when dim is None). Per-element repeats
-    (a list or tensor) realize to learn the output size."""
-    from petagrad.tensor import Tensor
-    x = self.flatten() if dim is None else self
-    d = 0 if dim is None else _resolve("repeat_interleave", dim, self.ndim, self)
-    if isinstance(repeats, int) and not isinstance(repeats, bool):
-      if repeats < 0: raise _fail(ValueError, "repeat_interleave", f"repeats must be >= 0, got {repeats}", self)
-      y = x.unsqueeze(d + 1)
-      y = y.expand(y.shape[:d + 1] + (repeats,) + y.shape[d + 2:])
-      return y.reshape(x.shape[:d] + (x.shape[d] * repeats,) + x.shape[d + 1:])
-    if not isinstance(repeats, (Tensor, list, tuple)):
-      raise _fail(TypeError, "repeat_interleave", f"repeats must be an int, a sequence of ints or an integer Tensor, got {type(repeats).__name__} {repeats!r}", self)
-    if isinstance(repeats, Tensor) and not repeats.dtype.is_int: raise _fail(TypeError, "repeat_interleave", f"repeats must be an integer Tensor, got {repeats.dtype}", self, repeats)
-    reps = repeats.tolist() if isinstance(repeats, Tensor) else [_int("repeat_interleave", "repeats", r, self) for r in repeats]
-    if isinstance(reps, int): reps = [reps]
-    if len(reps) == 1: return self.repeat_interleave(int(reps[0]), dim)
-    if len(reps) != x.shape[d]: raise _fail(ValueError, "repeat_interleave", f"repeats has {len(reps)} entries, dim {d} has size {x.shape[d]}", self)
-    if any(r < 0 for r in reps): raise _fail(ValueError, "repeat_interleave", "repeats must be >= 0", self)
-    idx = [i for i, r in enumerate(reps) for _ in range(r)]
-    it = Tensor(idx, dtype=dtypes.int64, device=self.device) if idx else Tensor.zeros(0, dtype=dtypes.int64, device=self.device)
-    return x.index_select(d, it)
-
-  def one_hot(self, num_classes: int = -1) -> Tensor:
-    """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes self).
-    Values outside [0, num_classes) raise IndexError when they are known at the call (see the index rules
-    in petagrad/mixin/indexing.py) and give an all-zero row when they are lazy.
-
-    >>> Tensor([0, 2]).one_hot(3).tolist()
-    [[1, 0, 0], [0, 0, 1]]
-    """
-    if not self.dtype.is_int: raise _fail(TypeError, "one_hot", f"needs an integer tensor, got {self.dtype}", self)
-    num_classes = _int("one_hot", "num_classes", num_classes, self)
-    if num_classes == -1: num_classes = int(self.max().item()) + 1 if self.numel() else 0
-    if num_classes < 0: raise _fail(ValueError, "one_hot", f"num_classes must be >= 0 or -1, got {num_classes}", self)
-    from petagrad.mixin.indexing import _known_range
-    known = _known_range(self)   # values already in memory: checked like an index (torch raises), others when computed
-    if known is not None and (known[0] < 0 or known[1] >= num_classes):
-      bad = known[0] if known[0] < 0 else known[1]
-      raise _fail(IndexError, "one_hot", f"class value {bad} is out of range for num_classes={num_classes}", self)
-    x = self.cast(dtypes.int64)
-    if known is None and self.numel():
-      x = x._checked((x >= 0) & (x < num_classes), IndexError, "one_hot", f"a class value is out of range for num_classes={num_classes}", self)
-    return (x.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
-
-  @staticmethod
-  def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
-    """Coordinate grids from 1-D tensors (views: reshape + expand). indexing='xy' swaps the first two dims."""
-    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
-    if indexing not in ("ij", "xy"): raise _fail(ValueError, "meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}")
-    if not tensors: raise _fail(ValueError, "meshgrid", "needs at least one tensor")
-    for t in tensors:
-      if not _is_tensor(t): raise _fail(TypeError, "meshgrid", f"expects Tensors, got {type(t).__name__}")
-      if t.ndim > 1: raise _fail(ValueError, "meshgrid", "expects 0-D or 1-D tensors", *tensors)
-    ts = [t.reshape(-1) if t.ndim == 0 else t for t in tensors]
-    if indexing == "xy" and len(ts) >= 2: ts[0], ts[1] = ts[1], ts[0]
-    shape = tuple(t.shape[0] for t in ts)
-    out = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(ts))) if t.numel() else tuple(0 if k == i else 1 for k in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
-    if indexing == "xy" and len(ts) >= 2: out[0], out[1] = out[1], out[0]
-    return tuple(out)
-
+  # ------------------------------------------------------------------ distinct values
   def unique(self, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim: int | None = None):
     """The distinct values (sorted, flat), or with `dim` the distinct slices along dim (sorted
     lexicographically, like torch.unique(dim=)). The output shape depends on the data: the count is
@@ -339,24 +240,22 @@ class OrderingMixin:
     >>> Tensor([[1, 2], [0, 5], [1, 2]]).unique(dim=0).tolist()
     [[0, 5], [1, 2]]
     """
-    from petagrad.tensor import Tensor
     if dim is not None: return self._unique_dim(dim, return_inverse, return_counts)
     x = self.flatten()
     if x.numel() == 0: u = x
     else:
       s = x.sort()[0]
-      first = Tensor.full((1,), True, dtypes.bool, self.device).cat(s[1:].ne(s[:-1])) if s.shape[0] > 1 else Tensor.full((1,), True, dtypes.bool, self.device)
+      first = type(self).full((1,), True, dtypes.bool, self.device).cat(s[1:].ne(s[:-1])) if s.shape[0] > 1 else type(self).full((1,), True, dtypes.bool, self.device)
       u = s[first]
     out = [u]
     if return_inverse or return_counts:
       eq = x.unsqueeze(1) == u.unsqueeze(0)                    # (n, u)
-      if return_inverse: out.append(eq.where(Tensor.arange(u.shape[0], device=self.device), 0).sum(1).reshape(self.shape))
+      if return_inverse: out.append(eq.where(type(self).arange(u.shape[0], device=self.device), 0).sum(1).reshape(self.shape))
       if return_counts: out.append(eq.cast(dtypes.int64).sum(0))
     return out[0] if len(out) == 1 else tuple(out)
 
   def _unique_dim(self, dim: int, return_inverse: bool, return_counts: bool):
     """unique(dim=): pairwise lexicographic comparison of the n slices (O(n^2 m) for slices of m elements)."""
-    from petagrad.tensor import Tensor
     if self.ndim == 0: raise _fail(IndexError, "unique", f"dim {dim} given for a 0-d tensor", self)
     d = _resolve("unique", dim, self.ndim, self)
     n, rest = self.shape[d], self.shape[:d] + self.shape[d + 1:]
@@ -366,8 +265,8 @@ class OrderingMixin:
     i64 = dtypes.int64
     if n == 0:
       out = [self]
-      if return_inverse: out.append(Tensor.zeros(0, dtype=i64, device=self.device))
-      if return_counts: out.append(Tensor.zeros(0, dtype=i64, device=self.device))
+      if return_inverse: out.append(type(self).zeros(0, dtype=i64, device=self.device))
+      if return_counts: out.append(type(self).zeros(0, dtype=i64, device=self.device))
       return out[0] if len(out) == 1 else tuple(out)
     x2 = x.reshape(n, m).detach()
     a, b = x2.unsqueeze(1), x2.unsqueeze(0)                               # row a (n, 1, m), row b (1, n, m)
@@ -376,18 +275,18 @@ class OrderingMixin:
       if p.dtype.is_bool: return q & p.logical_not()
       if p.dtype.is_float: return (p < q) | ((p == p) & (q != q))
       return p < q
-    c = Tensor.arange(m, device=self.device)
+    c = type(self).arange(m, device=self.device)
     first_diff = eq.logical_not().where(c, m).min(-1, keepdim=True)       # (n, n, 1): the first column where a, b differ
     at_first = c == first_diff
     b_lt_a, a_lt_b = (at_first & less(b, a)).any(-1), (at_first & less(a, b)).any(-1)   # (n, n)
     same = first_diff.squeeze(-1) == m                                    # (n, n): equal slices
-    ia, ib = Tensor.arange(n, device=self.device).reshape(n, 1), Tensor.arange(n, device=self.device).reshape(1, n)
+    ia, ib = type(self).arange(n, device=self.device).reshape(n, 1), type(self).arange(n, device=self.device).reshape(1, n)
     first = (same & (ib < ia)).any(1).logical_not()                       # (n,): the first slice of its kind
     # b before a: lexicographically, or incomparable (NaN) and earlier
     before = b_lt_a | (b_lt_a.logical_not() & a_lt_b.logical_not() & same.logical_not() & (ib < ia))
     rank = (first.reshape(1, n) & before).cast(i64).sum(1)                # (n,): the output slot of each slice
     u = int(first.cast(i64).sum().item())
-    oh = (rank.reshape(1, n) == Tensor.arange(u, device=self.device).reshape(u, 1))   # (u, n)
+    oh = (rank.reshape(1, n) == type(self).arange(u, device=self.device).reshape(u, 1))   # (u, n)
     picked = _pick(x.reshape(n, m).unsqueeze(0), (oh & first.reshape(1, n)).unsqueeze(-1), 1)   # (u, m)
     res = picked.reshape((u,) + rest)
     res = res.permute(*range(1, d + 1), 0, *range(d + 1, self.ndim))
@@ -437,12 +336,11 @@ class OrderingMixin:
     >>> Tensor([1.0, 2.0, 3.0, 4.0]).quantile([0.25, 0.5]).tolist()
     [1.75, 2.5]
     """
-    from petagrad.tensor import Tensor
     if interpolation not in ("linear", "lower", "higher", "nearest", "midpoint"):
       raise _fail(ValueError, "quantile", f"interpolation must be 'linear', 'lower', 'higher', 'midpoint' or 'nearest', got {interpolation!r}", self)
     if not self.dtype.is_float: raise _fail(TypeError, "quantile", f"needs a float tensor, got {self.dtype}", self)
-    scalar_q = isinstance(q, (int, float)) or (isinstance(q, Tensor) and q.ndim == 0)
-    vals = [q] if isinstance(q, (int, float)) else q.reshape(-1).tolist() if isinstance(q, Tensor) else q if isinstance(q, (list, tuple)) else None
+    scalar_q = isinstance(q, (int, float)) or (isinstance(q, TensorMixin) and q.ndim == 0)
+    vals = [q] if isinstance(q, (int, float)) else q.reshape(-1).tolist() if isinstance(q, TensorMixin) else q if isinstance(q, (list, tuple)) else None
     if vals is None or not all(isinstance(v, (int, float)) for v in vals):
       raise _fail(TypeError, "quantile", f"q must be a float, a sequence of floats or a Tensor, got {q!r}", self)
     qs = [float(v) for v in vals]
@@ -472,8 +370,8 @@ class OrderingMixin:
     out = out.permute(d, *[k for k in range(x.ndim) if k != d])                  # q's dim first
     return out.unsqueeze(d + 1) if keepdim else out
 
-  @staticmethod
-  def searchsorted(sorted_sequence: Tensor, values, right: bool = False, side: str | None = None, out_int32: bool = False) -> Tensor:
+  @classmethod
+  def searchsorted(cls, sorted_sequence: Tensor, values, right: bool = False, side: str | None = None, out_int32: bool = False) -> Tensor:
     """For each value, the index where it would be inserted in the sorted last dim of sorted_sequence to keep
     it sorted (torch.searchsorted): the count of elements < value (<= with right=True / side='right'). A 1-D
     sequence serves any values shape; otherwise the leading dims must match. O(len * values) work.
@@ -481,14 +379,13 @@ class OrderingMixin:
     >>> Tensor.searchsorted(Tensor([1, 3, 5, 7, 9]), Tensor([3, 6, 9]), right=True).tolist()
     [2, 3, 5]
     """
-    from petagrad.tensor import Tensor
     seq = sorted_sequence
-    if not isinstance(seq, Tensor): raise _fail(TypeError, "searchsorted", f"sorted_sequence must be a Tensor, got {type(seq).__name__}")
+    if not isinstance(seq, TensorMixin): raise _fail(TypeError, "searchsorted", f"sorted_sequence must be a Tensor, got {type(seq).__name__}")
     if side is not None:
       if side not in ("left", "right"): raise _fail(ValueError, "searchsorted", f"side must be 'left' or 'right', got {side!r}", seq)
       if right and side == "left": raise _fail(ValueError, "searchsorted", "side='left' contradicts right=True", seq)
       right = side == "right"
-    v = values if isinstance(values, Tensor) else Tensor.full((), values, seq.dtype if not isinstance(values, float) or seq.dtype.is_float else None, seq.device)
+    v = values if isinstance(values, TensorMixin) else cls.full((), values, seq.dtype if not isinstance(values, float) or seq.dtype.is_float else None, seq.device)
     if seq.ndim == 0: raise _fail(ValueError, "searchsorted", "sorted_sequence must have at least 1 dim", seq, v)
     if seq.ndim > 1 and (v.ndim != seq.ndim or v.shape[:-1] != seq.shape[:-1]):
       raise _fail(ValueError, "searchsorted", f"the leading dims of sorted_sequence {seq.shape[:-1]} and values {v.shape[:-1]} must match", seq, v)
@@ -500,20 +397,18 @@ class OrderingMixin:
   def bucketize(self, boundaries: Tensor, right: bool = False, out_int32: bool = False) -> Tensor:
     """The bucket of each element among the sorted 1-D `boundaries` (torch.bucketize): the count of boundaries
     < x (right=False) or <= x (right=True)."""
-    from petagrad.tensor import Tensor
-    if not isinstance(boundaries, Tensor) or boundaries.ndim != 1: raise _fail(ValueError, "bucketize", "boundaries must be a 1-D Tensor", self, boundaries)
-    return Tensor.searchsorted(boundaries, self, right=right, out_int32=out_int32)
+    if not isinstance(boundaries, TensorMixin) or boundaries.ndim != 1: raise _fail(ValueError, "bucketize", "boundaries must be a 1-D Tensor", self, boundaries)
+    return type(self).searchsorted(boundaries, self, right=right, out_int32=out_int32)
 
   def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """Counts (or summed weights) of each value of a 1-D non-negative int tensor; the length max + 1 (at least
     minlength) is data-dependent: the max is realized at the call. Out-of-range values raise when known."""
-    from petagrad.tensor import Tensor
     if self.ndim != 1 or not self.dtype.is_int: raise _fail(ValueError, "bincount", f"needs a 1-D integer tensor, got {self.ndim}-D {self.dtype}", self)
     minlength = _int("bincount", "minlength", minlength, self, minimum=0)
     if weights is not None and not _is_tensor(weights): raise _fail(TypeError, "bincount", f"weights must be a Tensor, got {type(weights).__name__}", self)
     if self.numel() and int(self.min().item()) < 0: raise _fail(ValueError, "bincount", "values must be non-negative", self)
     n = max(int(self.max().item()) + 1 if self.numel() else 0, minlength)
-    oh = self.cast(dtypes.int64).unsqueeze(-1) == Tensor.arange(n, device=self.device)   # (len, n)
+    oh = self.cast(dtypes.int64).unsqueeze(-1) == type(self).arange(n, device=self.device)   # (len, n)
     if weights is None: return oh.cast(dtypes.int64).sum(0, dtype=dtypes.int64)
     if weights.shape != self.shape: raise _fail(ValueError, "bincount", f"weights must have the input's shape {self.shape}, got {weights.shape}", self, weights)
     w = weights if weights.dtype.is_float else weights.cast(dtypes.float64)
@@ -540,118 +435,6 @@ class OrderingMixin:
       b = x.shrink(tuple((0, m - 1) if k == d else None for k in range(x.ndim)))
       x = (a ^ b) if x.dtype.is_bool else a - b
     return x
-
-  def flipud(self) -> Tensor:
-    """Flip dim 0 (needs at least 1 dim)."""
-    if self.ndim < 1: raise _fail(ValueError, "flipud", "needs at least 1 dim", self)
-    return self.flip(0)
-
-  def fliplr(self) -> Tensor:
-    """Flip dim 1 (needs at least 2 dims)."""
-    if self.ndim < 2: raise _fail(ValueError, "fliplr", f"needs at least 2 dims, got {self.ndim}", self)
-    return self.flip(1)
-
-  def rot90(self, k: int = 1, dims: Sequence[int] = (0, 1)) -> Tensor:
-    """Rotate by 90 degrees k times in the plane of dims, from the first towards the second (torch.rot90)."""
-    k = _int("rot90", "k", k, self)
-    if not isinstance(dims, (tuple, list)) or len(dims) != 2: raise _fail(ValueError, "rot90", f"dims must have 2 entries, got {dims!r}", self)
-    if self.ndim < 2: raise _fail(ValueError, "rot90", f"needs at least 2 dims, got {self.ndim}", self)
-    a, b = _resolve("rot90", dims[0], self.ndim, self), _resolve("rot90", dims[1], self.ndim, self)
-    if a == b: raise _fail(ValueError, "rot90", f"dims must differ, got {tuple(dims)}", self)
-    k %= 4
-    if k == 0: return self
-    if k == 2: return self.flip((a, b))
-    return self.flip(b).transpose(a, b) if k == 1 else self.flip(a).transpose(a, b)
-
-  # ------------------------------------------------------------------ einsum
-  @staticmethod
-  def einsum(formula: str, *operands) -> Tensor:
-    """Einstein summation like torch.einsum: any subscripts, repeated indices in one operand (its
-    diagonal), '...' and the implicit output (letters used once, in alphabetical order). Operands are
-    contracted left to right; each step is a broadcast multiply + sum (one reduce kernel).
-
-    >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
-    [3, 7]
-    """
-    from petagrad.tensor import Tensor
-    if not isinstance(formula, str): raise _fail(TypeError, "einsum", f"the first argument must be the subscripts string, got {type(formula).__name__}")
-    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
-    for t in operands:
-      if not isinstance(t, Tensor): raise _fail(TypeError, "einsum", f"operands must be Tensors, got {type(t).__name__}")
-    f = formula.replace(" ", "")
-    lhs, rhs = f.split("->") if "->" in f else (f, None)
-    ins = lhs.split(",")
-    if len(ins) != len(operands): raise _fail(ValueError, "einsum", f"{formula!r} names {len(ins)} operands, got {len(operands)}", *operands)
-    for s in ins + ([rhs] if rhs is not None else []):
-      bad = [ch for ch in s.replace("...", "") if not ch.isalpha()]
-      if bad or s.count("...") > 1: raise _fail(ValueError, "einsum", f"bad subscripts {s!r} in {formula!r}", *operands)
-    # '...' -> placeholder letters, right-aligned over the broadcast ellipsis dims
-    n_ell = 0
-    for s, t in zip(ins, operands):
-      k = len(s.replace("...", ""))
-      if "..." in s: n_ell = max(n_ell, t.ndim - k)
-      elif t.ndim != k: raise _fail(ValueError, "einsum", f"subscripts {s!r} name {k} dims, the operand has {t.ndim}", *operands)
-    ell = [chr(0x3b1 + i) for i in range(n_ell)]   # greek letters: never in a formula (isalpha, but not ascii)
-    subs: list[list[str]] = []
-    for s, t in zip(ins, operands):
-      if "..." in s:
-        a, b = s.split("...")
-        k = t.ndim - len(a) - len(b)
-        if k < 0: raise _fail(ValueError, "einsum", f"subscripts {s!r} name more dims than the operand has ({t.ndim})", *operands)
-        subs.append(list(a) + ell[n_ell - k:] + list(b))
-      else: subs.append(list(s))
-    counts: dict[str, int] = {}
-    for sb in subs:
-      for ch in sb: counts[ch] = counts.get(ch, 0) + 1
-    if rhs is None: out = ell + sorted(ch for ch in counts if counts[ch] == 1 and ch not in ell)
-    else:
-      if "..." not in rhs and n_ell: out = list(rhs)
-      else:
-        a, b = rhs.split("...") if "..." in rhs else (rhs, "")
-        out = list(a) + ell + list(b)
-    if len(set(out)) != len(out): raise _fail(ValueError, "einsum", f"output subscripts repeat a letter in {formula!r}", *operands)
-    for ch in out:
-      if ch not in counts: raise _fail(ValueError, "einsum", f"output subscript {ch!r} does not appear in the inputs of {formula!r}", *operands)
-    # sizes: equal, or 1 (broadcast)
-    size: dict[str, int] = {}
-    for sb, t in zip(subs, operands):
-      for ch, n in zip(sb, t.shape):
-        if ch in size and size[ch] != n and 1 not in (size[ch], n):
-          raise _fail(ValueError, "einsum", f"subscript {ch!r} has size {size[ch]} in one place and {n} in another", *operands)
-        size[ch] = n if ch not in size or size[ch] == 1 else size[ch]
-    # repeated letters in one operand: take the diagonal
-    terms = []
-    for sb, t in zip(subs, operands):
-      sb = list(sb)
-      while len(set(sb)) != len(sb):
-        ch = next(c for c in sb if sb.count(c) > 1)
-        p = sb.index(ch); q = sb.index(ch, p + 1)
-        if t.shape[p] != t.shape[q]: raise _fail(ValueError, "einsum", f"repeated subscript {ch!r} needs equal sizes, got {t.shape[p]} and {t.shape[q]}", *operands)
-        t = t.diagonal(0, p, q)
-        sb = [c for k, c in enumerate(sb) if k not in (p, q)] + [ch]
-      terms.append((t, sb))
-    def contract(a, sa, b, sb, keep):
-      letters = sa + [c for c in sb if c not in sa]
-      ta = a.permute([sa.index(c) for c in letters if c in sa]).reshape(tuple(a.shape[sa.index(c)] if c in sa else 1 for c in letters))
-      tb = b.permute([sb.index(c) for c in letters if c in sb]).reshape(tuple(b.shape[sb.index(c)] if c in sb else 1 for c in letters))
-      p = ta * tb
-      red = [k for k, c in enumerate(letters) if c not in keep]
-      if red: p = _sum_keep_dtype(p, tuple(red))
-      return p, [c for c in letters if c in keep]
-    t, st = terms[0]
-    rest = terms[1:]
-    def needed(i): return set(out) | {c for _, s in rest[i:] for c in s}
-    red = [k for k, c in enumerate(st) if c not in needed(0)]
-    if red: t, st = _sum_keep_dtype(t, tuple(red)), [c for c in st if c in needed(0)]
-    for i, (u, su) in enumerate(rest):
-      t, st = contract(t, st, u, su, needed(i + 1))
-    # broadcast size-1 letters to the output sizes, order as requested
-    t = t.permute([st.index(c) for c in out]) if st else t
-    return t.expand(tuple(size[c] for c in out)) if out else t
-
-def _sum_keep_dtype(x: Tensor, axes: tuple[int, ...]) -> Tensor:
-  if x.dtype.is_bool: return x.any(axes)
-  return x.sum(axes, dtype=x.dtype if x.dtype.is_int else None)
 
 def _rank(x: Tensor, descending: bool) -> Tensor:
   """Position of each element of the last dim in the stable sorted order (NaN is the largest)."""

@@ -16,7 +16,7 @@ from typing import Iterable
 from petagrad.tensor import Tensor
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
-from petagrad.schedule.schedule import _buffer_ids, substitute
+from petagrad.uop.graph import _buffer_ids, substitute
 
 def is_buffer(t: Tensor) -> bool:
   """Is t (a view of) a realized buffer that a write can go into?"""

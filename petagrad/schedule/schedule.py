@@ -17,25 +17,13 @@ after another in one compiled function, one launch. Elementwise kernels and smal
 ready at the same time are grouped that way (`ScheduleItem.group`, up to GROUP_MAX per program).
 """
 from __future__ import annotations
-import heapq, itertools
+import heapq
 from dataclasses import dataclass, field
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
-from petagrad.device import Buffer
-from petagrad.dtype import DType, dtypes
+from petagrad.uop.graph import new_buffer, new_buffer_node, substitute   # noqa: F401  (imported from here too)
+from petagrad.dtype import dtypes
 from petagrad.helpers import prod, GROUP_MAX
-
-_buffer_ids = itertools.count()
-
-def new_buffer(device: str, size: int, dtype: DType) -> UOp:
-  """A fresh BUFFER node (memory is allocated when a kernel first writes it)."""
-  return new_buffer_node(Buffer(device, size, dtype), dtype)
-
-def new_buffer_node(buf: Buffer, dtype: DType) -> UOp:
-  """A new BUFFER node for existing memory (a new identity: graphs over it are new graphs)."""
-  u = UOp(Ops.BUFFER, dtype, (), (buf.device, buf.size, next(_buffer_ids)))
-  u.buffer = buf
-  return u
 
 def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp: return buf.reshape(shape)
 
@@ -48,22 +36,6 @@ class ScheduleItem:
   structure: tuple[tuple, list[UOp]] | None = field(default=None, compare=False, repr=False)
   # consecutive items with the same group number (>= 0) run as one program (one launch); -1: alone
   group: int = -1
-
-def substitute(root: UOp, subst: dict[UOp, UOp], memo: dict[UOp, UOp] | None = None) -> UOp:
-  """Rebuild root with the nodes in `subst` replaced (not looking below them). Iterative. `memo`: a dict holding subst
-  that the walk fills with every node it rebuilt (several roots over shared graphs then walk them once)."""
-  done: dict[UOp, UOp] = dict(subst) if memo is None else memo
-  stack: list[tuple[UOp, bool]] = [(root, False)]
-  while stack:
-    u, ready = stack.pop()
-    if u in done: continue
-    if not ready:
-      stack.append((u, True))
-      stack.extend((s, False) for s in u.src if s not in done)
-      continue
-    new_src = tuple(map(done.__getitem__, u.src))
-    done[u] = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
-  return done[root]
 
 def _is_buffer_view(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 

@@ -1,0 +1,183 @@
+"""Argument checks and the error helper, shared by the Tensor core (petagrad/tensor.py) and the op mixins.
+
+Every check raises at the call, through `_fail`, naming the op, what was wrong, the operands (shape and dtype) and
+the user's line. Helpers that need a tensor class take it from an operand (`type(like)`), never from an import.
+"""
+from __future__ import annotations
+import operator, sys
+from typing import Any, Sequence
+from petagrad.dtype import DType, dtypes, to_dtype, truncate, fit_error, DTypeOverflowError
+from petagrad.helpers import prod, user_frame
+from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
+from petagrad.mixin import Tensor, TensorMixin
+
+def _is_tensor(x: Any) -> bool: return isinstance(x, TensorMixin)
+
+Scalar = int | float | bool
+
+def _shape_str(t: Any) -> str: return f"{tuple(t.shape)} {t.dtype}" if isinstance(t, TensorMixin) else repr(t)
+
+def _fail(exc: type[Exception], op: str, msg: str, *operands: Any) -> Exception:
+  ops = ", ".join(_shape_str(o) for o in operands)
+  return exc(f"{op}: {msg}" + (f" (operands: {ops})" if operands else "") + f"\n  at {user_frame()}")
+
+def _resolve_axis(op: str, axis: int, ndim: int, t: Any = None) -> int:
+  if not isinstance(axis, int) or isinstance(axis, bool): raise _fail(TypeError, op, f"axis must be an int, got {type(axis).__name__} {axis!r}", *_opt(t))
+  if not -max(ndim, 1) <= axis < max(ndim, 1): raise _fail(IndexError, op, f"axis {axis} is out of range for a {ndim}-d tensor", *_opt(t))
+  return axis % max(ndim, 1)
+
+def _opt(t: Any) -> tuple:
+  """The operands to name in an error: t, if there is one."""
+  return () if t is None else (t,)
+
+def _check_fits(op: str, x: Any, dtype: DType, fill: bool = True, *operands: Any) -> None:
+  """Raise when the Python scalar x does not fit dtype (see dtype.fit_error): no silent wrapping of ints."""
+  if (why := fit_error(x, dtype, fill)) is not None: raise _fail(DTypeOverflowError, op, why, *operands)
+
+# index math in kernels is int64: a tensor has fewer elements than that
+MAX_NUMEL = (1 << 63) - 1
+
+def _shape_arg(op: str, args: Sequence, t: Any = None, wildcard: bool = False, name: str = "size") -> tuple[int, ...]:
+  """f(2, 3) or f((2, 3)) -> (2, 3): ints (not bools; numpy ints are fine) >= 0 (or -1 with wildcard), with fewer
+  than 2**63 elements. Anything else raises TypeError/ValueError naming op, at the call."""
+  if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
+  if all(type(s) is int and s >= 0 for s in args):   # the common case: one pass, no conversions
+    if prod(args) > MAX_NUMEL: raise _fail(ValueError, op, f"{name} {tuple(args)} has {prod(args)} elements, more than {MAX_NUMEL}", *_opt(t))
+    return tuple(args)
+  out = []
+  for s in args:
+    if isinstance(s, bool) or not hasattr(type(s), "__index__"):
+      what = "one sequence of sizes or several ints" if isinstance(s, (tuple, list)) else "ints"
+      raise _fail(TypeError, op, f"{name} must be {what}, got {type(s).__name__} {s!r} in {tuple(args)!r}", *_opt(t))
+    v = operator.index(s)
+    if v < 0 and not (wildcard and v == -1):
+      raise _fail(ValueError, op, f"{name} must be non-negative{' (or -1)' if wildcard else ''}, got {v} in {tuple(args)!r}", *_opt(t))
+    out.append(v)
+  if prod(v for v in out if v >= 0) > MAX_NUMEL: raise _fail(ValueError, op, f"{name} {tuple(out)} has more than {MAX_NUMEL} elements", *_opt(t))
+  return tuple(out)
+
+def _int_arg(op: str, name: str, v: Any, t: Any = None, minimum: int | None = 0) -> int:
+  """One int argument (a count, a size): not a bool or a float, and >= minimum."""
+  if isinstance(v, bool) or not hasattr(type(v), "__index__"): raise _fail(TypeError, op, f"{name} must be an int, got {type(v).__name__} {v!r}", *_opt(t))
+  v = operator.index(v)
+  if minimum is not None and v < minimum: raise _fail(ValueError, op, f"{name} must be >= {minimum}, got {v}", *_opt(t))
+  return v
+
+def _scalar_arg(op: str, name: str, v: Any, t: Any = None) -> Scalar:
+  """A Python number argument (a fill value, a bound): bool, int or float; numpy scalars become Python ones."""
+  if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 0) == 0: v = v.item()
+  if not isinstance(v, (bool, int, float)): raise _fail(TypeError, op, f"{name} must be a number (bool, int or float), got {type(v).__name__} {v!r}", *_opt(t))
+  return v
+
+def _dtype_arg(d: Any, op: str | None = None) -> DType:
+  """A dtype argument (a DType, its name, a numpy/torch dtype): an unknown one raises TypeError naming the op (the
+  calling method's name unless given) and the user's line."""
+  try: return to_dtype(d)
+  except TypeError as e:
+    name = op or sys._getframe(1).f_code.co_name
+    raise _fail(TypeError, "Tensor" if name == "__init__" else name, str(e)) from None
+
+def _tensor_arg(op: str, name: str, x: Any, t: Any = None) -> Tensor:
+  """An argument that must be a Tensor (not a list of them, a number or a string)."""
+  if not isinstance(x, TensorMixin):
+    hint = " (a list of Tensors: use Tensor.stack or cat)" if isinstance(x, (list, tuple)) and any(isinstance(e, TensorMixin) for e in x) else ""
+    raise _fail(TypeError, op, f"{name} must be a Tensor, got {type(x).__name__}{hint}", *_opt(t))
+  return x
+
+def _scalar_operand(op: str, x: int, dt: DType, t: Any) -> None:
+  """Raise for an int operand that no 64-bit int (or no float) holds: torch's OverflowError, named as the op."""
+  raise _fail(DTypeOverflowError, op, fit_error(x, dt, False) or f"{x} does not fit {dt.name}", t)
+
+class IntegerDivisionByZeroError(RuntimeError, ZeroDivisionError):
+  """Integer division or remainder by zero. A RuntimeError like PyTorch's ("RuntimeError: ZeroDivisionError") and a
+  ZeroDivisionError, so code ported from PyTorch or plain Python catches it either way."""
+
+def _const_value(u: UOp) -> Any:
+  """The value of a node that is one constant everywhere (a CONST seen through views, casts, CONTIGUOUS and
+  DETACH: Tensor.zeros(3, dtype=dtypes.int32) before it is realized), else None. Never runs a kernel."""
+  casts: list[DType] = []
+  while u.op in (Ops.RESHAPE, Ops.EXPAND, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.CAST, Ops.CONTIGUOUS, Ops.DETACH):
+    if u.op is Ops.CAST: casts.append(u.dtype)
+    u = u.src[0]
+  if u.op is not Ops.CONST: return None
+  v = u.arg
+  for dt in reversed(casts): v = truncate(v, dt)
+  return v
+
+def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> Tensor:
+  """Integer division and remainder by zero raise, like PyTorch (floats give inf/nan); returns the divisor to divide
+  by. A divisor that is a constant (a Python 0, Tensor.zeros(...) not yet realized) raises at the call; any other
+  gets a data check (raised when the quotient is computed, naming op and the user's line). An empty result never
+  raises."""
+  if b.dtype.is_float or not b.numel(): return b
+  if (v := _const_value(b.uop)) is not None:
+    if v == 0: raise _fail(IntegerDivisionByZeroError, op, f"integer division by zero: the {b.dtype.name} divisor is 0 (ZeroDivisionError)", a, b)
+    return b
+  if b.uop.op is Ops.CHECK and b.uop.arg[0] is IntegerDivisionByZeroError: return b   # checked already (fmod via div)
+  src = b.uop
+  while src.op in (Ops.EXPAND, Ops.RESHAPE): src = src.src[0]   # test the divisor's own elements, not their broadcast
+  return b._checked(type(b)(src).ne(0), IntegerDivisionByZeroError, op, f"integer division by zero: the {b.dtype.name} divisor holds a 0 (ZeroDivisionError)", a, b)
+
+def _broadcast_shape(op: str, *ts: Tensor) -> tuple[int, ...]:
+  nd = max(t.ndim for t in ts)
+  shapes = [(1,) * (nd - t.ndim) + t.shape for t in ts]
+  out = []
+  for dims in zip(*shapes):
+    big = {d for d in dims if d != 1}
+    if len(big) > 1: raise _fail(ValueError, op, f"shapes {' and '.join(str(t.shape) for t in ts)} are not broadcastable", *ts)
+    out.append(big.pop() if big else 1)
+  return tuple(out)
+
+def _truth(op: str, x: Any, t: Tensor) -> Any:
+  return x if isinstance(x, TensorMixin) else bool(_scalar_arg(op, "other", x, t))
+
+def _as_tensor(x: Any, like: Tensor, dtype: DType | None = None) -> Tensor:
+  if isinstance(x, TensorMixin): return x
+  return type(like)(UOp.const(dtype or dtypes.from_py(x), x, like.device))
+
+# the argument forms of the nn functionals (convolution, pooling, losses, normalization)
+def _is_int(x) -> bool: return isinstance(x, int) and not isinstance(x, bool)
+
+def _tuple(op: str, name: str, x, n: int, t, minimum: int | None = 1) -> tuple[int, ...]:
+  """An int or a sequence of n ints -> n ints (each >= minimum)."""
+  out = (x,) * n if _is_int(x) else tuple(x) if isinstance(x, (tuple, list)) else None
+  if out is None or len(out) != n or not all(_is_int(v) for v in out):
+    raise _fail(TypeError if out is None or not all(_is_int(v) for v in out) else ValueError, op,
+                f"{name} must be an int or a sequence of {n} ints, got {x!r}", t)
+  if minimum is not None and any(v < minimum for v in out): raise _fail(ValueError, op, f"{name} must be >= {minimum}, got {x!r}", t)
+  return out
+
+def _resolve_pads(op: str, padding, n: int, t, k: Sequence[int] | None = None, d: Sequence[int] | None = None,
+                  s: Sequence[int] | None = None, allow_str: bool = False) -> list[tuple[int, int]]:
+  """padding -> one (before, after) pair per spatial dim, in dim order. Accepts an int, n ints (symmetric per dim),
+  n (before, after) pairs, 2n ints in torch's F.pad order (last dim first: left, right, top, bottom, ...), or
+  (convolutions) 'valid' / 'same'."""
+  if isinstance(padding, str):
+    if not allow_str: raise _fail(ValueError, op, f"padding must be ints here, got {padding!r}", t)
+    if padding == "valid": return [(0, 0)] * n
+    if padding == "same":
+      assert k is not None and d is not None and s is not None
+      if any(v != 1 for v in s): raise _fail(ValueError, op, f"padding='same' is not supported for strided convolutions (stride {tuple(s)})", t)
+      return [((dd * (kk - 1)) // 2, dd * (kk - 1) - (dd * (kk - 1)) // 2) for kk, dd in zip(k, d)]
+    raise _fail(ValueError, op, f"padding string must be 'same' or 'valid', got {padding!r}", t)
+  if _is_int(padding): return [(padding, padding)] * n
+  if isinstance(padding, (tuple, list)):
+    p = tuple(padding)
+    if len(p) == n and all(_is_int(v) for v in p): return [(v, v) for v in p]
+    if len(p) == n and all(isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(u) for u in v) for v in p): return [tuple(v) for v in p]  # type: ignore
+    if len(p) == 2 * n and all(_is_int(v) for v in p): return [(p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1]) for i in range(n)]
+  raise _fail(ValueError, op, f"padding must be an int, {n} ints, {n} (before, after) pairs or {2 * n} ints (torch F.pad order), got {padding!r}", t)
+
+def _shapes(op: str, x: Any, t: Any) -> tuple[int, ...]:
+  """An int or a sequence of ints (a normalized_shape)."""
+  return _shape_arg(op, (x,), t, name="normalized_shape")
+
+def _check_tensor(op: str, name: str, x, self) -> None:
+  if not isinstance(x, TensorMixin): raise _fail(TypeError, op, f"{name} must be a Tensor, got {type(x).__name__}", self)
+  if x.device != self.device: raise _fail(RuntimeError, op, f"{name} is on {x.device}, input on {self.device}", self, x)
+
+def _check_axes(op: str, axis: Any, x: Any) -> Any:
+  """Resolve an int or a tuple of axes with `op` named in the error; returns axis unchanged."""
+  for a in (tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)): _resolve_axis(op, a, x.ndim, x)   # a non-int raises TypeError
+  return axis

@@ -1,0 +1,261 @@
+"""Convolution: sliding windows, conv1d/2d/3d, conv_transpose1d/2d/3d, unfold (im2col) and fold (col2im).
+
+The central trick is `_pool`: it turns the last n dims of a tensor into sliding windows (..., *out, *kernel) with
+movement ops only (pad/reshape/expand/shrink/permute: no copy), so that convolution is `(windows * weight).sum(...)`
+-- one fused reduce kernel -- and pooling (pool.py) is a max/sum over the windows.
+"""
+from __future__ import annotations
+import functools, itertools
+from typing import Any, Sequence
+from petagrad.dtype import dtypes, promote
+from petagrad.helpers import prod, flatten as flatten_list
+from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
+from petagrad.uop.gradient import custom_backward, compute_gradient
+from petagrad.mixin import Tensor, TensorMixin
+from petagrad.mixin.args import _fail, _is_int, _tuple, _resolve_pads, _check_tensor
+
+def _check_kernel_ndim(op: str, weight: Any, ndim: int, x: Any) -> None:
+  _check_tensor(op, "weight", weight, x)
+  if weight.ndim != ndim:
+    raise _fail(ValueError, op, f"weight must be (cout, cin/groups, *kernel) with {ndim - 2} kernel dims, got shape {weight.shape}", x, weight)
+
+def _conv_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]:
+  """Gradients of a convolution's input and weight (node = CUSTOM_GRAD(value, x, weight))."""
+  value, x, w = node.src
+  _, stride, pads, dilation, groups = node.arg
+  dx = T(ctx).conv_transpose2d(T(w), None, groups, stride, dilation, 0)
+  # the transposed convolution covers the padded input up to the last position a window read: extend it to the
+  # whole padded input, then drop the padding
+  dx = dx.pad(((0, 0), (0, 0)) + tuple((0, L + pb + pa - F) for L, (pb, pa), F in zip(x.shape[2:], pads, dx.shape[2:])))
+  dx = dx.shrink(((0, x.shape[0]), (0, x.shape[1])) + tuple((pb, pb + L) for L, (pb, _) in zip(x.shape[2:], pads)))
+  if dx.dtype != x.dtype: dx = dx.cast(x.dtype)
+  return dx.uop, compute_gradient(value, ctx, {w}).get(w)
+
+def _pool_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp]:
+  """Gradient of the sliding-window view (..., *L) -> (..., *o, *k) (node = CUSTOM_GRAD(view, x)): every kernel
+  offset's slice of ctx, spread out by the stride and shifted to where that offset read, summed (col2im)."""
+  _, k_, s_, d_ = node.arg
+  x, n = node.src[1], len(k_)
+  pre, L_ = x.shape[:-n], x.shape[-n:]
+  o_ = ctx.shape[len(pre):len(pre) + n]
+  # spread out by the stride once ((o) -> (o*s), zeros between) and realize it: it is read k times over, may hold
+  # the forward's window view (a max-pool's argmax mask), and the pieces below are then plain shifted slices
+  g = T(ctx)
+  for i, (o, s) in enumerate(zip(o_, s_)):
+    if s == 1: continue
+    ax = len(pre) + i
+    u = g.unsqueeze(ax + 1)
+    g = u.pad(tuple((0, s - 1) if a == ax + 1 else (0, 0) for a in range(u.ndim))).reshape(g.shape[:ax] + (o * s,) + g.shape[ax + 1:])
+  g = g.contiguous()
+  out = None
+  for offs in itertools.product(*[range(k) for k in k_]):
+    piece = g.shrink(tuple((0, sz) for sz in g.shape[:len(pre) + n]) + tuple((j, j + 1) for j in offs)).reshape(g.shape[:len(pre) + n])
+    for i, (L, d, j) in enumerate(zip(L_, d_, offs)):
+      ax = len(pre) + i
+      span = min(piece.shape[ax], L - j * d)   # the last window ends at most at L
+      piece = piece.shrink(tuple((0, sz) if a != ax else (0, span) for a, sz in enumerate(piece.shape)))
+      piece = piece.pad(tuple((0, 0) if a != ax else (j * d, L - j * d - span) for a in range(piece.ndim)))
+    out = piece if out is None else out + piece
+  return (out.uop,)
+
+class ConvMixin(TensorMixin):
+  __slots__ = ()
+
+  def __init_subclass__(cls, **kwargs: Any) -> None:
+    super().__init_subclass__(**kwargs)
+    # the gradient rules of a convolution and of the sliding windows are tensor ops: they build tensors of the class
+    # that combines the mixins (the first one: petagrad.tensor.Tensor)
+    custom_backward.setdefault("conv", functools.partial(_conv_backward, cls))
+    custom_backward.setdefault("pool", functools.partial(_pool_backward, cls))
+
+  # ------------------------------------------------------------ sliding windows
+  def _window1(self, ax: int, k: int, s: int, d: int) -> Tensor:
+    """Replace dim `ax` (length L) by (k, o): element [kk, oo] is x[oo*s + kk*d], o = (L - d*(k-1) - 1)//s + 1."""
+    L = self.shape[ax]
+    o = (L - d * (k - 1) - 1) // s + 1
+    pre, post = self.shape[:ax], self.shape[ax + 1:]
+    nd = (None,) * len(pre)
+    x = self
+    if k == 1 or (d == 1 and k <= s):
+      # windows do not overlap: cut the dim into (o, s) blocks and keep the first k of each
+      x = x.pad(nd + ((0, o * s - L),) + (None,) * len(post)) if o * s > L else x.shrink(nd + ((0, o * s),) + (None,) * len(post))
+      x = x.reshape(pre + (o, s) + post).shrink(nd + ((0, o), (0, k)) + (None,) * len(post))
+      return x.transpose(ax, ax + 1)
+    # windows overlap: repeat the dim r times (an expand: no copy) and read it back as rows of length Lp+d, so that
+    # row kk starts kk*d further on; the row's columns o*s (kept below) are then x[o*s + kk*d]
+    Lp = max(L, o * s)
+    if Lp > L: x = x.pad(nd + ((0, Lp - L),) + (None,) * len(post))
+    r = -(-k * (Lp + d) // Lp)
+    x = x.reshape(pre + (1, Lp) + post).expand(pre + (r, Lp) + post).reshape(pre + (r * Lp,) + post)
+    x = x.shrink(nd + ((0, k * (Lp + d)),) + (None,) * len(post)).reshape(pre + (k, Lp + d) + post)
+    x = x.shrink(nd + ((0, k), (0, o * s)) + (None,) * len(post)).reshape(pre + (k, o, s) + post)
+    return x.shrink(nd + ((0, k), (0, o), (0, 1)) + (None,) * len(post)).reshape(pre + (k, o) + post)
+  def _pool(self, k_: Sequence[int], stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1) -> Tensor:
+    """Sliding windows over the last len(k_) dims: (..., *spatial) -> (..., *out, *k_). No padding; movement ops only."""
+    n = len(k_)
+    s_, d_ = _tuple("pool", "stride", stride, n, self), _tuple("pool", "dilation", dilation, n, self)
+    pre = self.ndim - n
+    for L, k, d in zip(self.shape[pre:], k_, d_):
+      if d * (k - 1) + 1 > L: raise _fail(ValueError, "pool", f"kernel size {tuple(k_)} (dilation {d_}) is larger than the input {self.shape[pre:]}", self)
+    x = self
+    for i, (k, s, d) in enumerate(zip(k_, s_, d_)): x = x._window1(pre + 2 * i, k, s, d)
+    # (..., k1, o1, k2, o2, ...) -> (..., o1, o2, ..., k1, k2, ...)
+    x = x.permute(tuple(range(pre)) + tuple(pre + 2 * i + 1 for i in range(n)) + tuple(pre + 2 * i for i in range(n)))
+    # the backward of that view is index math dividing per element; windows scattered back one kernel offset at a
+    # time (col2im, _pool_backward) is a sum of shifted pads
+    return x._new(UOp(Ops.CUSTOM_GRAD, x.dtype, (x.uop, self.uop), ("pool", tuple(k_), s_, d_)), self)
+
+  # ------------------------------------------------------------ convolution
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+    """N-d convolution (cross-correlation) like torch.nn.functional.conv2d; the number of spatial dims comes from
+    the weight (cout, cin/groups, *kernel). Input (N, cin, *spatial) or unbatched (cin, *spatial).
+    padding: int, one int per dim, one (before, after) pair per dim, 2n ints in F.pad order, 'same' or 'valid'.
+
+    >>> from petagrad import Tensor
+    >>> Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
+    [[[[4.0, 4.0], [4.0, 4.0]]]]
+    """
+    op = {1: "conv1d", 2: "conv2d", 3: "conv3d"}.get(getattr(weight, "ndim", 4) - 2, "conv")
+    _check_tensor(op, "weight", weight, self)
+    if weight.ndim < 3: raise _fail(ValueError, op, f"weight must be (cout, cin/groups, *kernel), got shape {weight.shape}", self, weight)
+    n = weight.ndim - 2
+    if self.ndim == n + 1: return self.unsqueeze(0).conv2d(weight, bias, groups, stride, dilation, padding, dtype).squeeze(0)
+    if self.ndim != n + 2: raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
+    if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
+    (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
+    if cin * groups != cin_: raise _fail(ValueError, op, f"input has {cin_} channels but the weight expects {cin} x groups={groups} = {cin * groups}", self, weight)
+    if cout % groups: raise _fail(ValueError, op, f"out channels ({cout}) must be divisible by groups ({groups})", self, weight)
+    if any(k == 0 for k in HW): raise _fail(ValueError, op, f"kernel size must be positive, got {HW}", self, weight)
+    s_, d_ = _tuple(op, "stride", stride, n, self), _tuple(op, "dilation", dilation, n, self)
+    pads = _resolve_pads(op, padding, n, self, HW, d_, s_, allow_str=True)
+    for L, (pb, pa), k, d in zip(self.shape[2:], pads, HW, d_):
+      if L + pb + pa < d * (k - 1) + 1:
+        raise _fail(ValueError, op, f"kernel {HW} (dilation {d_}) is larger than the padded input {tuple(L + b + a for L, (b, a) in zip(self.shape[2:], pads))}", self, weight)
+    if bias is not None:
+      _check_tensor(op, "bias", bias, self)
+      if bias.shape != (cout,): raise _fail(ValueError, op, f"bias must have shape ({cout},), got {bias.shape}", self, weight, bias)
+    rcout, padded = cout // groups, any(p != (0, 0) for p in pads)
+    # enough output channels to fill vector lanes: the weight is stored with output channels contiguous, so the
+    # kernel computes them as SIMD lanes (a matmul's register tile), and a padded input is written once with
+    # its zeros so the inner loop reads it without masks. Both are small copies next to the convolution.
+    channels_last = rcout % 8 == 0
+    x = self.pad(((0, 0), (0, 0)) + tuple(pads)) if padded else self
+    if channels_last and padded: x = x.contiguous()
+    x = x._pool(HW, s_, d_)   # (bs, groups*cin, *oyx, *HW)
+    oyx = x.shape[2:2 + n]
+    x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
+    x = x.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(n)])   # (bs, groups, rcout, *oyx, cin, *HW)
+    w = weight.reshape(groups, rcout, cin, *HW)
+    if channels_last: w = w.permute(0, *range(2, 3 + n), 1).contiguous().permute(0, 2 + n, *range(1, 2 + n))   # stored (groups, cin, *HW, rcout)
+    wb = w.reshape(1, groups, rcout, *[1] * n, cin, *HW)
+    # float16/bfloat16 multiply in float32 as matmul does (and torch): products rounded to 11 or 8 bits, then summed,
+    # lose an output that cancels
+    if dtype is None and promote(self.dtype, weight.dtype) in (dtypes.float16, dtypes.bfloat16): x, wb = x.cast(dtypes.float32), wb.cast(dtypes.float32)
+    ret = (x * wb).sum([-1 - i for i in range(1 + n)], dtype=dtype)
+    if channels_last:
+      # the output gradient is realized channels-last, so the weight gradient (a reduce over pixels) and the input
+      # gradient (a reduce over output channels) both read output channels contiguously
+      cl = ret.permute(0, *range(3, 3 + n), 1, 2).contiguous_backward()   # (bs, *oyx, groups, rcout)
+      ret = cl.permute(0, 1 + n, 2 + n, *range(1, 1 + n))
+    if dtype is None and ret.dtype != (dt := promote(self.dtype, weight.dtype)): ret = ret.cast(dt)
+    ret = ret.reshape(bs, cout, *oyx)
+    if all(p >= 0 for pr in pads for p in pr):
+      # the input's gradient is a transposed convolution (a vectorized kernel) instead of the backward of the
+      # sliding-window view (index math with divisions per element); the weight's stays that of this graph
+      ret = ret._new(UOp(Ops.CUSTOM_GRAD, ret.dtype, (ret.uop, self.uop, weight.uop), ("conv", s_, tuple(pads), d_, groups)), self, weight)
+    return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
+  def conv1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+    """conv2d with a 1-d kernel (same signature as conv2d; pass torch's stride/padding/dilation/groups by keyword)."""
+    _check_kernel_ndim("conv1d", weight, 3, self)
+    return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype)
+  def conv3d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+    """conv2d with a 3-d kernel (same signature as conv2d)."""
+    _check_kernel_ndim("conv3d", weight, 5, self)
+    return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype)
+  def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+    """N-d transposed convolution like torch.nn.functional.conv_transpose2d; weight (cin, cout/groups, *kernel).
+    Composed as a convolution of the stride-dilated input with the flipped, transposed weight."""
+    op = {1: "conv_transpose1d", 2: "conv_transpose2d", 3: "conv_transpose3d"}.get(getattr(weight, "ndim", 4) - 2, "conv_transpose")
+    _check_tensor(op, "weight", weight, self)
+    if weight.ndim < 3: raise _fail(ValueError, op, f"weight must be (cin, cout/groups, *kernel), got shape {weight.shape}", self, weight)
+    n = weight.ndim - 2
+    if self.ndim == n + 1: return self.unsqueeze(0).conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding).squeeze(0)
+    if self.ndim != n + 2: raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
+    if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
+    cin, rcout, HW = weight.shape[0], weight.shape[1], weight.shape[2:]
+    if self.shape[1] != cin: raise _fail(ValueError, op, f"input has {self.shape[1]} channels but the weight expects {cin}", self, weight)
+    if cin % groups: raise _fail(ValueError, op, f"in channels ({cin}) must be divisible by groups ({groups})", self, weight)
+    if any(k == 0 for k in HW): raise _fail(ValueError, op, f"kernel size must be positive, got {HW}", self, weight)
+    s_, d_ = _tuple(op, "stride", stride, n, self), _tuple(op, "dilation", dilation, n, self)
+    op_ = _tuple(op, "output_padding", output_padding, n, self, minimum=0)
+    pads = _resolve_pads(op, padding, n, self)
+    if any(p < 0 for pr in pads for p in pr): raise _fail(ValueError, op, f"padding must be >= 0, got {padding!r}", self)
+    for o, s, d in zip(op_, s_, d_):
+      if o >= max(s, d): raise _fail(ValueError, op, f"output padding {op_} must be smaller than either stride {s_} or dilation {d_}", self)
+    out = [(L - 1) * s - pb - pa + d * (k - 1) + o + 1 for L, s, (pb, pa), d, k, o in zip(self.shape[2:], s_, pads, d_, HW, op_)]
+    if any(v <= 0 for v in out): raise _fail(ValueError, op, f"output size {tuple(out)} is too small (padding {padding!r})", self, weight)
+    if bias is not None:
+      _check_tensor(op, "bias", bias, self)
+      if bias.shape != (rcout * groups,): raise _fail(ValueError, op, f"bias must have shape ({rcout * groups},), got {bias.shape}", self, weight, bias)
+    w = weight.reshape(groups, cin // groups, rcout, *HW).transpose(1, 2).flip(*range(3, n + 3)).reshape(groups * rcout, cin // groups, *HW)
+    x = self
+    if any(s > 1 for s in s_):
+      # insert s-1 zeros between input elements: (L) -> (L, 1) -> pad -> (L, s) -> (L*s) -> drop the trailing s-1
+      bsz, c = x.shape[:2]
+      x = x.reshape(bsz, c, *flatten_list((L, 1) for L in x.shape[2:]))
+      x = x.pad(((0, 0), (0, 0)) + tuple(flatten_list(((0, 0), (0, s - 1)) for s in s_)))
+      x = x.reshape(bsz, c, *[L * s for L, s in zip(self.shape[2:], s_)])
+      x = x.shrink(((0, bsz), (0, c)) + tuple((0, L * s - (s - 1)) for L, s in zip(self.shape[2:], s_)))
+    cpads = [(d * (k - 1) - pb, d * (k - 1) - pa + o) for k, d, (pb, pa), o in zip(HW, d_, pads, op_)]
+    return x.conv2d(w, bias, groups, 1, d_, cpads)
+  def conv_transpose1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+    """conv_transpose2d with a 1-d kernel (same signature as conv_transpose2d)."""
+    return self.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
+  def conv_transpose3d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+    """conv_transpose2d with a 3-d kernel (same signature as conv_transpose2d)."""
+    return self.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
+
+  # ------------------------------------------------------------ im2col and col2im
+  def unfold(self, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """torch.nn.functional.unfold (im2col): (N, C, *spatial) -> (N, C*prod(kernel), L) sliding blocks.
+    Note: this is F.unfold, not torch.Tensor.unfold(dimension, size, step)."""
+    n = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
+    if self.ndim == n + 1: return self.unsqueeze(0).unfold(kernel_size, dilation, padding, stride).squeeze(0)
+    if self.ndim != n + 2: raise _fail(ValueError, "unfold", f"expected a {n + 1}-d or {n + 2}-d input for a {n}-d kernel, got shape {self.shape}", self)
+    k_ = _tuple("unfold", "kernel_size", kernel_size, n, self)
+    d_, s_ = _tuple("unfold", "dilation", dilation, n, self), _tuple("unfold", "stride", stride, n, self)
+    pads = _resolve_pads("unfold", padding, n, self)
+    if any(p < 0 for pr in pads for p in pr): raise _fail(ValueError, "unfold", f"padding must be >= 0, got {padding!r}", self)
+    for L, (pb, pa), k, d in zip(self.shape[2:], pads, k_, d_):
+      if L + pb + pa < d * (k - 1) + 1: raise _fail(ValueError, "unfold", f"kernel {k_} (dilation {d_}) is larger than the padded input", self)
+    x = self.pad(((0, 0), (0, 0)) + tuple(pads))._pool(k_, s_, d_)   # (N, C, *O, *K)
+    N, C, O = x.shape[0], x.shape[1], x.shape[2:2 + n]
+    x = x.permute(0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))
+    return x.reshape(N, C * prod(k_), prod(O))
+  def fold(self, output_size, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+    """torch.nn.functional.fold (col2im), the adjoint of unfold: (N, C*prod(kernel), L) -> (N, C, *output_size),
+    overlapping values summed. Composed as a grouped transposed convolution with a one-hot weight."""
+    op = "fold"
+    n = len(output_size) if isinstance(output_size, (tuple, list)) else 2
+    if self.ndim == 2: return self.unsqueeze(0).fold(output_size, kernel_size, dilation, padding, stride).squeeze(0)
+    if self.ndim != 3: raise _fail(ValueError, op, f"expected a 2-d or 3-d input (N, C*prod(kernel), L), got shape {self.shape}", self)
+    out = _tuple(op, "output_size", output_size, n, self)
+    k_ = _tuple(op, "kernel_size", kernel_size, n, self)
+    d_, s_ = _tuple(op, "dilation", dilation, n, self), _tuple(op, "stride", stride, n, self)
+    pads = _resolve_pads(op, padding, n, self)
+    if any(p < 0 for pr in pads for p in pr): raise _fail(ValueError, op, f"padding must be >= 0, got {padding!r}", self)
+    N, CK, L = self.shape
+    K = prod(k_)
+    if CK % K: raise _fail(ValueError, op, f"expected size of input's dimension 1 ({CK}) to be divisible by the product of kernel_size ({K})", self)
+    O = [(o + pb + pa - d * (k - 1) - 1) // s + 1 for o, (pb, pa), k, d, s in zip(out, pads, k_, d_, s_)]
+    if any(v <= 0 for v in O) or prod(O) != L:
+      raise _fail(ValueError, op, f"given output_size={out}, kernel_size={k_}, dilation={d_}, padding={padding!r}, stride={s_}, expected "
+                  f"size of input's dimension 2 to match the calculated number of sliding blocks {prod(max(v, 0) for v in O)}, but got {L}", self)
+    C, T = CK // K, type(self)
+    ar = T.arange(K, device=self.device)
+    w = (ar.reshape(K, 1) == ar.reshape(1, K)).cast(self.dtype if self.dtype.is_float else dtypes.default_float)
+    w = w.reshape(1, K, 1, *k_).expand(C, K, 1, *k_).reshape(C * K, 1, *k_)
+    base = [(v - 1) * s - pb - pa + d * (k - 1) + 1 for v, s, (pb, pa), d, k in zip(O, s_, pads, d_, k_)]
+    return self.reshape(N, CK, *O).conv_transpose2d(w, groups=C, stride=s_, dilation=d_, padding=pads,
+                                                    output_padding=tuple(o - b for o, b in zip(out, base)))

@@ -1,0 +1,336 @@
+"""Linear algebra: matmul (and dot, linear, mv, bmm, addmm, baddbmm, inner, outer, tensordot, kron, einsum), norms,
+cross products, pairwise distances, scaled dot-product attention.
+
+A matmul is one broadcast multiply + sum over the shared dim: (..., n, 1, k) * (..., 1, m, k) summed over k, one
+reduce kernel whose tiling the optimizer chooses.
+"""
+from __future__ import annotations
+import math
+from typing import Any
+from petagrad.dtype import dtypes, promote
+from petagrad.helpers import prod
+from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
+from petagrad.mixin import Tensor, TensorMixin
+from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg, _tensor_arg, _broadcast_shape, _check_tensor
+
+class LinalgMixin(TensorMixin):
+  __slots__ = ()
+
+  # ------------------------------------------------------------ matrix products
+  def matmul(self, w: Tensor, dtype=None) -> Tensor:
+    """Matrix product with batching and broadcasting (1-D operands like torch.matmul)."""
+    if not isinstance(w, TensorMixin): raise _fail(TypeError, "matmul", f"expected a Tensor, got {type(w).__name__}", self)
+    x = self
+    if x.ndim == 0 or w.ndim == 0: raise _fail(RuntimeError, "matmul", "both arguments need at least 1 dimension", x, w)
+    if x.device != w.device: raise _fail(RuntimeError, "matmul", f"tensors are on different devices: {x.device} and {w.device}", x, w)
+    kx, kw = x.shape[-1], w.shape[-2] if w.ndim > 1 else w.shape[0]
+    if kx != kw: raise _fail(ValueError, "matmul", f"inner dimensions do not match: {x.shape} @ {w.shape}", x, w)
+    try: dt = promote(x.dtype, w.dtype)
+    except TypeError as e: raise _fail(TypeError, "matmul", str(e), x, w) from None
+    wv = _right_operand_layout(w.reshape(kw, 1) if w.ndim == 1 else w)
+    # built on the graph directly (one Tensor for the result, not one per step): (..., n, 1, k) * (..., 1, m, k),
+    # summed over k
+    xu, wu = x.uop.reshape((1, kx)) if x.ndim == 1 else x.uop, wv.uop
+    bx, bw = xu.shape[:-2], wu.shape[:-2]
+    nb = max(len(bx), len(bw))
+    bx, bw = (1,) * (nb - len(bx)) + bx, (1,) * (nb - len(bw)) + bw
+    if any(a != b and a != 1 and b != 1 for a, b in zip(bx, bw)):
+      raise _fail(ValueError, "matmul", f"batch dimensions {xu.shape[:-2]} and {wu.shape[:-2]} are not broadcastable", x, w)
+    n, m = xu.shape[-2], wu.shape[-1]
+    full = tuple(b if a == 1 else a for a, b in zip(bx, bw)) + (n, m, kx)   # broadcast (1 with 0 is 0, not max)
+    # cast before the expand: the gradient of a float16 operand then sums its broadcast copies in float32
+    acc = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dt
+    xr = xu.reshape(bx + (n, 1, kx)).cast(dt).cast(acc).expand(full)
+    nw = len(wu.shape) - 2
+    wr = wu.permute(tuple(range(nw)) + (nw + 1, nw)).reshape(bw + (1, m, kw)).cast(dt).cast(acc).expand(full)
+    out = UOp(Ops.MUL, acc, (xr, wr)).reduce(Ops.ADD, (nb + 2,)).reshape(full[:-1])
+    out = out.cast(_dtype_arg(dtype) if dtype else dt)
+    if x.ndim == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:])
+    if w.ndim == 1: out = out.reshape(out.shape[:-1])
+    return x._new(out, w)
+  def dot(self, w: Tensor) -> Tensor: return self.matmul(w)
+  def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    _tensor_arg("linear", "weight", weight, self)
+    if bias is not None: _tensor_arg("linear", "bias", bias, self)
+    x = self.matmul(weight.T) if weight.ndim > 1 else self * weight
+    return x + bias if bias is not None else x
+  def _check_nd(self, op: str, other: Any, nd: int, other_nd: int) -> None:
+    if not isinstance(other, TensorMixin): raise _fail(TypeError, op, f"expected a Tensor, got {type(other).__name__}", self)
+    if self.ndim != nd or other.ndim != other_nd:
+      raise _fail(ValueError, op, f"expects a {nd}-D and a {other_nd}-D tensor, got {self.ndim}-D and {other.ndim}-D", self, other)
+  def mv(self, vec: Tensor) -> Tensor:
+    """Matrix (n, m) times vector (m,) -> (n,)."""
+    self._check_nd("mv", vec, 2, 1)
+    return self.matmul(vec)
+  def bmm(self, mat2: Tensor) -> Tensor:
+    """Batched matmul of (b, n, m) and (b, m, p) -> (b, n, p), no broadcasting (torch.bmm)."""
+    self._check_nd("bmm", mat2, 3, 3)
+    if self.shape[0] != mat2.shape[0]: raise _fail(ValueError, "bmm", f"batch sizes differ: {self.shape[0]} and {mat2.shape[0]}", self, mat2)
+    return self.matmul(mat2)
+  def addmm(self, mat1: Tensor, mat2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * self + alpha * (mat1 @ mat2) (torch.addmm; self broadcasts to the product's shape)."""
+    mat1._check_nd("addmm", mat2, 2, 2)
+    return _scaled_sum("addmm", self, mat1.matmul(mat2), beta, alpha)
+  def baddbmm(self, batch1: Tensor, batch2: Tensor, beta: float = 1, alpha: float = 1) -> Tensor:
+    """beta * self + alpha * bmm(batch1, batch2) (torch.baddbmm)."""
+    return _scaled_sum("baddbmm", self, batch1.bmm(batch2), beta, alpha)
+  def inner(self, other: Tensor) -> Tensor:
+    """Sum over the last dims of self and other (torch.inner): (..., k) x (..., k) -> self.shape[:-1] + other.shape[:-1]."""
+    if not isinstance(other, TensorMixin): raise _fail(TypeError, "inner", f"expected a Tensor, got {type(other).__name__}", self)
+    if self.ndim == 0 or other.ndim == 0: return self * other
+    if self.shape[-1] != other.shape[-1]: raise _fail(ValueError, "inner", f"the last dims differ: {self.shape[-1]} and {other.shape[-1]}", self, other)
+    return self.tensordot(other, ([self.ndim - 1], [other.ndim - 1]))
+  def outer(self, other: Tensor) -> Tensor:
+    """Outer product of two 1-D tensors."""
+    if not isinstance(other, TensorMixin): raise _fail(TypeError, "outer", f"expected a Tensor, got {type(other).__name__}", self)
+    if self.ndim != 1 or other.ndim != 1: raise _fail(ValueError, "outer", "both operands must be 1-D", self, other)
+    return self.unsqueeze(1) * other.unsqueeze(0)
+  ger = outer
+  def tensordot(self, other: Tensor, dims=2) -> Tensor:
+    """Contract dims of self with dims of other (torch.tensordot): dims an int n (the last n of self with the
+    first n of other) or two lists of dims. The result has self's free dims, then other's.
+
+    >>> Tensor.ones(2, 3, 4).tensordot(Tensor.ones(3, 4, 5)).shape
+    (2, 5)
+    """
+    if not isinstance(other, TensorMixin): raise _fail(TypeError, "tensordot", f"expected a Tensor, got {type(other).__name__}", self)
+    if not (isinstance(dims, int) and not isinstance(dims, bool)) and not (isinstance(dims, (tuple, list)) and len(dims) == 2):
+      raise _fail(TypeError, "tensordot", f"dims must be an int or a pair of dim lists, got {dims!r}", self, other)
+    if isinstance(dims, int):
+      if dims < 0 or dims > min(self.ndim, other.ndim): raise _fail(ValueError, "tensordot", f"dims={dims} is out of range for {self.ndim}-D and {other.ndim}-D tensors", self, other)
+      da, db = list(range(self.ndim - dims, self.ndim)), list(range(dims))
+    else:
+      da, db = ([dims[0]] if isinstance(dims[0], int) else list(dims[0])), ([dims[1]] if isinstance(dims[1], int) else list(dims[1]))
+      da, db = [_resolve_axis("tensordot", d, self.ndim, self) for d in da], [_resolve_axis("tensordot", d, other.ndim, other) for d in db]
+    if len(da) != len(db): raise _fail(ValueError, "tensordot", f"dims {da} and {db} must have the same length", self, other)
+    for p, q in zip(da, db):
+      if self.shape[p] != other.shape[q]: raise _fail(ValueError, "tensordot", f"contracted dims differ: {self.shape[p]} (dim {p}) and {other.shape[q]} (dim {q})", self, other)
+    fa, fb = [k for k in range(self.ndim) if k not in da], [k for k in range(other.ndim) if k not in db]
+    k = prod(self.shape[p] for p in da)
+    a = self.permute(*fa, *da).reshape(prod(self.shape[p] for p in fa), k)
+    b = other.permute(*db, *fb).reshape(k, prod(other.shape[q] for q in fb))
+    return a.matmul(b).reshape(tuple(self.shape[p] for p in fa) + tuple(other.shape[q] for q in fb))
+  def kron(self, other: Tensor) -> Tensor:
+    """Kronecker product (torch.kron): the smaller-rank operand gets leading 1 dims; out.shape[i] = a.shape[i] * b.shape[i]."""
+    if not isinstance(other, TensorMixin): raise _fail(TypeError, "kron", f"expected a Tensor, got {type(other).__name__}", self)
+    n = max(self.ndim, other.ndim)
+    a = self.reshape((1,) * (n - self.ndim) + self.shape)
+    b = other.reshape((1,) * (n - other.ndim) + other.shape)
+    # (a0, 1, a1, 1, ...) * (1, b0, 1, b1, ...) -> (a0*b0, a1*b1, ...)
+    pa = a.reshape(tuple(x for s in a.shape for x in (s, 1)))
+    pb = b.reshape(tuple(x for s in b.shape for x in (1, s)))
+    return (pa * pb).reshape(tuple(s * t for s, t in zip(a.shape, b.shape)))
+  @classmethod
+  def einsum(cls, formula: str, *operands) -> Tensor:
+    """Einstein summation like torch.einsum: any subscripts, repeated indices in one operand (its
+    diagonal), '...' and the implicit output (letters used once, in alphabetical order). Operands are
+    contracted left to right; each step is a broadcast multiply + sum (one reduce kernel).
+
+    >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
+    [3, 7]
+    """
+    if not isinstance(formula, str): raise _fail(TypeError, "einsum", f"the first argument must be the subscripts string, got {type(formula).__name__}")
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
+    for t in operands:
+      if not isinstance(t, TensorMixin): raise _fail(TypeError, "einsum", f"operands must be Tensors, got {type(t).__name__}")
+    f = formula.replace(" ", "")
+    lhs, rhs = f.split("->") if "->" in f else (f, None)
+    ins = lhs.split(",")
+    if len(ins) != len(operands): raise _fail(ValueError, "einsum", f"{formula!r} names {len(ins)} operands, got {len(operands)}", *operands)
+    for s in ins + ([rhs] if rhs is not None else []):
+      bad = [ch for ch in s.replace("...", "") if not ch.isalpha()]
+      if bad or s.count("...") > 1: raise _fail(ValueError, "einsum", f"bad subscripts {s!r} in {formula!r}", *operands)
+    # '...' -> placeholder letters, right-aligned over the broadcast ellipsis dims
+    n_ell = 0
+    for s, t in zip(ins, operands):
+      k = len(s.replace("...", ""))
+      if "..." in s: n_ell = max(n_ell, t.ndim - k)
+      elif t.ndim != k: raise _fail(ValueError, "einsum", f"subscripts {s!r} name {k} dims, the operand has {t.ndim}", *operands)
+    ell = [chr(0x3b1 + i) for i in range(n_ell)]   # greek letters: never in a formula (isalpha, but not ascii)
+    subs: list[list[str]] = []
+    for s, t in zip(ins, operands):
+      if "..." in s:
+        a, b = s.split("...")
+        k = t.ndim - len(a) - len(b)
+        if k < 0: raise _fail(ValueError, "einsum", f"subscripts {s!r} name more dims than the operand has ({t.ndim})", *operands)
+        subs.append(list(a) + ell[n_ell - k:] + list(b))
+      else: subs.append(list(s))
+    counts: dict[str, int] = {}
+    for sb in subs:
+      for ch in sb: counts[ch] = counts.get(ch, 0) + 1
+    if rhs is None: out = ell + sorted(ch for ch in counts if counts[ch] == 1 and ch not in ell)
+    else:
+      if "..." not in rhs and n_ell: out = list(rhs)
+      else:
+        a, b = rhs.split("...") if "..." in rhs else (rhs, "")
+        out = list(a) + ell + list(b)
+    if len(set(out)) != len(out): raise _fail(ValueError, "einsum", f"output subscripts repeat a letter in {formula!r}", *operands)
+    for ch in out:
+      if ch not in counts: raise _fail(ValueError, "einsum", f"output subscript {ch!r} does not appear in the inputs of {formula!r}", *operands)
+    # sizes: equal, or 1 (broadcast)
+    size: dict[str, int] = {}
+    for sb, t in zip(subs, operands):
+      for ch, n in zip(sb, t.shape):
+        if ch in size and size[ch] != n and 1 not in (size[ch], n):
+          raise _fail(ValueError, "einsum", f"subscript {ch!r} has size {size[ch]} in one place and {n} in another", *operands)
+        size[ch] = n if ch not in size or size[ch] == 1 else size[ch]
+    # repeated letters in one operand: take the diagonal
+    terms = []
+    for sb, t in zip(subs, operands):
+      sb = list(sb)
+      while len(set(sb)) != len(sb):
+        ch = next(c for c in sb if sb.count(c) > 1)
+        p = sb.index(ch); q = sb.index(ch, p + 1)
+        if t.shape[p] != t.shape[q]: raise _fail(ValueError, "einsum", f"repeated subscript {ch!r} needs equal sizes, got {t.shape[p]} and {t.shape[q]}", *operands)
+        t = t.diagonal(0, p, q)
+        sb = [c for k, c in enumerate(sb) if k not in (p, q)] + [ch]
+      terms.append((t, sb))
+    def contract(a, sa, b, sb, keep):
+      letters = sa + [c for c in sb if c not in sa]
+      ta = a.permute([sa.index(c) for c in letters if c in sa]).reshape(tuple(a.shape[sa.index(c)] if c in sa else 1 for c in letters))
+      tb = b.permute([sb.index(c) for c in letters if c in sb]).reshape(tuple(b.shape[sb.index(c)] if c in sb else 1 for c in letters))
+      p = ta * tb
+      red = [k for k, c in enumerate(letters) if c not in keep]
+      if red: p = _sum_keep_dtype(p, tuple(red))
+      return p, [c for c in letters if c in keep]
+    t, st = terms[0]
+    rest = terms[1:]
+    def needed(i): return set(out) | {c for _, s in rest[i:] for c in s}
+    red = [k for k, c in enumerate(st) if c not in needed(0)]
+    if red: t, st = _sum_keep_dtype(t, tuple(red)), [c for c in st if c in needed(0)]
+    for i, (u, su) in enumerate(rest):
+      t, st = contract(t, st, u, su, needed(i + 1))
+    # broadcast size-1 letters to the output sizes, order as requested
+    t = t.permute([st.index(c) for c in out]) if st else t
+    return t.expand(tuple(size[c] for c in out)) if out else t
+
+  # ------------------------------------------------------------ norms and distances
+  def norm(self, ord=None, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """Vector and matrix norms, torch.linalg.norm style.
+
+    dim None: the whole tensor as a vector (ord None/'fro' is the 2-norm = Frobenius norm).
+    dim an int: vector norms, ord in {None (2), p (any float), inf, -inf, 0}.
+    dim a pair: matrix norms, ord in {None/'fro', 1, -1, inf, -inf}; 'nuc', 2, -2 need an SVD
+    (NotImplementedError).
+
+    >>> Tensor([3.0, 4.0]).norm().item()
+    5.0
+    """
+    x = self._float("norm") if dtype is None else self.cast(dtype)
+    for a in (() if dim is None else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)): _resolve_axis("norm", a, self.ndim, self)
+    if dim is None and ord == "nuc":   # torch.Tensor.norm('nuc') of a matrix: the nuclear norm
+      if self.ndim != 2: raise _fail(ValueError, "norm", f"ord 'nuc' needs a 2-D tensor or a pair of dims, got {self.ndim} dims", self)
+      dim = (0, 1)
+    if dim is None or isinstance(dim, int) or (isinstance(dim, (tuple, list)) and len(dim) == 1) or (isinstance(dim, (tuple, list)) and len(dim) > 2):
+      if ord == "fro" or ord is None: ord = 2
+      if isinstance(ord, str): raise _fail(ValueError, "norm", f"ord {ord!r} needs a pair of dims", self)
+      return x._vector_norm(ord, dim, keepdim)
+    if len(dim) != 2: raise _fail(ValueError, "norm", f"bad dim {dim}", self)
+    d0, d1 = _resolve_axis("norm", dim[0], self.ndim, self), _resolve_axis("norm", dim[1], self.ndim, self)
+    if d0 == d1: raise _fail(ValueError, "norm", f"dims must differ, got {dim}", self)
+    if ord is None or ord == "fro": return x._vector_norm(2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2): raise _fail(NotImplementedError, "norm", f"matrix norm ord={ord!r} needs singular values (not implemented)", self)
+    if ord in (1, -1, math.inf, -math.inf):
+      # 1: max over columns of the column sums; inf: max over rows of the row sums
+      sum_dim, red_dim = (d0, d1) if ord in (1, -1) else (d1, d0)
+      s = x.abs().sum(sum_dim, keepdim=True)
+      r = s.max(red_dim, keepdim=True) if ord > 0 else s.min(red_dim, keepdim=True)
+      return r if keepdim else r.squeeze((d0, d1))
+    raise _fail(ValueError, "norm", f"unsupported matrix norm ord {ord!r}", self)
+  def _vector_norm(self, ord, dim, keepdim: bool) -> Tensor:
+    a = self.abs()
+    if 0 in self.shape and (isinstance(ord, (int, float)) and ord < 0 or ord == math.inf):   # no identity for these: torch raises on an empty reduction
+      dims = range(self.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
+      if any(self.shape[d] == 0 for d in dims): raise _fail(RuntimeError, "norm", f"cannot compute the {ord} norm over an empty dim (no identity)", self)
+    if ord == math.inf: return a.max(dim, keepdim)
+    if ord == -math.inf: return a.min(dim, keepdim)
+    if ord == 0: return (a != 0).cast(self.dtype).sum(dim, keepdim)
+    if ord == 1: return a.sum(dim, keepdim)
+    if ord == 2: return (self * self).sum(dim, keepdim).sqrt()
+    if not isinstance(ord, (int, float)) or isinstance(ord, bool): raise _fail(ValueError, "norm", f"unsupported vector norm ord {ord!r}", self)
+    return a.pow(float(ord)).sum(dim, keepdim).pow(1.0 / ord)
+  def cross(self, other: Tensor, dim: int = -1) -> Tensor:
+    """Cross product of 3-vectors along `dim` (default -1, like torch.linalg.cross), with broadcasting."""
+    a, b = self._operands("cross", other)
+    d = _resolve_axis("cross", dim, a.ndim, a)
+    if a.shape[d] != 3: raise _fail(ValueError, "cross", f"dim {d} must have size 3, got {a.shape[d]}", self, other)
+    def comp(t: Tensor, i: int) -> Tensor: return t.shrink(tuple((i, i + 1) if k == d else None for k in range(t.ndim)))
+    a0, a1, a2 = comp(a, 0), comp(a, 1), comp(a, 2)
+    b0, b1, b2 = comp(b, 0), comp(b, 1), comp(b, 2)
+    return (a1 * b2 - a2 * b1).cat(a2 * b0 - a0 * b2, a0 * b1 - a1 * b0, dim=d)
+  def cdist(self, x2: Tensor, p: float = 2.0) -> Tensor:
+    """Pairwise p-norm distances between the rows of self (..., P, M) and x2 (..., R, M) -> (..., P, R)."""
+    if not isinstance(x2, TensorMixin): raise _fail(TypeError, "cdist", f"expected a Tensor, got {type(x2).__name__}", self)
+    if self.ndim < 2 or x2.ndim < 2: raise _fail(ValueError, "cdist", "both inputs need at least 2 dims", self, x2)
+    if self.shape[-1] != x2.shape[-1]: raise _fail(ValueError, "cdist", f"the last dims differ: {self.shape[-1]} and {x2.shape[-1]}", self, x2)
+    if p < 0: raise _fail(ValueError, "cdist", f"p must be >= 0, got {p}", self, x2)
+    diff = self._float("cdist").unsqueeze(-2) - x2._float("cdist").unsqueeze(-3)
+    return diff._vector_norm(p, -1, False)
+
+  # ------------------------------------------------------------ attention
+  def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                   is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
+    """softmax(q @ k^T * scale + mask) @ v, like torch.nn.functional.scaled_dot_product_attention: q (..., L, E),
+    k (..., S, E), v (..., S, Ev). A bool mask keeps True; a float mask is added. is_causal: the top-left lower
+    triangle. Like torch, dropout_p > 0 drops attention weights regardless of Tensor.training."""
+    op = "scaled_dot_product_attention"
+    _check_tensor(op, "key", key, self); _check_tensor(op, "value", value, self)
+    q, k, v = self, key, value
+    if q.ndim < 2 or k.ndim < 2 or v.ndim < 2: raise _fail(ValueError, op, "query, key and value need at least 2 dims", q, k, v)
+    if q.shape[-1] != k.shape[-1]: raise _fail(ValueError, op, f"query and key embedding dims differ: {q.shape[-1]} vs {k.shape[-1]}", q, k, v)
+    if k.shape[-2] != v.shape[-2]: raise _fail(ValueError, op, f"key and value sequence lengths differ: {k.shape[-2]} vs {v.shape[-2]}", q, k, v)
+    if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
+      hq, hk = q.shape[-3], k.shape[-3]
+      if hq % hk: raise _fail(ValueError, op, f"query heads ({hq}) must be a multiple of key/value heads ({hk})", q, k, v)
+      def rep(t):
+        return t.unsqueeze(-3).expand(t.shape[:-2] + (hq // hk,) + t.shape[-2:]).reshape(t.shape[:-3] + (hq,) + t.shape[-2:])
+      k, v = rep(k), rep(v)
+    L, S = q.shape[-2], k.shape[-2]
+    sc = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    qk = q.matmul(k.transpose(-1, -2)) * sc
+    T = type(self)
+    if is_causal:
+      if attn_mask is not None: raise _fail(ValueError, op, "give attn_mask or is_causal, not both", q, k, v)
+      attn_mask = T.arange(L, device=self.device).reshape(L, 1) >= T.arange(S, device=self.device).reshape(1, S)
+    if attn_mask is not None:
+      _check_tensor(op, "attn_mask", attn_mask, self)
+      _broadcast_shape(op, qk, attn_mask)
+      qk = attn_mask.where(qk, -float("inf")) if attn_mask.dtype.is_bool else qk + attn_mask
+    w = qk.softmax(-1)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)): raise _fail(TypeError, op, f"dropout_p must be a float, got {dropout_p!r}", q)
+    if dropout_p > 0:
+      if dropout_p > 1: raise _fail(ValueError, op, f"dropout_p must be in [0, 1], got {dropout_p}", q)
+      keep = T.rand(*w.shape, device=self.device) >= dropout_p
+      w = keep.where(w, 0) * (1.0 / (1.0 - dropout_p)) if dropout_p < 1 else w * 0
+    return w.matmul(v)
+
+PANEL = 32
+
+def _right_operand_layout(w: Tensor) -> Tensor:
+  """The layout a matmul reads its right operand in (values and gradients unchanged; at most one copy kernel):
+  * a transposed view with a short reduction is copied row-major, so the kernel takes its lanes from the
+    output columns instead of combining partial sums of a short reduction for every output;
+  * a big row-major operand whose rows are a multiple of 1 KiB apart is read column panel by column panel, each
+    row of a panel at the same cache-set offset, which thrashes the cache: it is copied into (N/32, K, 32)
+    panels, read through a view."""
+  if w.ndim >= 2 and w.uop.op is Ops.PERMUTE:
+    # a transposed view (x @ W.T, a Linear layer) is read along its contiguous rows: lanes come from the
+    # reduction, whose partial sums must be combined per output. With a short reduction that combining
+    # dominates, so the weight is transposed once (a small copy) and the columns become the lanes.
+    return w.contiguous() if w.shape[-2] <= 256 and w.shape[-1] % 16 == 0 and w.shape[-1] >= 64 else w
+  if w.ndim != 2 or w.shape[0] < 512 or w.shape[1] < 256 or w.shape[1] % PANEL or (w.shape[1] * w.dtype.itemsize) % 1024: return w
+  k, n = w.shape
+  packed = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
+  return packed.permute(1, 0, 2).reshape(k, n)
+
+def _scaled_sum(op: str, x: Tensor, prod_: Tensor, beta: float, alpha: float) -> Tensor:
+  """beta * x + alpha * prod_, x broadcast to prod_'s shape (torch ignores x's values when beta == 0)."""
+  p = prod_ if alpha == 1 else prod_ * alpha
+  if _broadcast_shape(op, x, p) != p.shape: raise _fail(ValueError, op, f"self of shape {x.shape} does not broadcast to the product's shape {p.shape}", x, p)
+  if beta == 0: return p   # torch ignores self's values (NaN too) when beta == 0
+  return (x if beta == 1 else x * beta) + p
+
+def _sum_keep_dtype(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+  if x.dtype.is_bool: return x.any(axes)
+  return x.sum(axes, dtype=x.dtype if x.dtype.is_int else None)
