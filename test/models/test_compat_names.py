@@ -2,7 +2,7 @@
 like tinygrad's (compared with tinygrad.helpers itself where it is installed: those are pure Python) or like
 PyTorch's (StateDictError, the default int dtype)."""
 from __future__ import annotations
-import doctest, gzip, hashlib, importlib, io, os, subprocess, sys, time
+import doctest, gzip, hashlib, importlib, importlib.util, json, os, subprocess, sys, time
 import pytest
 from petagrad import Tensor, dtypes, Context
 from petagrad import helpers
@@ -10,9 +10,26 @@ from petagrad.helpers import FLAGS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-def _tinygrad_helpers():
-  try: return importlib.import_module("tinygrad.helpers")
-  except Exception: return None   # not installed (the bench extra), or it cannot load here
+def _same_as_tinygrad(exprs: list[str], prelude: str = "", env: dict[str, str] | None = None) -> None:
+  """Evaluate each expression over petagrad.helpers' names here and over tinygrad.helpers' in a subprocess (importing
+  tinygrad changes the interpreter: it raises the recursion limit), and compare the reprs. Skips where tinygrad
+  is not installed (pip install tinygrad==0.14.0: the bench extra)."""
+  if importlib.util.find_spec("tinygrad") is None: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
+  prog = f"import json\nfrom tinygrad.helpers import *\n{prelude}\nprint(json.dumps([repr(eval(e)) for e in {exprs!r}]))"
+  r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd="/", timeout=300)
+  assert r.returncode == 0, r.stderr[-2000:]
+  theirs = json.loads(r.stdout.strip().splitlines()[-1])
+  ns: dict = dict(vars(helpers))
+  old = {k: os.environ.get(k) for k in env or {}}
+  os.environ.update(env or {})
+  try:
+    exec(prelude, ns)
+    ours = [repr(eval(e, ns)) for e in exprs]
+  finally:
+    for k, v in old.items():
+      if v is None: os.environ.pop(k, None)
+      else: os.environ[k] = v
+  for e, a, b in zip(exprs, ours, theirs): assert a == b, f"{e}: petagrad {a}, tinygrad {b}"
 
 # ---------------------------------------------------------------------- top-level names
 
@@ -62,12 +79,9 @@ def test_getenv(monkeypatch):
   assert getenv("PG_T_INT") == 8   # read on every call
   with pytest.raises(ValueError, match="PG_T_STR"): getenv("PG_T_STR", 1)
 
-def test_getenv_matches_tinygrad(monkeypatch):
-  th = _tinygrad_helpers()
-  if th is None: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
-  monkeypatch.setenv("PG_TG_A", "12"); monkeypatch.setenv("PG_TG_S", "xyz")
-  for key, default in (("PG_TG_A", 0), ("PG_TG_A", ""), ("PG_TG_S", ""), ("PG_TG_NONE", 4), ("PG_TG_NONE", "d"), ("PG_TG_A", 1.5)):
-    assert helpers.getenv(key, default) == th.getenv(key, default), (key, default)
+def test_getenv_matches_tinygrad():
+  _same_as_tinygrad(['getenv("PG_TG_A", 0)', 'getenv("PG_TG_A", "")', 'getenv("PG_TG_S", "")', 'getenv("PG_TG_NONE", 4)', 'getenv("PG_TG_NONE", "d")',
+                     'getenv("PG_TG_A", 1.5)', 'getenv("PG_TG_NONE")'], env={"PG_TG_A": "12", "PG_TG_S": "xyz"})
 
 def test_colored(monkeypatch):
   from petagrad.helpers import colored
@@ -75,10 +89,10 @@ def test_colored(monkeypatch):
   assert colored("x", "blue", background=True) == "\x1b[44mx\x1b[0m" and colored("x", None) == "x"
   with Context(NO_COLOR=1): assert colored("x", "red") == "x"
   with pytest.raises(ValueError, match="purple"): colored("x", "purple")
-  th = _tinygrad_helpers()
-  if th is not None and not th.NO_COLOR:
-    for c in ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white", "GREEN", "WHITE", None):
-      for bg in (False, True): assert colored("st", c, bg) == th.colored("st", c, bg), (c, bg)
+
+def test_colored_matches_tinygrad():
+  _same_as_tinygrad([f"colored('st', {c!r}, {bg})" for c in ("black", "red", "green", "yellow", "blue", "magenta", "cyan", "white", "GREEN", "WHITE", None)
+                     for bg in (False, True)], env={"NO_COLOR": "0"})
 
 def test_get_child():
   from petagrad import nn
@@ -87,23 +101,21 @@ def test_get_child():
   assert get_child(net, "2.weight") is net[2].weight and get_child({"a": [1, {"b": 5}]}, "a.1.b") == 5
   for k in nn.state.get_state_dict(net): assert get_child(net, k) is nn.state.get_state_dict(net)[k]
   with pytest.raises(AttributeError): get_child(net, "0.nope")
-  th = _tinygrad_helpers()
-  if th is not None:
-    obj = {"layers": [{"w": 1}, type("O", (), {"x": {"y": 2}})()]}
-    for key in ("layers.0.w", "layers.1.x.y"): assert get_child(obj, key) == th.get_child(obj, key)
+
+def test_get_child_matches_tinygrad():
+  _same_as_tinygrad(['get_child(obj, "layers.0.w")', 'get_child(obj, "layers.1.x.y")', 'get_child(obj, "layers.1.x")'],
+                    prelude='obj = {"layers": [{"w": 1}, type("O", (), {"x": {"y": 2}})()]}')
 
 def test_small_utils_match_tinygrad():
   from petagrad.helpers import flatten, prod, all_same, dedup, argfix, make_pair, make_tuple, OSX, CI, DEBUG   # noqa: F401
   assert flatten([[1], [2, 3]]) == [1, 2, 3] and prod([2, 5]) == 10 and all_same([1, 1]) and not all_same([1, 2]) and all_same([])
   assert dedup([2, 1, 2]) == [2, 1] and argfix((1, 2)) == (1, 2) == argfix(1, 2) and make_pair(3) == (3, 3) and make_tuple(2, 3) == (2, 2, 2)
   assert OSX == (sys.platform == "darwin") and isinstance(CI, bool)
-  th = _tinygrad_helpers()
-  if th is not None:
-    for args in ([[1, 2], [3]], [[]]): assert flatten(args) == th.flatten(args)
-    for xs in ([], [3, 4], (2, 2, 2)): assert prod(xs) == th.prod(xs) and all_same(list(xs)) == th.all_same(list(xs))
-    for a in ((1, 2), ((1, 2),), ([3],)): assert argfix(*a) == th.argfix(*a)
-    assert make_tuple(3, 2) == th.make_tuple(3, 2) and make_tuple([1, 2], 2) == th.make_tuple([1, 2], 2)
-    assert OSX == th.OSX
+
+def test_small_utils_same_as_tinygrad():
+  _same_as_tinygrad(["flatten([[1, 2], [3]])", "flatten([[]])", "prod([])", "prod([3, 4])", "prod((2, 2, 2))", "all_same([])", "all_same([3, 4])",
+                     "all_same((2, 2, 2))", "argfix(1, 2)", "argfix((1, 2))", "argfix([3])", "dedup([3, 1, 3])", "make_tuple(3, 2)",
+                     "make_tuple([1, 2], 2)", "OSX", "WIN"])
 
 def test_timing(capsys):
   from petagrad.helpers import Timing
