@@ -1,5 +1,6 @@
-"""Optimizers, written as plain Python over Tensors: SGD, Adam, AdamW, LAMB, LARS; gradient clipping; and
-(re-exported) learning-rate schedulers and the GradScaler for float16 training.
+"""Optimizers, written as plain Python over Tensors: SGD, Adam, AdamW, LAMB, LARS, Muon; OptimizerGroup (several
+optimizers stepped as one); gradient clipping; and (re-exported) learning-rate schedulers and the GradScaler for
+float16 training.
 
     opt = nn.optim.AdamW(nn.state.get_parameters(model), lr=1e-3)
     for x, y in batches:
@@ -18,9 +19,10 @@ Realize the loss before (or together with) the step: a lazy loss realized after 
 weights.
 
 Parameter groups work like torch: `SGD([{"params": a, "lr": 0.1}, {"params": b}], lr=0.01, momentum=0.9)`.
-Each group's lr is kept as a 0-d float32 Tensor in a buffer, so changing it (schedulers) never recompiles
-a kernel and replays correctly under TinyJit. Setting `group["lr"] = 0.01` (a Python float) also works; the
-value is then baked into the kernels.
+Each group's lr is kept as a 1-element float32 Tensor (shape (1,), like tinygrad's `opt.lr`) in a buffer, so
+changing it (schedulers, or tinygrad-style `opt.lr.assign(opt.lr * 0.1)`) never recompiles a kernel and replays
+correctly under TinyJit. `opt.lr` is the first group's; `opt.lr = 0.01` sets every group's. Setting
+`group["lr"] = 0.01` (a Python float) also works; the value is then baked into the kernels.
 
 Mixed precision: float16/bfloat16 parameters get float32 master weights automatically (master_weights=None;
 True/False forces it): the update runs on the float32 copy, and the parameter receives its rounded value.
@@ -28,9 +30,10 @@ Optimizer state (momentum, Adam moments) is float32 for such parameters. See Gra
 """
 from __future__ import annotations
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
+from petagrad.helpers import prod
 from petagrad.nn._inplace import write, commit, is_buffer, own_buffers
 from petagrad.nn.lr_scheduler import (LRScheduler, StepLR, MultiStepLR, CosineAnnealingLR, LinearLR, LinearWarmup, OneCycleLR,   # noqa: F401
                                       LambdaLR, ExponentialLR)
@@ -39,8 +42,9 @@ from petagrad.nn.amp import GradScaler   # noqa: F401
 _LOW = (dtypes.float16, dtypes.bfloat16)
 
 def _lr_tensor(v: float, device: str) -> Tensor:
-  """A realized 0-d float32 tensor holding v (made by a copy, not a kernel: no compile for a new value)."""
-  return Tensor([float(v)], dtype=dtypes.float32, device=device).reshape(())
+  """A realized 1-element float32 tensor (shape (1,), tinygrad's `opt.lr`) holding v (made by a copy, not a kernel:
+  no compile for a new value)."""
+  return Tensor([float(v)], dtype=dtypes.float32, device=device)
 
 class Optimizer:
   """Base class: param groups, zero_grad, step. Subclasses implement `_update(group, p, g, state)`, which
@@ -83,8 +87,15 @@ class Optimizer:
   def params(self) -> list[Tensor]: return [p for g in self.param_groups for p in g["params"]]
   @property
   def lr(self) -> Tensor | float:
-    """The first group's learning rate (tinygrad's `opt.lr`)."""
+    """The first group's learning rate (tinygrad's `opt.lr`): a 1-element Tensor that `opt.lr.assign(...)` writes in
+    place (or the Python float a group was given as `group["lr"] = x`)."""
     return self.param_groups[0]["lr"]
+  @lr.setter
+  def lr(self, value: float | Tensor) -> None:
+    """`opt.lr = 0.01`: every group's learning rate, written in place."""
+    from petagrad.nn.lr_scheduler import set_lr
+    v = float(value.item()) if isinstance(value, Tensor) else float(value)
+    for g in self.param_groups: set_lr(g, v)
 
   def zero_grad(self, set_to_none: bool = True) -> None:
     """Forget the gradients (set to None: the next backward creates them; set_to_none=False: zeros)."""
@@ -120,6 +131,11 @@ class Optimizer:
     """Write the update of every parameter that has a gradient (lazily) and return the tensors to realize:
     the gradients first, then parameters and state. skip: a 0-d bool tensor; where True, nothing changes
     (GradScaler uses it to skip a step with inf/nan gradients without reading a value back to Python)."""
+    grads, writes = self._schedule(skip)
+    return grads + writes
+
+  def _schedule(self, skip: Tensor | None) -> tuple[list[Tensor], list[Tensor]]:
+    """schedule_step's two lists: the gradients (to realize first) and the written parameters and state."""
     self._writes, self._skip = [], skip
     grads: list[Tensor] = []
     self._grads = grads
@@ -140,7 +156,7 @@ class Optimizer:
             self._set(p, master.cast(p.dtype))
           else:
             self._set(p, self._update(group, p.detach(), g.cast(p.dtype) if g.dtype != p.dtype else g, self.state.setdefault(p, {})))
-      return grads + self._writes
+      return grads, self._writes
     finally:
       self._skip, self._grads = None, []
 
@@ -260,8 +276,13 @@ def _as_tensor(v: Any) -> Tensor:
   except (TypeError, ValueError) as e: raise TypeError(f"optimizer state values must be tensors or arrays, got {type(v).__name__}: {e}") from None
 
 def _lr_for(group: dict[str, Any], p: Tensor) -> Tensor | float:
+  """The group's lr as a 0-d tensor on p's device (a view of its 1-element buffer: updates keep p's shape), or a float."""
   lr = group["lr"]
-  return lr.to(p.device) if isinstance(lr, Tensor) and lr.device != p.device else lr
+  if not isinstance(lr, Tensor): return lr
+  if lr.shape != ():
+    if lr.numel() != 1: raise ValueError(f"a param group's lr must hold one value, got a Tensor of shape {lr.shape}")
+    lr = lr.reshape(())
+  return lr.to(p.device) if lr.device != p.device else lr
 
 # ====================================================================== SGD
 
@@ -371,6 +392,131 @@ class LARS(Optimizer):
       self._set(buf, m * buf + g)
       g = g + m * buf if group["nesterov"] else buf
     return p - _lr_for(group, p) * g
+
+# ====================================================================== Muon
+
+def newton_schulz(G: Tensor, steps: int, coefficients: Sequence[float], eps: float = 1e-7) -> Tensor:
+  """Orthogonalize a matrix (or a batch of them, over the last two dims) with `steps` Newton-Schulz iterations of
+  the odd polynomial sum_i c_i (G G^T)^i G (tinygrad's Tensor.newton_schulz), after scaling G to Frobenius norm 1
+  (G / (||G|| + eps)). A tall matrix is done transposed. Muon's default coefficients (3.4445, -4.775, 2.0315) push
+  every singular value near 1 (to about 0.7-1.2) in 5 steps.
+
+  >>> from petagrad import Tensor
+  >>> q = newton_schulz(Tensor([[3.0, 0.0], [0.0, 0.5]]), 10, (1.5, -0.5))   # the classic cubic: converges to U V^T
+  >>> [[round(v, 3) for v in row] for row in q.tolist()]
+  [[1.0, 0.0], [0.0, 1.0]]
+  """
+  if G.ndim < 2: raise ValueError(f"newton_schulz: needs a matrix (2 or more dims), got shape {G.shape}")
+  if G.shape[-2] > G.shape[-1]: return newton_schulz(G.transpose(-2, -1), steps, coefficients, eps).transpose(-2, -1)
+  G = G / (G.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
+  for _ in range(steps):
+    A, X = G @ G.transpose(-2, -1), G
+    out = G * coefficients[0]
+    for c in coefficients[1:]:
+      X = A @ X
+      out = out + X * c
+    G = out
+  return G
+
+class Muon(Optimizer):
+  """Muon (https://kellerjordan.github.io/posts/muon/), tinygrad's nn.optim.Muon rule and defaults: SGD momentum
+  (buf = momentum * buf + g, starting from zeros; nesterov: g + momentum * buf), the result orthogonalized by
+  `ns_steps` Newton-Schulz iterations on its (shape[0], -1) matrix view, then
+  p -= lr * (ns + weight_decay * p) (decoupled weight decay, from the old p).
+
+  torch.optim.Muon differs in three ways: its momentum is an average (buf.lerp_(g, 1 - momentum)), which only scales
+  the matrix Newton-Schulz normalizes anyway; it scales the lr of tall matrices by sqrt(rows / cols)
+  (`adjust_lr_fn=None` there means "original"; here None means no adjustment, as in tinygrad: pass
+  adjust_lr_fn="original" or "match_rms_adamw" for torch's); and it takes only 2-d parameters (here any with >= 1
+  dim, like tinygrad; give biases and norms to another optimizer, see OptimizerGroup). The arguments are in
+  tinygrad's order; torch's names (weight_decay, momentum, nesterov, ns_coefficients, eps, ns_steps, adjust_lr_fn)
+  all work as keywords.
+
+  >>> from petagrad import Tensor
+  >>> w = Tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+  >>> opt = Muon([w], lr=0.1, weight_decay=0.0)
+  >>> _ = (w * Tensor([[1.0, 0.0], [0.0, 1.0]])).sum().backward(); opt.step()   # gradient I: ns(I) = 1.11 I
+  >>> [[round(v, 3) for v in row] for row in w.tolist()]
+  [[0.889, 2.0], [3.0, 3.889]]
+  """
+  def __init__(self, params, lr: float = 0.001, momentum: float = 0.95, weight_decay: float = 0.1, ns_steps: int = 5,
+               ns_coefficients: Sequence[float] = (3.4445, -4.775, 2.0315), nesterov: bool = True, *, eps: float = 1e-7,
+               adjust_lr_fn: str | None = None, master_weights: bool | None = None):
+    if lr < 0 or momentum < 0 or weight_decay < 0: raise ValueError(f"Muon: invalid lr={lr}, momentum={momentum} or weight_decay={weight_decay}")
+    if adjust_lr_fn not in (None, "original", "match_rms_adamw"):
+      raise ValueError(f"Muon: adjust_lr_fn must be None, 'original' or 'match_rms_adamw', got {adjust_lr_fn!r}")
+    if not isinstance(ns_steps, int) or ns_steps < 0: raise ValueError(f"Muon: ns_steps must be an int >= 0, got {ns_steps!r}")
+    super().__init__(params, dict(lr=lr, momentum=momentum, weight_decay=weight_decay, ns_steps=ns_steps, ns_coefficients=tuple(ns_coefficients),
+                                  nesterov=nesterov, eps=eps, adjust_lr_fn=adjust_lr_fn), master_weights)
+    for p in self.params:
+      if p.ndim == 0: raise ValueError("Muon: a 0-d parameter has no matrix to orthogonalize; give it to another optimizer (see OptimizerGroup)")
+
+  def _update(self, group, p, g, state):
+    if (m := group["momentum"]):
+      buf = self._state(state, "momentum_buffer", p)
+      self._set(buf, m * buf + g)
+      g = g + m * buf if group["nesterov"] else buf
+    if group["ns_coefficients"] and group["ns_steps"]:
+      g = newton_schulz(g.reshape(g.shape[0], -1), group["ns_steps"], group["ns_coefficients"], group["eps"]).reshape(g.shape)
+    rows, cols = p.shape[0], (prod(p.shape[1:]) if p.ndim > 1 else 1)
+    ratio = {None: 1.0, "original": math.sqrt(max(1.0, rows / cols)), "match_rms_adamw": 0.2 * math.sqrt(max(rows, cols))}[group["adjust_lr_fn"]]
+    lr = _lr_for(group, p)
+    up = g * (lr * ratio if ratio != 1.0 else lr)
+    if group["weight_decay"]: up = up + p * (lr * group["weight_decay"])
+    return p - up
+
+# ====================================================================== OptimizerGroup
+
+class OptimizerGroup(Optimizer):
+  """Several optimizers used as one (tinygrad's OptimizerGroup): zero_grad, step and schedule_step act on all of
+  them, and one step is one realize. `group[i]` is the i-th optimizer; param_groups and params are all of theirs,
+  in order (so an lr scheduler made on the group scales every optimizer's lr); `group.lr = x` sets all of them.
+  The usual use: Muon for the weight matrices, AdamW for the rest.
+
+  >>> from petagrad import Tensor
+  >>> w, b = Tensor.ones(2, 2, requires_grad=True), Tensor.ones(2, requires_grad=True)
+  >>> opt = OptimizerGroup(Muon([w], lr=0.02), AdamW([b], lr=0.01))
+  >>> _ = ((Tensor.ones(3, 2) @ w) + b).sum().backward(); opt.step()
+  >>> len(opt.params), opt[1].param_groups[0]["params"][0] is b
+  (2, True)
+  """
+  def __init__(self, *optimizers: Optimizer):   # pylint: disable=super-init-not-called
+    if len(optimizers) == 1 and isinstance(optimizers[0], (list, tuple)): optimizers = tuple(optimizers[0])
+    if not optimizers: raise ValueError("OptimizerGroup: give at least one optimizer")
+    for o in optimizers:
+      if not isinstance(o, Optimizer): raise TypeError(f"OptimizerGroup takes optimizers, got {type(o).__name__}")
+    ids = [id(p) for o in optimizers for p in o.params]
+    if len(ids) != len(set(ids)): raise ValueError("OptimizerGroup: a parameter is in more than one of the optimizers (it would be updated twice)")
+    self.optimizers = list(optimizers)
+  def __getitem__(self, i: int) -> Optimizer: return self.optimizers[i]
+  def __len__(self) -> int: return len(self.optimizers)
+  def __iter__(self): return iter(self.optimizers)
+  @property
+  def param_groups(self) -> list[dict[str, Any]]: return [g for o in self.optimizers for g in o.param_groups]   # type: ignore[override]
+  @property
+  def params(self) -> list[Tensor]: return [p for o in self.optimizers for p in o.params]
+  @property
+  def state(self) -> dict[Tensor, dict[str, Tensor]]:   # type: ignore[override]
+    return {p: st for o in self.optimizers for p, st in o.state.items()}
+  def zero_grad(self, set_to_none: bool = True) -> None:
+    for o in self.optimizers: o.zero_grad(set_to_none)
+  def _schedule(self, skip: Tensor | None) -> tuple[list[Tensor], list[Tensor]]:
+    # every optimizer's gradients come before any write: a gradient of one optimizer's parameter may read another's
+    grads: list[Tensor] = []
+    writes: list[Tensor] = []
+    for o in self.optimizers:
+      g, w = o._schedule(skip)
+      grads += g
+      writes += w
+    return grads, writes
+  def state_dict(self) -> dict[str, Any]:
+    """{"optimizers": [each optimizer's state_dict()]}."""
+    return {"optimizers": [o.state_dict() for o in self.optimizers]}
+  def load_state_dict(self, state_dict: Mapping[str, Any]) -> None:
+    sds = state_dict.get("optimizers") if isinstance(state_dict, Mapping) else None
+    if not isinstance(sds, (list, tuple)) or len(sds) != len(self.optimizers):
+      raise ValueError(f"OptimizerGroup.load_state_dict: expected {{'optimizers': [{len(self.optimizers)} state dicts]}} (what state_dict() returns)")
+    for o, sd in zip(self.optimizers, sds): o.load_state_dict(sd)
 
 # ====================================================================== gradient clipping
 
