@@ -19,13 +19,29 @@ def _where(c: UOp, a: UOp, b: UOp) -> UOp: return UOp(Ops.WHERE, a.dtype, (c, a,
 def _cmp(a: UOp, b: UOp) -> UOp: return UOp(Ops.CMPNE, dtypes.bool, (a, b))
 def _equal(a: UOp, b: UOp) -> UOp: return _cmp(a, b).alu(Ops.XOR, full_like(_cmp(a, b), True))
 
+def _stored(x: UOp) -> UOp:
+  """x's values read from memory: its movement ops over a CONTIGUOUS copy of what is under them (the forward values of
+  custom-gradient wrappers), so every reader sees the same bits, and a sliding-window view is not copied k times."""
+  chain: list[UOp] = []
+  while x.op in GroupOp.Movement or x.op is Ops.CUSTOM_GRAD:
+    if x.op is not Ops.CUSTOM_GRAD: chain.append(x)
+    x = x.src[0]
+  if x.op is not Ops.BUFFER: x = UOp(Ops.CONTIGUOUS, x.dtype, (x,))
+  for m in reversed(chain): x = UOp(m.op, m.dtype, (x, *m.src[1:]), m.arg)
+  return x
+
 def _reduce_grad(g: UOp, node: UOp) -> tuple:
   x, (op, axes) = node.src[0], node.arg
   ge = g.expand(x.shape)
   if op is Ops.ADD: return (ge,)
   out = node.expand(x.shape)
   if op is Ops.MAX:
-    # ties share the gradient evenly (like torch.amax)
+    # ties share the gradient evenly (like torch.amax). The mask compares stored values with their own maximum: x
+    # computed again in another kernel (other unrolls, other rounding) than the forward's maximum may equal it
+    # nowhere, and the gradient would be 0/0
+    if x.base.op is not Ops.BUFFER:
+      x = _stored(x)
+      out = x.reduce(Ops.MAX, axes).expand(x.shape)
     mask = _equal(x, out).cast(x.dtype)
     count = mask.reduce(Ops.ADD, axes).expand(x.shape)
     return (ge * mask.alu(Ops.FDIV, count),)

@@ -121,6 +121,23 @@ def test_backward_after_realize_and_numpy(device):
   tl.backward(); pl.backward()
   check_grad(px, tx, atol=1e-5)
 
+@pytest.mark.parametrize("shape", [(4, 3, 6), (1, 1, 6), (2, 1, 4)])
+def test_realize_loss_after_backward_max_pool(device, shape):
+  # the loss realized after backward() and before the grads: its forward kernel (conv fused into the pool's max,
+  # unrolled) rounds the maximum differently from the conv the backward computes again; a max gradient that compared
+  # the two matched nowhere and gave 0/0 = NaN for every conv weight
+  n, c, hw = shape
+  rng = np.random.default_rng(0)
+  data = [rng.standard_normal(s).astype(np.float32) for s in ((n, 1, hw, hw), (c, 1, 3, 3), (4, c * (hw // 2) ** 2))]
+  (tx, px), (tw, pw), (tf, pf) = [pair(d) for d in data]
+  tz = torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(tx, tw, padding=1), 2).flatten(1) @ tf.T
+  pz = px.conv2d(pw, padding=1).max_pool2d(2).flatten(1) @ pf.T
+  tl, pl = (tz * tz).sum(), (pz * pz).sum()
+  tl.backward(); pl.backward()
+  pl.realize()
+  check_grad(pw, tw, atol=1e-3, rtol=1e-4)
+  check_grad(pf, tf, atol=1e-3, rtol=1e-4)
+
 def test_backward_through_realized_intermediate(device):
   tx, px = pair(X)
   ty, py = tx * 3, px * 3
