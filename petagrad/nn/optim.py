@@ -309,13 +309,22 @@ class SGD(Optimizer):
 
 # ====================================================================== Adam family
 
+def _betas(name: str, betas: Any, b1: float | None, b2: float | None) -> tuple[float, float]:
+  """torch's betas=(b1, b2), or tinygrad's b1= / b2= keywords (either overrides its half of betas)."""
+  if not isinstance(betas, (tuple, list)) or len(betas) != 2:
+    raise TypeError(f"{name}: betas must be a pair (beta1, beta2), got {betas!r} (tinygrad's b1 and b2 are keywords here: {name}(params, lr, b1=..., b2=...))")
+  out = (float(betas[0]) if b1 is None else float(b1), float(betas[1]) if b2 is None else float(b2))
+  if not 0 <= out[0] < 1 or not 0 <= out[1] < 1: raise ValueError(f"{name}: invalid betas {out}")
+  return out
+
 class Adam(Optimizer):
   """torch.optim.Adam (weight_decay is L2 added to the gradient; amsgrad; maximize). Bias corrections are
-  computed on the device from the step counter as -expm1(step * log(beta)), accurate in float32."""
+  computed on the device from the step counter as -expm1(step * log(beta)), accurate in float32. tinygrad's
+  b1= / b2= keywords work too (Adam, AdamW, LAMB)."""
   decoupled = False
   def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.0,
-               amsgrad: bool = False, maximize: bool = False, master_weights: bool | None = None):
-    if not 0 <= betas[0] < 1 or not 0 <= betas[1] < 1: raise ValueError(f"invalid betas {betas}")
+               amsgrad: bool = False, maximize: bool = False, master_weights: bool | None = None, *, b1: float | None = None, b2: float | None = None):
+    betas = _betas(type(self).__name__, betas, b1, b2)
     if lr < 0 or eps < 0 or weight_decay < 0: raise ValueError(f"invalid lr={lr}, eps={eps} or weight_decay={weight_decay}")
     super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, amsgrad=amsgrad, maximize=maximize), master_weights)
 
@@ -353,15 +362,16 @@ class AdamW(Adam):
   default weight_decay 0.01 like torch."""
   decoupled = True
   def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0.01,
-               amsgrad: bool = False, maximize: bool = False, master_weights: bool | None = None):
-    super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, master_weights)
+               amsgrad: bool = False, maximize: bool = False, master_weights: bool | None = None, *, b1: float | None = None, b2: float | None = None):
+    super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize, master_weights, b1=b1, b2=b2)
 
 class LAMB(Adam):
   """LAMB (You et al. 2019), as in tinygrad: the Adam direction (bias-corrected) plus weight_decay * p, scaled
   per parameter by the trust ratio ||p|| / ||update|| (1 where either norm is 0). adam=True: no trust ratio."""
   def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6, weight_decay: float = 0.0,
-               adam: bool = False, master_weights: bool | None = None):
-    Optimizer.__init__(self, params, dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, adam=adam), master_weights)
+               adam: bool = False, master_weights: bool | None = None, *, b1: float | None = None, b2: float | None = None):
+    betas = _betas("LAMB", betas, b1, b2)
+    Optimizer.__init__(self, params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, adam=adam), master_weights)
 
   def _update(self, group, p, g, state):
     m, v = self._moments(group, p, g, state)

@@ -277,3 +277,16 @@ def test_load_state_dict_tinygrad_keywords():
   sd = dict(nn.state.get_state_dict(src))
   nn.state.load_state_dict(dst, sd, strict=True, verbose=False, consume=True, realize=True)
   assert sd == {} and dst.weight.tolist() == src.weight.tolist()
+
+# ---------------------------------------------------------------------- docs/coming_from_tinygrad.md
+
+def test_coming_from_tinygrad_examples_run():
+  import re
+  text = open(os.path.join(ROOT, "docs", "coming_from_tinygrad.md"), encoding="utf-8").read()
+  blocks = re.findall(r"```python\n(.*?)```", text, re.DOTALL)
+  assert len(blocks) >= 3
+  prev = Tensor.training
+  try:
+    for code in blocks: exec(compile(code, "docs/coming_from_tinygrad.md", "exec"), {})
+  finally: Tensor.training = prev
+  assert "[docs/coming_from_tinygrad.md](docs/coming_from_tinygrad.md)" in open(os.path.join(ROOT, "README.md"), encoding="utf-8").read()

@@ -5,7 +5,7 @@ References: PyTorch where it has the call (torch.nn.LayerNorm / BatchNorm / Conv
 implementation of the same math, and tinygrad 0.14 itself where it is installed (run in a subprocess on its PYTHON
 device: its CPU device needs clang)."""
 from __future__ import annotations
-import json, os, subprocess, sys, textwrap
+import importlib.util, json, os, subprocess, sys, textwrap
 import numpy as np
 import pytest
 from petagrad import Tensor, nn, dtypes
@@ -17,8 +17,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def _run_tinygrad(code: str, **inputs) -> dict:
   """Run code with tinygrad 0.14 (DEV=PYTHON) in a subprocess; `inputs` arrive as numpy arrays, `out` (a dict of
   arrays) comes back. Skips the test where tinygrad is not installed."""
-  try: import tinygrad  # noqa: F401
-  except Exception: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
+  # not imported here: importing tinygrad changes the interpreter (it raises the recursion limit)
+  if importlib.util.find_spec("tinygrad") is None: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
   prog = "import json, sys, numpy as np\nfrom tinygrad import Tensor, nn, Context, dtypes\n" \
          "inputs = {k: np.array(v, dtype=np.float32) for k, v in json.loads(sys.stdin.read()).items()}\nout = {}\n" + \
          textwrap.dedent(code) + "\nprint(json.dumps({k: np.asarray(v, dtype=np.float64).tolist() for k, v in out.items()}))\n"
@@ -71,6 +71,9 @@ def test_layernorm2d_matches_torch():
   assert sorted(nn.state.get_state_dict(ln)) == ["bias", "weight"] and ln.weight.shape == (3,)
   with pytest.raises(ValueError, match="LayerNorm2d"): ln(Tensor.ones(2, 4, 3, 3))
   with pytest.raises(ValueError, match="LayerNorm2d"): ln(Tensor.ones(3, 4))
+
+def test_tinygrad_is_never_imported_here():
+  assert "tinygrad" not in sys.modules and sys.getrecursionlimit() < 10000
 
 def test_layernorm2d_matches_tinygrad():
   x, w, b = _ln2d_inputs()
@@ -298,6 +301,7 @@ def test_muon_matches_tinygrad():
   """, **{f"p{i}": p for i, p in enumerate(params)}, **{f"t{i}": t for i, t in enumerate(targets)})
   got = _muon_run(params, targets, 3, lr=0.02)
   for i, g in enumerate(got): np.testing.assert_allclose(g, ref[f"w{i}"], rtol=2e-4, atol=2e-5)
+  assert "tinygrad" not in sys.modules
 
 @pytest.mark.parametrize("adjust", ["original", "match_rms_adamw"])
 def test_muon_matches_torch_with_torch_lr_adjustment(adjust):
@@ -413,3 +417,20 @@ def test_lr_with_torch_matches_after_tinygrad_style_assign():
     (w ** 2).sum().backward(); (tw ** 2).sum().backward()
     opt.step(); topt.step()
   np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+# ---------------------------------------------------------------------- tinygrad's Adam keywords
+
+@pytest.mark.parametrize("cls, tcls", [(optim.Adam, torch.optim.Adam), (optim.AdamW, torch.optim.AdamW)])
+def test_adam_tinygrad_b1_b2_keywords(cls, tcls):
+  x = np.array([[0.5, -1.0], [2.0, 0.25]], np.float32)
+  w, tw = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+  opt, topt = cls([w], lr=0.05, b1=0.8, b2=0.95), tcls([tw], lr=0.05, betas=(0.8, 0.95))
+  assert opt.param_groups[0]["betas"] == (0.8, 0.95)
+  for _ in range(3):
+    opt.zero_grad(); topt.zero_grad()
+    (w ** 3).sum().backward(); (tw ** 3).sum().backward()
+    opt.step(); topt.step()
+  np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+  assert optim.LAMB([Tensor.ones(2, requires_grad=True)], b1=0.5).param_groups[0]["betas"] == (0.5, 0.999)
+  with pytest.raises(TypeError, match="b1"): cls([Tensor.ones(2, requires_grad=True)], 0.001, 0.9)   # tinygrad's positional b1
+  with pytest.raises(ValueError, match="betas"): cls([Tensor.ones(2, requires_grad=True)], b2=1.5)
