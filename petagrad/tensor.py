@@ -104,6 +104,41 @@ def lazy_tensors() -> list[Tensor]:
   for k in dead: del _lazy_tensors[k]
   return out
 
+def _pending_writes(roots: list[UOp]) -> list[UOp]:
+  """The ASSIGNs in these graphs."""
+  out, seen, stack = [], set(), list(roots)
+  while stack:
+    n = stack.pop()
+    if n in seen: continue
+    seen.add(n)
+    if n.op is Ops.ASSIGN: out.append(n)
+    stack.extend(n.src)
+  return out
+
+def _reads_buffers(root: UOp, bufs: set[Any], memo: dict[UOp, bool]) -> bool:
+  """Does root's graph read the present value of one of bufs? (memo: node -> answer; the writes being realized are in
+  it as False: what reads through them reads the new value.) An ASSIGN's target is written, not read."""
+  stack = [(root, False)]
+  while stack:
+    n, ready = stack.pop()
+    if n in memo: continue
+    srcs = n.src[1:] if n.op is Ops.ASSIGN else n.src
+    if n.op is Ops.BUFFER: memo[n] = n.buffer in bufs
+    elif ready: memo[n] = any(memo[x] for x in srcs)
+    else: stack += [(n, True)] + [(x, False) for x in srcs if x not in memo]
+  return memo[root]
+
+def _old_value_readers(todo: list[Tensor]) -> list[Tensor]:
+  """The live lazy tensors that compute from a buffer a write in todo overwrites: computed in the same realize, before
+  the write (the scheduler orders old reads first), they hold what they would have held computed at once, as in
+  PyTorch (`loss.backward(); opt.step(); loss.item()` is the loss before the step). A plain view of the buffer (movement
+  ops only) is not computed: like a PyTorch view it shows the new values."""
+  writes = _pending_writes([t.uop for t in todo])
+  if not writes: return []
+  bufs = {w.src[0].base.buffer for w in writes}
+  skip, memo = {id(t) for t in todo}, dict.fromkeys(writes, False)
+  return [t for t in lazy_tensors() if id(t) not in skip and t.uop.base.op is not Ops.BUFFER and _reads_buffers(t.uop, bufs, memo)]
+
 # while a TinyJit call runs: id -> (weak reference to the tensor, its uop before its first change in the call), for
 # tensors that viewed a buffer when they changed (the JIT writes their new value back into that buffer)
 uop_changes: dict[int, tuple[Any, UOp]] | None = None
@@ -329,6 +364,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     """Compute every tensor given (in one schedule: shared work is done once)."""
     todo = [t for t in tensors if computed_view(t.uop) is None]
     if not todo: return
+    todo += _old_value_readers(todo)
     done: dict[UOp, UOp] = {}
     targets: list[UOp] = []
     checks: list[UOp] = []

@@ -15,8 +15,8 @@ assign (grads are detached), and `step()` realizes them all, together with the g
 old value runs before the kernel that overwrites it. Because the schedule is built over tensors only, a
 step works unchanged inside TinyJit.
 
-Realize the loss before (or together with) the step: a lazy loss realized after the step reads the updated
-weights.
+A lazy loss read after the step is the loss before it, as in PyTorch: the write computes the live lazy tensors that
+read a parameter's old value first, in the same schedule. Realizing it with the step (above) costs nothing extra.
 
 Parameter groups work like torch: `SGD([{"params": a, "lr": 0.1}, {"params": b}], lr=0.01, momentum=0.9)`.
 Each group's lr is kept as a 1-element float32 Tensor (shape (1,), like tinygrad's `opt.lr`) in a buffer, so

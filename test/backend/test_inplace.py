@@ -30,6 +30,27 @@ def test_realized_result_keeps_its_value():
   w.assign(w * 0)
   assert loss.item() == 11.0 and (x * w).sum().item() == 0.0
 
+def test_lazy_results_keep_the_value_from_before_a_write(device):
+  # like PyTorch's eager results: a lazy tensor computed from a buffer is computed before a write to it lands
+  x = Tensor([1.0, 2.0], device=device).realize()
+  v, view = x * 1, x[0:1]
+  x += 1
+  assert v.tolist() == [1.0, 2.0] and x.tolist() == [2.0, 3.0]
+  assert view.tolist() == [2.0]   # a view (movement ops only) shows the write, like a torch view
+  w = Tensor([1.0, 2.0], device=device).realize()
+  s = (w * w).sum()
+  w.assign(w * 0)
+  assert s.item() == 5.0 and w.tolist() == [0.0, 0.0]
+
+def test_loss_read_after_step_is_the_loss_before_it(device):
+  from petagrad.nn.optim import SGD
+  w = Tensor([1.0, 2.0], device=device, requires_grad=True)
+  opt = SGD([w], lr=0.1)
+  for want in (5.0, 3.2):
+    loss = (w * w).sum()
+    opt.zero_grad(); loss.backward(); opt.step()
+    assert loss.item() == pytest.approx(want)   # torch's loop logs this after opt.step()
+
 def test_jit_writes_renew_buffer_nodes():
   w = Tensor.zeros(3).contiguous().realize()
   step = TinyJit(lambda x: w.assign(w + x))

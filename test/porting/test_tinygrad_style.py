@@ -493,9 +493,9 @@ def f_gelu_tanh(): _close(Tensor(A).gelu(approximate="tanh"), F.gelu(torch.tenso
 def f_quick_gelu(): _close(Tensor(A).quick_gelu(), torch.tensor(A) * torch.sigmoid(1.702 * torch.tensor(A)), 1e-6)
 
 FORMS = [
-  ("from petagrad import TinyJit", f_import_tinyjit, xf("from petagrad import TinyJit: petagrad/__init__.py does not export it (only petagrad.engine.jit) (HEAD 26020a6; present in the uncommitted working tree)", ImportError)),
-  ("from petagrad import getenv", f_import_getenv, xf("from petagrad import getenv: missing (HEAD 26020a6; present in the uncommitted working tree)", ImportError)),
-  ("petagrad.helpers.getenv", f_helpers_getenv, xf("petagrad.helpers.getenv: missing (HEAD 26020a6; present in the uncommitted working tree)", ImportError)),
+  ("from petagrad import TinyJit", f_import_tinyjit, None),
+  ("from petagrad import getenv", f_import_getenv, None),
+  ("petagrad.helpers.getenv", f_helpers_getenv, None),
   ("Context/GlobalCounters", f_import_context_counters, None),
   ("with Tensor.train()", f_tensor_train_ctx, xf("Tensor.train context manager: missing (nn.train() exists)", AttributeError)),
   ("@Tensor.train() decorator", f_tensor_train_decorator, xf("Tensor.train() as a decorator: missing", AttributeError)),
@@ -534,9 +534,9 @@ FORMS = [
   ("x.interpolate(mode='linear', align_corners=True) 4-d", f_interpolate_linear_4d_align, xf("interpolate mode='linear' on 4-d: ValueError mode 'linear' needs a 3-d input", ValueError)),
   ("Tensor.einsum('...ij,...jk', a, b)", f_einsum_implicit, None),
   ("Tensor.einsum('ij,jk->ik', [a, b])", f_einsum_list, None),
-  ("nn.BatchNorm(sz=3)", f_batchnorm_sz, xf("nn.BatchNorm(sz=...) keyword (tinygrad's name): TypeError unexpected keyword argument 'sz' (HEAD 26020a6; present in the uncommitted working tree)", TypeError)),
+  ("nn.BatchNorm(sz=3)", f_batchnorm_sz, None),
   ("nn.BatchNorm(3)", f_batchnorm_positional, None),
-  ("nn.LayerNorm2d(3)", f_layernorm2d, xf("nn.LayerNorm2d: missing (HEAD 26020a6; present in the uncommitted working tree)", AttributeError)),
+  ("nn.LayerNorm2d(3)", f_layernorm2d, None),
   ("nn.LayerNorm(4)(x)", f_layernorm_call, None),
   ("x.layernorm()", f_tensor_layernorm, None),
   ("get_state_dict/safe_save/safe_load/load_state_dict", f_state_roundtrip, None),
