@@ -31,7 +31,6 @@ def _version(dist: str) -> str:
 class Petagrad(Framework):
   name, lazy = "petagrad", True
   def load(self):
-    import petagrad
     from petagrad import Tensor
     from petagrad.helpers import GlobalCounters
     self.Tensor, self.GC = Tensor, GlobalCounters

@@ -104,7 +104,8 @@ def measure(quick: bool = False) -> dict:
   t_triad = _best(lambda: lib.triad(bufs[0], bufs[1], bufs[2], 3.0, n), tries)
   read_gbs, triad_gbs = n * 4 / t_read / 1e9, 3 * n * 4 / t_triad / 1e9   # triad counted as STREAM does: 2 reads + 1 write
   return {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads,
-          "peak_gflops": gflops, "all_threads_gflops": all_gflops, "one_thread_gflops": one_gflops, "read_gbs": read_gbs, "triad_gbs": triad_gbs, "peak_gbs": max(read_gbs, triad_gbs),
+          "peak_gflops": gflops, "all_threads_gflops": all_gflops, "one_thread_gflops": one_gflops, "read_gbs": read_gbs, "triad_gbs": triad_gbs,
+          "peak_gbs": max(read_gbs, triad_gbs),
           "how": "measured: FMA-bound C kernel (16 chains of 16-lane fp32 FMAs per thread; peak = max(all threads, one thread x "
                  "threads)) and 256 MB read-sum / STREAM triad (peak = the faster), compiled with -O3 -march=native -fopenmp; best of %d" % tries}
 

@@ -254,7 +254,7 @@ def main() -> None:
   if not selected: ap.error(f"no case matches {o.only}; see --list")
 
   load_start = machine.loadavg()
-  log(f"bench: measuring the machine's limits ...")
+  log("bench: measuring the machine's limits ...")
   peak = machine.measure(o.quick)
   log(f"bench: {peak['peak_gflops']:.0f} GFLOP/s, {peak['peak_gbs']:.1f} GB/s; loading {', '.join(o.frameworks)} ...")
   fws = F.load(o.frameworks, o.threads)

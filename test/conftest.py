@@ -4,7 +4,6 @@ import os, sys
 import pytest
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(1, os.path.dirname(os.path.abspath(__file__)))   # test/helpers.py: `from helpers import helper_test_op`
-from petagrad.device import Device
 from petagrad.helpers import Context
 
 # pytest-xdist runs several workers on few cores: one thread per kernel avoids oversubscription

@@ -97,7 +97,8 @@ def vectorize(ast: UOp) -> UOp:
       if base is not None and val.dtype.count == n: new[u] = UOp(Ops.STORE, u.dtype, (u.src[0], base, val))
       else:   # scatter lane by lane
         idxs = lanes(u.src[1]) if u.src[1] in depends else [u.src[1]] * n
-        new[u] = UOp(Ops.SINK, u.dtype, tuple(UOp(Ops.STORE, u.dtype, (u.src[0], idxs[i], UOp(Ops.GEP, val.dtype.scalar(), (val,), i) if val.dtype.count > 1 else val))
+        new[u] = UOp(Ops.SINK, u.dtype,
+                     tuple(UOp(Ops.STORE, u.dtype, (u.src[0], idxs[i], UOp(Ops.GEP, val.dtype.scalar(), (val,), i) if val.dtype.count > 1 else val))
                                               for i in range(n)))
     elif u.op is Ops.REDUCE:
       val = src[0]

@@ -23,7 +23,8 @@ def _fail(exc: type[Exception], op: str, msg: str, *operands: Any) -> Exception:
   return exc(f"{op}: {msg}" + (f" (operands: {ops})" if operands else "") + f"\n  at {user_frame()}")
 
 def _resolve_axis(op: str, axis: int, ndim: int, t: Any = None) -> int:
-  if not isinstance(axis, int) or isinstance(axis, bool): raise _fail(TypeError, op, f"axis must be an int, got {type(axis).__name__} {axis!r}", *_opt(t))
+  if not isinstance(axis, int) or isinstance(axis, bool):
+    raise _fail(TypeError, op, f"axis must be an int, got {type(axis).__name__} {axis!r}", *_opt(t))
   if not -max(ndim, 1) <= axis < max(ndim, 1): raise _fail(IndexError, op, f"axis {axis} is out of range for a {ndim}-d tensor", *_opt(t))
   return axis % max(ndim, 1)
 
@@ -59,7 +60,8 @@ def _shape_arg(op: str, args: Sequence, t: Any = None, wildcard: bool = False, n
 
 def _int_arg(op: str, name: str, v: Any, t: Any = None, minimum: int | None = 0) -> int:
   """One int argument (a count, a size): not a bool or a float, and >= minimum."""
-  if isinstance(v, bool) or not hasattr(type(v), "__index__"): raise _fail(TypeError, op, f"{name} must be an int, got {type(v).__name__} {v!r}", *_opt(t))
+  if isinstance(v, bool) or not hasattr(type(v), "__index__"):
+    raise _fail(TypeError, op, f"{name} must be an int, got {type(v).__name__} {v!r}", *_opt(t))
   v = operator.index(v)
   if minimum is not None and v < minimum: raise _fail(ValueError, op, f"{name} must be >= {minimum}, got {v}", *_opt(t))
   return v
@@ -67,7 +69,8 @@ def _int_arg(op: str, name: str, v: Any, t: Any = None, minimum: int | None = 0)
 def _scalar_arg(op: str, name: str, v: Any, t: Any = None) -> Scalar:
   """A Python number argument (a fill value, a bound): bool, int or float; numpy scalars become Python ones."""
   if type(v).__module__ == "numpy" and hasattr(v, "item") and getattr(v, "ndim", 0) == 0: v = v.item()
-  if not isinstance(v, (bool, int, float)): raise _fail(TypeError, op, f"{name} must be a number (bool, int or float), got {type(v).__name__} {v!r}", *_opt(t))
+  if not isinstance(v, (bool, int, float)):
+    raise _fail(TypeError, op, f"{name} must be a number (bool, int or float), got {type(v).__name__} {v!r}", *_opt(t))
   return v
 
 def _dtype_arg(d: Any, op: str | None = None) -> DType:
@@ -117,7 +120,8 @@ def _check_int_divisor(op: str, a: Tensor, b: Tensor) -> Tensor:
   if b.uop.op is Ops.CHECK and b.uop.arg[0] is IntegerDivisionByZeroError: return b   # checked already (fmod via div)
   src = b.uop
   while src.op in (Ops.EXPAND, Ops.RESHAPE): src = src.src[0]   # test the divisor's own elements, not their broadcast
-  return b._checked(type(b)(src).ne(0), IntegerDivisionByZeroError, op, f"integer division by zero: the {b.dtype.name} divisor holds a 0 (ZeroDivisionError)", a, b)
+  return b._checked(type(b)(src).ne(0), IntegerDivisionByZeroError, op,
+                    f"integer division by zero: the {b.dtype.name} divisor holds a 0 (ZeroDivisionError)", a, b)
 
 def _broadcast_shape(op: str, *ts: Tensor) -> tuple[int, ...]:
   nd = max(t.ndim for t in ts)
@@ -165,7 +169,8 @@ def _resolve_pads(op: str, padding, n: int, t, k: Sequence[int] | None = None, d
   if isinstance(padding, (tuple, list)):
     p = tuple(padding)
     if len(p) == n and all(_is_int(v) for v in p): return [(v, v) for v in p]
-    if len(p) == n and all(isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(u) for u in v) for v in p): return [tuple(v) for v in p]  # type: ignore
+    if len(p) == n and all(isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(u) for u in v) for v in p):
+      return [tuple(v) for v in p]  # type: ignore
     if len(p) == 2 * n and all(_is_int(v) for v in p): return [(p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1]) for i in range(n)]
   raise _fail(ValueError, op, f"padding must be an int, {n} ints, {n} (before, after) pairs or {2 * n} ints (torch F.pad order), got {padding!r}", t)
 

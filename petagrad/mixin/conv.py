@@ -97,7 +97,8 @@ class ConvMixin(TensorMixin):
     s_, d_ = _tuple("pool", "stride", stride, n, self), _tuple("pool", "dilation", dilation, n, self)
     pre = self.ndim - n
     for L, k, d in zip(self.shape[pre:], k_, d_):
-      if d * (k - 1) + 1 > L: raise _fail(ValueError, "pool", f"kernel size {tuple(k_)} (dilation {d_}) is larger than the input {self.shape[pre:]}", self)
+      if d * (k - 1) + 1 > L:
+        raise _fail(ValueError, "pool", f"kernel size {tuple(k_)} (dilation {d_}) is larger than the input {self.shape[pre:]}", self)
     x = self
     for i, (k, s, d) in enumerate(zip(k_, s_, d_)): x = x._window1(pre + 2 * i, k, s, d)
     # (..., k1, o1, k2, o2, ...) -> (..., o1, o2, ..., k1, k2, ...)
@@ -121,17 +122,20 @@ class ConvMixin(TensorMixin):
     if weight.ndim < 3: raise _fail(ValueError, op, f"weight must be (cout, cin/groups, *kernel), got shape {weight.shape}", self, weight)
     n = weight.ndim - 2
     if self.ndim == n + 1: return self.unsqueeze(0).conv2d(weight, bias, groups, stride, dilation, padding, dtype).squeeze(0)
-    if self.ndim != n + 2: raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
+    if self.ndim != n + 2:
+      raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
     if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
     (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
-    if cin * groups != cin_: raise _fail(ValueError, op, f"input has {cin_} channels but the weight expects {cin} x groups={groups} = {cin * groups}", self, weight)
+    if cin * groups != cin_:
+      raise _fail(ValueError, op, f"input has {cin_} channels but the weight expects {cin} x groups={groups} = {cin * groups}", self, weight)
     if cout % groups: raise _fail(ValueError, op, f"out channels ({cout}) must be divisible by groups ({groups})", self, weight)
     if any(k == 0 for k in HW): raise _fail(ValueError, op, f"kernel size must be positive, got {HW}", self, weight)
     s_, d_ = _tuple(op, "stride", stride, n, self), _tuple(op, "dilation", dilation, n, self)
     pads = _resolve_pads(op, padding, n, self, HW, d_, s_, allow_str=True)
     for L, (pb, pa), k, d in zip(self.shape[2:], pads, HW, d_):
       if L + pb + pa < d * (k - 1) + 1:
-        raise _fail(ValueError, op, f"kernel {HW} (dilation {d_}) is larger than the padded input {tuple(L + b + a for L, (b, a) in zip(self.shape[2:], pads))}", self, weight)
+        raise _fail(ValueError, op,
+          f"kernel {HW} (dilation {d_}) is larger than the padded input {tuple(L + b + a for L, (b, a) in zip(self.shape[2:], pads))}", self, weight)
     if bias is not None:
       _check_tensor(op, "bias", bias, self)
       if bias.shape != (cout,): raise _fail(ValueError, op, f"bias must have shape ({cout},), got {bias.shape}", self, weight, bias)
@@ -151,7 +155,8 @@ class ConvMixin(TensorMixin):
     wb = w.reshape(1, groups, rcout, *[1] * n, cin, *HW)
     # float16/bfloat16 multiply in float32 as matmul does (and torch): products rounded to 11 or 8 bits, then summed,
     # lose an output that cancels
-    if dtype is None and promote(self.dtype, weight.dtype) in (dtypes.float16, dtypes.bfloat16): x, wb = x.cast(dtypes.float32), wb.cast(dtypes.float32)
+    if dtype is None and promote(self.dtype, weight.dtype) in (dtypes.float16, dtypes.bfloat16):
+      x, wb = x.cast(dtypes.float32), wb.cast(dtypes.float32)
     ret = (x * wb).sum([-1 - i for i in range(1 + n)], dtype=dtype)
     if channels_last:
       # the output gradient is realized channels-last, so the weight gradient (a reduce over pixels) and the input
@@ -173,7 +178,8 @@ class ConvMixin(TensorMixin):
     """conv2d with a 3-d kernel (same signature as conv2d)."""
     _check_kernel_ndim("conv3d", weight, 5, self)
     return self.conv2d(weight, bias, groups, stride, dilation, padding, dtype)
-  def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+  def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
+                       output_padding=0) -> Tensor:
     """N-d transposed convolution like torch.nn.functional.conv_transpose2d; weight (cin, cout/groups, *kernel).
     Composed as a convolution of the stride-dilated input with the flipped, transposed weight."""
     op = {1: "conv_transpose1d", 2: "conv_transpose2d", 3: "conv_transpose3d"}.get(getattr(weight, "ndim", 4) - 2, "conv_transpose")
@@ -181,7 +187,8 @@ class ConvMixin(TensorMixin):
     if weight.ndim < 3: raise _fail(ValueError, op, f"weight must be (cin, cout/groups, *kernel), got shape {weight.shape}", self, weight)
     n = weight.ndim - 2
     if self.ndim == n + 1: return self.unsqueeze(0).conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding).squeeze(0)
-    if self.ndim != n + 2: raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
+    if self.ndim != n + 2:
+      raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
     if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
     cin, rcout, HW = weight.shape[0], weight.shape[1], weight.shape[2:]
     if self.shape[1] != cin: raise _fail(ValueError, op, f"input has {self.shape[1]} channels but the weight expects {cin}", self, weight)
@@ -197,7 +204,8 @@ class ConvMixin(TensorMixin):
     if any(v <= 0 for v in out): raise _fail(ValueError, op, f"output size {tuple(out)} is too small (padding {padding!r})", self, weight)
     if bias is not None:
       _check_tensor(op, "bias", bias, self)
-      if bias.shape != (rcout * groups,): raise _fail(ValueError, op, f"bias must have shape ({rcout * groups},), got {bias.shape}", self, weight, bias)
+      if bias.shape != (rcout * groups,):
+        raise _fail(ValueError, op, f"bias must have shape ({rcout * groups},), got {bias.shape}", self, weight, bias)
     w = weight.reshape(groups, cin // groups, rcout, *HW).transpose(1, 2).flip(*range(3, n + 3)).reshape(groups * rcout, cin // groups, *HW)
     x = self
     if any(s > 1 for s in s_):
@@ -209,10 +217,12 @@ class ConvMixin(TensorMixin):
       x = x.shrink(((0, bsz), (0, c)) + tuple((0, L * s - (s - 1)) for L, s in zip(self.shape[2:], s_)))
     cpads = [(d * (k - 1) - pb, d * (k - 1) - pa + o) for k, d, (pb, pa), o in zip(HW, d_, pads, op_)]
     return x.conv2d(w, bias, groups, 1, d_, cpads)
-  def conv_transpose1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+  def conv_transpose1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
+                       output_padding=0) -> Tensor:
     """conv_transpose2d with a 1-d kernel (same signature as conv_transpose2d)."""
     return self.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
-  def conv_transpose3d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, output_padding=0) -> Tensor:
+  def conv_transpose3d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0,
+                       output_padding=0) -> Tensor:
     """conv_transpose2d with a 3-d kernel (same signature as conv_transpose2d)."""
     return self.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
 
@@ -222,7 +232,8 @@ class ConvMixin(TensorMixin):
     Note: this is F.unfold, not torch.Tensor.unfold(dimension, size, step)."""
     n = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
     if self.ndim == n + 1: return self.unsqueeze(0).unfold(kernel_size, dilation, padding, stride).squeeze(0)
-    if self.ndim != n + 2: raise _fail(ValueError, "unfold", f"expected a {n + 1}-d or {n + 2}-d input for a {n}-d kernel, got shape {self.shape}", self)
+    if self.ndim != n + 2:
+      raise _fail(ValueError, "unfold", f"expected a {n + 1}-d or {n + 2}-d input for a {n}-d kernel, got shape {self.shape}", self)
     k_ = _tuple("unfold", "kernel_size", kernel_size, n, self)
     d_, s_ = _tuple("unfold", "dilation", dilation, n, self), _tuple("unfold", "stride", stride, n, self)
     pads = _resolve_pads("unfold", padding, n, self)

@@ -50,7 +50,8 @@ class CreationMixin(TensorMixin):
     return type(self).full(self.shape, fill_value, _dtype_arg(dtype) if dtype is not None else self.dtype, device or self.device)
   def zeros_like(self, dtype=None, device=None) -> Tensor: return self.full_like(0, dtype, device)
   def ones_like(self, dtype=None, device=None) -> Tensor: return self.full_like(1, dtype, device)
-  def empty_like(self, dtype=None, device=None) -> Tensor: return type(self).empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
+  def empty_like(self, dtype=None, device=None) -> Tensor:
+    return type(self).empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
   def new_full(self, size, fill_value, dtype=None, device=None) -> Tensor:
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless given."""
     size = _shape_arg("new_full", size if isinstance(size, (tuple, list)) else (size,), self)
@@ -116,6 +117,7 @@ class CreationMixin(TensorMixin):
     ts = [t.reshape(-1) if t.ndim == 0 else t for t in tensors]
     if indexing == "xy" and len(ts) >= 2: ts[0], ts[1] = ts[1], ts[0]
     shape = tuple(t.shape[0] for t in ts)
-    out = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(ts))) if t.numel() else tuple(0 if k == i else 1 for k in range(len(ts)))).expand(shape) for i, t in enumerate(ts)]
+    out = [t.reshape(tuple(-1 if k == i else 1 for k in range(len(ts))) if t.numel() else tuple(0 if k == i else 1 for k in range(len(ts))))
+           .expand(shape) for i, t in enumerate(ts)]
     if indexing == "xy" and len(ts) >= 2: out[0], out[1] = out[1], out[0]
     return tuple(out)

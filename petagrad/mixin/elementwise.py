@@ -84,7 +84,8 @@ class ElementwiseMixin(TensorMixin):
     return self._binop(Ops.MUL, x)
   def div(self, x, rounding_mode: str | None = None, reverse: bool = False) -> Tensor:
     """True division (ints give floats); rounding_mode 'trunc' or 'floor' like torch.div."""
-    if rounding_mode not in (None, "trunc", "floor"): raise _fail(ValueError, "div", f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}", self)
+    if rounding_mode not in (None, "trunc", "floor"):
+      raise _fail(ValueError, "div", f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}", self)
     a, b = self._operands("div", x, reverse)
     if rounding_mode is not None: b = _check_int_divisor("div", a, b)
     if rounding_mode == "trunc": return a._trunc_div(b)
@@ -247,7 +248,8 @@ class ElementwiseMixin(TensorMixin):
     if max is not None: max_ = max
     if min_ is None and max_ is None: raise _fail(ValueError, "clip", "at least one of min_ and max_ must be given", self)
     for v in (min_, max_):   # a bound must fit the result's dtype, like torch.clamp
-      if v is not None and not isinstance(v, TensorMixin): _check_fits("clip", v, promote_scalar(self.dtype, _scalar_arg("clip", "bound", v, self)), True, self)
+      if v is not None and not isinstance(v, TensorMixin):
+        _check_fits("clip", v, promote_scalar(self.dtype, _scalar_arg("clip", "bound", v, self)), True, self)
     x = self
     if min_ is not None: x = (x < min_).where(min_, x)
     if max_ is not None: x = (x > max_).where(max_, x)
@@ -325,9 +327,11 @@ class ElementwiseMixin(TensorMixin):
     >>> Tensor([0.5, 1.5, 1.2345]).round().tolist(), Tensor([1.2345]).round(decimals=2).tolist()
     ([0.0, 2.0, 1.0], [1.2300000190734863])
     """
-    if not isinstance(decimals, int) or isinstance(decimals, bool): raise _fail(TypeError, "round", f"decimals must be an int, got {decimals!r}", self)
+    if not isinstance(decimals, int) or isinstance(decimals, bool):
+      raise _fail(TypeError, "round", f"decimals must be an int, got {decimals!r}", self)
     if decimals == 0 or not self.dtype.is_float: return self.round_half_even()
-    if abs(decimals) > 308: raise _fail(ValueError, "round", f"decimals must be in [-308, 308] (10**decimals must be a finite float), got {decimals}", self)
+    if abs(decimals) > 308:
+      raise _fail(ValueError, "round", f"decimals must be in [-308, 308] (10**decimals must be a finite float), got {decimals}", self)
     scale = 10.0 ** decimals
     return (self * scale).round_half_even() / scale
   def frac(self) -> Tensor:

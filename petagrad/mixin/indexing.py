@@ -177,7 +177,8 @@ class IndexingMixin(TensorMixin):
 
     Masks become one index tensor per mask dim (realizing the mask); Python bools become a new axis
     indexed by [0] (True) or [] (False), like PyTorch."""
-    if isinstance(idx, list) and len(idx) < 32 and any(isinstance(i, (list, tuple, slice)) or i is None or i is Ellipsis or _is_tensor(i) for i in idx):
+    if isinstance(idx, list) and len(idx) < 32 and \
+       any(isinstance(i, (list, tuple, slice)) or i is None or i is Ellipsis or _is_tensor(i) for i in idx):
       idx = tuple(idx)   # PyTorch (and old numpy): a short list holding sequences, slices, None or tensors is a tuple
     if not isinstance(idx, tuple): idx = (idx,)
     items: list = []   # None, Ellipsis, int, slice, ("adv", T, newaxis), ("mask", T)
@@ -213,11 +214,14 @@ class IndexingMixin(TensorMixin):
       if isinstance(i, tuple) and i[0] == "mask":
         m = i[1]
         if m.shape != self.shape[dim:dim + m.ndim]:
-          raise _fail(IndexError, op, f"the shape of the mask {m.shape} does not match the shape {self.shape[dim:dim + m.ndim]} of the indexed dims starting at dim {dim}", self, m)
+          raise _fail(IndexError, op,
+            f"the shape of the mask {m.shape} does not match the shape {self.shape[dim:dim + m.ndim]} of the indexed dims starting at dim {dim}",
+            self, m)
         pos = _mask_positions(m)
         strides = [prod(m.shape[k + 1:]) for k in range(m.ndim)]
         for k in range(m.ndim):
-          adv.append((out_dim, type(self)([(p // strides[k]) % m.shape[k] for p in pos] if pos else [], dtype=dtypes.int64, device=self.device).reshape(len(pos))))
+          adv.append((out_dim, type(self)([(p // strides[k]) % m.shape[k] for p in pos] if pos else [], dtype=dtypes.int64,
+                                          device=self.device).reshape(len(pos))))
           basic.append(slice(None)); dim += 1; out_dim += 1
       elif isinstance(i, tuple):
         t = i[1]
@@ -265,14 +269,17 @@ class IndexingMixin(TensorMixin):
     if v.device != self.device: raise _fail(RuntimeError, "setitem", f"value is on {v.device}, tensor on {self.device}", self, v)
     while v.ndim > len(target_shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
     try: v = v.cast(self.dtype)._broadcast_to(tuple(target_shape), "setitem")
-    except ValueError: raise _fail(ValueError, "setitem", f"value of shape {v.shape} cannot be broadcast to the indexed shape {tuple(target_shape)}", self, v) from None
+    except ValueError:
+      raise _fail(ValueError, "setitem", f"value of shape {v.shape} cannot be broadcast to the indexed shape {tuple(target_shape)}",
+                  self, v) from None
     if prod(target_shape) == 0: return
     if not adv:
       view = _apply_plan(self, plan)
       simple = all(p is None or p[0] == "int" or p[3] == 1 for p in plan)
       movement = []
       u = self.uop
-      while u.op not in (Ops.BUFFER,) and u.src and u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.EXPAND, Ops.PAD): movement.append(u.op); u = u.src[0]
+      while u.op not in (Ops.BUFFER,) and u.src and u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.EXPAND, Ops.PAD):
+        movement.append(u.op); u = u.src[0]
       if simple and self.uop.base.op is Ops.BUFFER and Ops.EXPAND not in movement and Ops.PAD not in movement:
         view.assign(v)
         return
@@ -301,14 +308,16 @@ class IndexingMixin(TensorMixin):
     >>> Tensor([[10, 30, 20]]).take_along_dim(Tensor([[1, -1]]), 1).tolist()
     [[30, 20]]
     """
-    if not isinstance(indices, TensorMixin) or not indices.dtype.is_int: raise _fail(TypeError, "take_along_dim", "indices must be an integer Tensor", self, indices)
+    if not isinstance(indices, TensorMixin) or not indices.dtype.is_int:
+      raise _fail(TypeError, "take_along_dim", "indices must be an integer Tensor", self, indices)
     if dim is None: return _gather(self.flatten(), 0, indices.flatten(), "take_along_dim", wrap=True, user=self)
     if indices.ndim != self.ndim: raise _fail(ValueError, "take_along_dim", f"indices must have {self.ndim} dims, got {indices.ndim}", self, indices)
     d = _resolve("take_along_dim", dim, self.ndim, self)
     shape = []
     for k, (a, b) in enumerate(zip(self.shape, indices.shape)):
       if k == d: continue
-      if a != b and a != 1 and b != 1: raise _fail(ValueError, "take_along_dim", f"shapes {self.shape} and {indices.shape} are not broadcastable outside dim {d}", self, indices)
+      if a != b and a != 1 and b != 1:
+        raise _fail(ValueError, "take_along_dim", f"shapes {self.shape} and {indices.shape} are not broadcastable outside dim {d}", self, indices)
       shape.append(max(a, b) if a and b else 0)
     xs = tuple(shape[:d]) + (self.shape[d],) + tuple(shape[d:])
     is_ = tuple(shape[:d]) + (indices.shape[d],) + tuple(shape[d:])
@@ -530,7 +539,9 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
   if index.device != self.device: raise _fail(RuntimeError, op, f"index is on {index.device}, tensor on {self.device}", self, index)
   if index.ndim != self.ndim: raise _fail(ValueError, op, f"index must have as many dims as self ({self.ndim}), got {index.ndim}", self, index)
   d = _resolve(op, dim, self.ndim, self) if self.ndim else 0
-  if self.ndim == 0: return _scatter(self.reshape(1), 0, index.reshape(1), src.reshape(1) if isinstance(src, TensorMixin) else src, op, reduce, include_self).reshape(())
+  if self.ndim == 0:
+    return _scatter(self.reshape(1), 0, index.reshape(1), src.reshape(1) if isinstance(src, TensorMixin) else src, op, reduce,
+                    include_self).reshape(())
   if isinstance(src, TensorMixin):
     if src.device != self.device: raise _fail(RuntimeError, op, f"src is on {src.device}, self on {self.device}", self, index, src)
     if src.ndim != self.ndim: raise _fail(ValueError, op, f"src must have as many dims as self ({self.ndim}), got {src.ndim}", self, index, src)

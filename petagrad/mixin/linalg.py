@@ -79,7 +79,8 @@ class LinalgMixin(TensorMixin):
     """Sum over the last dims of self and other (torch.inner): (..., k) x (..., k) -> self.shape[:-1] + other.shape[:-1]."""
     if not isinstance(other, TensorMixin): raise _fail(TypeError, "inner", f"expected a Tensor, got {type(other).__name__}", self)
     if self.ndim == 0 or other.ndim == 0: return self * other
-    if self.shape[-1] != other.shape[-1]: raise _fail(ValueError, "inner", f"the last dims differ: {self.shape[-1]} and {other.shape[-1]}", self, other)
+    if self.shape[-1] != other.shape[-1]:
+      raise _fail(ValueError, "inner", f"the last dims differ: {self.shape[-1]} and {other.shape[-1]}", self, other)
     return self.tensordot(other, ([self.ndim - 1], [other.ndim - 1]))
   def outer(self, other: Tensor) -> Tensor:
     """Outer product of two 1-D tensors."""
@@ -98,14 +99,16 @@ class LinalgMixin(TensorMixin):
     if not (isinstance(dims, int) and not isinstance(dims, bool)) and not (isinstance(dims, (tuple, list)) and len(dims) == 2):
       raise _fail(TypeError, "tensordot", f"dims must be an int or a pair of dim lists, got {dims!r}", self, other)
     if isinstance(dims, int):
-      if dims < 0 or dims > min(self.ndim, other.ndim): raise _fail(ValueError, "tensordot", f"dims={dims} is out of range for {self.ndim}-D and {other.ndim}-D tensors", self, other)
+      if dims < 0 or dims > min(self.ndim, other.ndim):
+        raise _fail(ValueError, "tensordot", f"dims={dims} is out of range for {self.ndim}-D and {other.ndim}-D tensors", self, other)
       da, db = list(range(self.ndim - dims, self.ndim)), list(range(dims))
     else:
       da, db = ([dims[0]] if isinstance(dims[0], int) else list(dims[0])), ([dims[1]] if isinstance(dims[1], int) else list(dims[1]))
       da, db = [_resolve_axis("tensordot", d, self.ndim, self) for d in da], [_resolve_axis("tensordot", d, other.ndim, other) for d in db]
     if len(da) != len(db): raise _fail(ValueError, "tensordot", f"dims {da} and {db} must have the same length", self, other)
     for p, q in zip(da, db):
-      if self.shape[p] != other.shape[q]: raise _fail(ValueError, "tensordot", f"contracted dims differ: {self.shape[p]} (dim {p}) and {other.shape[q]} (dim {q})", self, other)
+      if self.shape[p] != other.shape[q]:
+        raise _fail(ValueError, "tensordot", f"contracted dims differ: {self.shape[p]} (dim {p}) and {other.shape[q]} (dim {q})", self, other)
     fa, fb = [k for k in range(self.ndim) if k not in da], [k for k in range(other.ndim) if k not in db]
     k = prod(self.shape[p] for p in da)
     a = self.permute(*fa, *da).reshape(prod(self.shape[p] for p in fa), k)
@@ -130,7 +133,8 @@ class LinalgMixin(TensorMixin):
     >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
     [3, 7]
     """
-    if not isinstance(formula, str): raise _fail(TypeError, "einsum", f"the first argument must be the subscripts string, got {type(formula).__name__}")
+    if not isinstance(formula, str):
+      raise _fail(TypeError, "einsum", f"the first argument must be the subscripts string, got {type(formula).__name__}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
     for t in operands:
       if not isinstance(t, TensorMixin): raise _fail(TypeError, "einsum", f"operands must be Tensors, got {type(t).__name__}")
@@ -182,7 +186,8 @@ class LinalgMixin(TensorMixin):
       while len(set(sb)) != len(sb):
         ch = next(c for c in sb if sb.count(c) > 1)
         p = sb.index(ch); q = sb.index(ch, p + 1)
-        if t.shape[p] != t.shape[q]: raise _fail(ValueError, "einsum", f"repeated subscript {ch!r} needs equal sizes, got {t.shape[p]} and {t.shape[q]}", *operands)
+        if t.shape[p] != t.shape[q]:
+          raise _fail(ValueError, "einsum", f"repeated subscript {ch!r} needs equal sizes, got {t.shape[p]} and {t.shape[q]}", *operands)
         t = t.diagonal(0, p, q)
         sb = [c for k, c in enumerate(sb) if k not in (p, q)] + [ch]
       terms.append((t, sb))
@@ -240,9 +245,11 @@ class LinalgMixin(TensorMixin):
     raise _fail(ValueError, "norm", f"unsupported matrix norm ord {ord!r}", self)
   def _vector_norm(self, ord, dim, keepdim: bool) -> Tensor:
     a = self.abs()
-    if 0 in self.shape and (isinstance(ord, (int, float)) and ord < 0 or ord == math.inf):   # no identity for these: torch raises on an empty reduction
+    # no identity for these: torch raises on an empty reduction
+    if 0 in self.shape and (isinstance(ord, (int, float)) and ord < 0 or ord == math.inf):
       dims = range(self.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
-      if any(self.shape[d] == 0 for d in dims): raise _fail(RuntimeError, "norm", f"cannot compute the {ord} norm over an empty dim (no identity)", self)
+      if any(self.shape[d] == 0 for d in dims):
+        raise _fail(RuntimeError, "norm", f"cannot compute the {ord} norm over an empty dim (no identity)", self)
     if ord == math.inf: return a.max(dim, keepdim)
     if ord == -math.inf: return a.min(dim, keepdim)
     if ord == 0: return (a != 0).cast(self.dtype).sum(dim, keepdim)
@@ -298,7 +305,8 @@ class LinalgMixin(TensorMixin):
       _broadcast_shape(op, qk, attn_mask)
       qk = attn_mask.where(qk, -float("inf")) if attn_mask.dtype.is_bool else qk + attn_mask
     w = qk.softmax(-1)
-    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)): raise _fail(TypeError, op, f"dropout_p must be a float, got {dropout_p!r}", q)
+    if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
+      raise _fail(TypeError, op, f"dropout_p must be a float, got {dropout_p!r}", q)
     if dropout_p > 0:
       if dropout_p > 1: raise _fail(ValueError, op, f"dropout_p must be in [0, 1], got {dropout_p}", q)
       keep = T.rand(*w.shape, device=self.device) >= dropout_p
@@ -327,7 +335,8 @@ def _right_operand_layout(w: Tensor) -> Tensor:
 def _scaled_sum(op: str, x: Tensor, prod_: Tensor, beta: float, alpha: float) -> Tensor:
   """beta * x + alpha * prod_, x broadcast to prod_'s shape (torch ignores x's values when beta == 0)."""
   p = prod_ if alpha == 1 else prod_ * alpha
-  if _broadcast_shape(op, x, p) != p.shape: raise _fail(ValueError, op, f"self of shape {x.shape} does not broadcast to the product's shape {p.shape}", x, p)
+  if _broadcast_shape(op, x, p) != p.shape:
+    raise _fail(ValueError, op, f"self of shape {x.shape} does not broadcast to the product's shape {p.shape}", x, p)
   if beta == 0: return p   # torch ignores self's values (NaN too) when beta == 0
   return (x if beta == 1 else x * beta) + p
 

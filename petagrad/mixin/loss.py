@@ -27,9 +27,12 @@ class LossMixin(TensorMixin):
     cd = 0 if self.ndim == 1 else 1
     if target.shape == self.shape and target.dtype.is_float: return cd, True
     if target.dtype.is_float or target.dtype.is_bool:
-      raise _fail(TypeError, op, f"target must be class indices (an integer tensor) or probabilities with the input's shape {self.shape}, got {target.shape} {target.dtype}", self, target)
+      raise _fail(TypeError, op,
+        f"target must be class indices (an integer tensor) or probabilities with the input's shape {self.shape}, got {target.shape} {target.dtype}",
+        self, target)
     want = self.shape[:cd] + self.shape[cd + 1:]
-    if target.shape != want: raise _fail(ValueError, op, f"class-index target must have shape {want} for input {self.shape}, got {target.shape}", self, target)
+    if target.shape != want:
+      raise _fail(ValueError, op, f"class-index target must have shape {want} for input {self.shape}, got {target.shape}", self, target)
     return cd, False
   def _class_weight(self, op: str, weight: Tensor | None, cd: int, target=None):
     if weight is None: return None
@@ -58,7 +61,8 @@ class LossMixin(TensorMixin):
     if reduction == "sum": return loss.sum()
     denom = valid.where(hot.where(w, 0.0).sum(cd), 0.0).sum() if w is not None else valid.sum().cast(loss.dtype)
     return loss.sum() / denom
-  def cross_entropy(self, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:
+  def cross_entropy(self, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean",
+                    label_smoothing: float = 0.0) -> Tensor:
     """torch.nn.functional.cross_entropy on logits (N, C, *d) or (C,): target is class indices (N, *d) or probabilities
     with the input's shape. Out-of-range class indices (other than ignore_index) raise IndexError when their values
     are known at the call (see the index rules in docs/ops.md) and contribute 0 when they are lazy."""
@@ -100,7 +104,8 @@ class LossMixin(TensorMixin):
     if weight is not None: loss = loss * weight
     return _reduce_loss(op, loss, reduction, self)
   def binary_crossentropy(self, Y: Tensor, reduction: str = "mean") -> Tensor: return self.binary_cross_entropy(Y, reduction=reduction)
-  def binary_cross_entropy_with_logits(self, target: Tensor, weight: Tensor | None = None, reduction: str = "mean", pos_weight: Tensor | None = None) -> Tensor:
+  def binary_cross_entropy_with_logits(self, target: Tensor, weight: Tensor | None = None, reduction: str = "mean",
+                                       pos_weight: Tensor | None = None) -> Tensor:
     """torch.nn.functional.binary_cross_entropy_with_logits (numerically stable; pos_weight weighs the positives)."""
     op = "binary_cross_entropy_with_logits"
     self._pair_loss(op, target)

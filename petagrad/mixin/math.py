@@ -204,7 +204,8 @@ class MathMixin(TensorMixin):
   def logit(self, eps: float | None = None) -> Tensor:
     """log(p / (1 - p)), with p clamped to [eps, 1 - eps] when eps is given (torch.logit)."""
     x = self._float("logit")
-    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float))): raise _fail(TypeError, "logit", f"eps must be a float, got {eps!r}", self)
+    if eps is not None and (isinstance(eps, bool) or not isinstance(eps, (int, float))):
+      raise _fail(TypeError, "logit", f"eps must be a float, got {eps!r}", self)
     if eps is not None: x = x.clip(eps, 1 - eps)
     return (x / (1 - x)).log()
   def sinc(self) -> Tensor:

@@ -138,7 +138,8 @@ class MovementMixin(TensorMixin):
   # ------------------------------------------------------------ crop and pad
   def shrink(self, arg: Sequence) -> Tensor:
     """Keep [start, end) of each dim (None keeps the dim)."""
-    if not isinstance(arg, (tuple, list)) or len(arg) != self.ndim: raise _fail(ValueError, "shrink", f"need one (start, end) per dim, got {arg!r}", self)
+    if not isinstance(arg, (tuple, list)) or len(arg) != self.ndim:
+      raise _fail(ValueError, "shrink", f"need one (start, end) per dim, got {arg!r}", self)
     for a in arg:
       if a is not None and not (isinstance(a, (tuple, list)) and len(a) == 2 and all(type(v) is int for v in a)):
         raise _fail(TypeError, "shrink", f"bounds must be (start, end) pairs of ints (or None), got {a!r} in {tuple(arg)!r}", self)
@@ -150,7 +151,7 @@ class MovementMixin(TensorMixin):
     """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
     form (last dim first: left, right, top, bottom, ...). Negative padding crops. `value` must fit the dtype."""
     pairs = self._pad_pairs(padding)
-    if mode != "constant": return self._pad_mode(pairs, mode)   # reflect / replicate / circular (mixin/nn.py)
+    if mode != "constant": return self._pad_mode(pairs, mode)   # reflect / replicate / circular (below)
     value = _scalar_arg("pad", "value", value, self)
     _check_fits("pad", value, self.dtype, True, self)
     x = self
@@ -255,8 +256,10 @@ class MovementMixin(TensorMixin):
       y = y.expand(y.shape[:d + 1] + (repeats,) + y.shape[d + 2:])
       return y.reshape(x.shape[:d] + (x.shape[d] * repeats,) + x.shape[d + 1:])
     if not isinstance(repeats, (TensorMixin, list, tuple)):
-      raise _fail(TypeError, "repeat_interleave", f"repeats must be an int, a sequence of ints or an integer Tensor, got {type(repeats).__name__} {repeats!r}", self)
-    if isinstance(repeats, TensorMixin) and not repeats.dtype.is_int: raise _fail(TypeError, "repeat_interleave", f"repeats must be an integer Tensor, got {repeats.dtype}", self, repeats)
+      raise _fail(TypeError, "repeat_interleave",
+                  f"repeats must be an int, a sequence of ints or an integer Tensor, got {type(repeats).__name__} {repeats!r}", self)
+    if isinstance(repeats, TensorMixin) and not repeats.dtype.is_int:
+      raise _fail(TypeError, "repeat_interleave", f"repeats must be an integer Tensor, got {repeats.dtype}", self, repeats)
     reps = repeats.tolist() if isinstance(repeats, TensorMixin) else [_int_arg("repeat_interleave", "repeats", r, self, None) for r in repeats]
     if isinstance(reps, int): reps = [reps]
     if len(reps) == 1: return self.repeat_interleave(int(reps[0]), dim)
@@ -273,7 +276,8 @@ class MovementMixin(TensorMixin):
       return MovementMixin.cat(*self, *others, dim=dim)
     ts = (self,) + others
     for t in ts:
-      if not isinstance(t, TensorMixin): raise _fail(TypeError, "cat", f"expected Tensors, got {type(t).__name__}", *[u for u in ts if isinstance(u, TensorMixin)])
+      if not isinstance(t, TensorMixin):
+        raise _fail(TypeError, "cat", f"expected Tensors, got {type(t).__name__}", *[u for u in ts if isinstance(u, TensorMixin)])
     if self.ndim == 0: raise _fail(ValueError, "cat", "a 0-d tensor cannot be concatenated (unsqueeze it, or use stack)", *ts)
     d = _resolve_axis("cat", dim, self.ndim, self)
     for t in ts:
@@ -297,7 +301,8 @@ class MovementMixin(TensorMixin):
   @classmethod
   def stack(cls, tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Join same-shaped tensors along a new dim (torch.stack: one sequence of Tensors)."""
-    if isinstance(tensors, TensorMixin): raise _fail(TypeError, "stack", "expects a sequence of Tensors, got one Tensor (Tensor.stack([a, b]))", tensors)
+    if isinstance(tensors, TensorMixin):
+      raise _fail(TypeError, "stack", "expects a sequence of Tensors, got one Tensor (Tensor.stack([a, b]))", tensors)
     if not isinstance(tensors, (list, tuple)): raise _fail(TypeError, "stack", f"expects a sequence of Tensors, got {type(tensors).__name__}")
     for t in tensors:
       if not isinstance(t, TensorMixin): raise _fail(TypeError, "stack", f"expects a sequence of Tensors, got a {type(t).__name__} in it")

@@ -84,7 +84,8 @@ class NormMixin(TensorMixin):
       if running_mean is not None: running_mean.assign((running_mean * (1 - momentum) + mean.detach() * momentum).cast(running_mean.dtype))
       if running_var is not None: running_var.assign((running_var * (1 - momentum) + var.detach() * (momentum * n / (n - 1))).cast(running_var.dtype))
     else:
-      if running_mean is None or running_var is None: raise _fail(ValueError, op, "running_mean and running_var are required when training=False", self)
+      if running_mean is None or running_var is None:
+        raise _fail(ValueError, op, "running_mean and running_var are required when training=False", self)
       mean, var = running_mean, running_var
     return x.batchnorm(weight, bias, mean, (var + eps).rsqrt(), axis=1)
   def instance_norm(self, running_mean: Tensor | None = None, running_var: Tensor | None = None, weight: Tensor | None = None,
@@ -104,12 +105,14 @@ class NormMixin(TensorMixin):
       n = prod(self.shape[2:])
       mean = x.mean(axes, keepdim=True)
       var = (x - mean).square().mean(axes, keepdim=True)
-      if running_mean is not None: running_mean.assign((running_mean * (1 - momentum) + mean.detach().reshape(N, C).mean(0) * momentum).cast(running_mean.dtype))
+      if running_mean is not None:
+        running_mean.assign((running_mean * (1 - momentum) + mean.detach().reshape(N, C).mean(0) * momentum).cast(running_mean.dtype))
       if running_var is not None and n > 1:
         running_var.assign((running_var * (1 - momentum) + var.detach().reshape(N, C).mean(0) * (momentum * n / (n - 1))).cast(running_var.dtype))
       y = (x - mean) * (var + eps).rsqrt()
     else:
-      if running_mean is None or running_var is None: raise _fail(ValueError, op, "running_mean and running_var are required when use_input_stats=False", self)
+      if running_mean is None or running_var is None:
+        raise _fail(ValueError, op, "running_mean and running_var are required when use_input_stats=False", self)
       y = (x - running_mean.reshape(shape)) * (running_var.reshape(shape) + eps).rsqrt()
     if weight is not None: y = y * weight.reshape(shape)
     return y + bias.reshape(shape) if bias is not None else y

@@ -245,7 +245,8 @@ class OrderingMixin(TensorMixin):
     if x.numel() == 0: u = x
     else:
       s = x.sort()[0]
-      first = type(self).full((1,), True, dtypes.bool, self.device).cat(s[1:].ne(s[:-1])) if s.shape[0] > 1 else type(self).full((1,), True, dtypes.bool, self.device)
+      first = type(self).full((1,), True, dtypes.bool, self.device).cat(s[1:].ne(s[:-1])) if s.shape[0] > 1 else \
+        type(self).full((1,), True, dtypes.bool, self.device)
       u = s[first]
     out = [u]
     if return_inverse or return_counts:
@@ -340,7 +341,8 @@ class OrderingMixin(TensorMixin):
       raise _fail(ValueError, "quantile", f"interpolation must be 'linear', 'lower', 'higher', 'midpoint' or 'nearest', got {interpolation!r}", self)
     if not self.dtype.is_float: raise _fail(TypeError, "quantile", f"needs a float tensor, got {self.dtype}", self)
     scalar_q = isinstance(q, (int, float)) or (isinstance(q, TensorMixin) and q.ndim == 0)
-    vals = [q] if isinstance(q, (int, float)) else q.reshape(-1).tolist() if isinstance(q, TensorMixin) else q if isinstance(q, (list, tuple)) else None
+    vals = [q] if isinstance(q, (int, float)) else q.reshape(-1).tolist() if isinstance(q, TensorMixin) else \
+      q if isinstance(q, (list, tuple)) else None
     if vals is None or not all(isinstance(v, (int, float)) for v in vals):
       raise _fail(TypeError, "quantile", f"q must be a float, a sequence of floats or a Tensor, got {q!r}", self)
     qs = [float(v) for v in vals]
@@ -385,7 +387,8 @@ class OrderingMixin(TensorMixin):
       if side not in ("left", "right"): raise _fail(ValueError, "searchsorted", f"side must be 'left' or 'right', got {side!r}", seq)
       if right and side == "left": raise _fail(ValueError, "searchsorted", "side='left' contradicts right=True", seq)
       right = side == "right"
-    v = values if isinstance(values, TensorMixin) else cls.full((), values, seq.dtype if not isinstance(values, float) or seq.dtype.is_float else None, seq.device)
+    v = values if isinstance(values, TensorMixin) else cls.full((), values,
+      seq.dtype if not isinstance(values, float) or seq.dtype.is_float else None, seq.device)
     if seq.ndim == 0: raise _fail(ValueError, "searchsorted", "sorted_sequence must have at least 1 dim", seq, v)
     if seq.ndim > 1 and (v.ndim != seq.ndim or v.shape[:-1] != seq.shape[:-1]):
       raise _fail(ValueError, "searchsorted", f"the leading dims of sorted_sequence {seq.shape[:-1]} and values {v.shape[:-1]} must match", seq, v)
@@ -397,20 +400,24 @@ class OrderingMixin(TensorMixin):
   def bucketize(self, boundaries: Tensor, right: bool = False, out_int32: bool = False) -> Tensor:
     """The bucket of each element among the sorted 1-D `boundaries` (torch.bucketize): the count of boundaries
     < x (right=False) or <= x (right=True)."""
-    if not isinstance(boundaries, TensorMixin) or boundaries.ndim != 1: raise _fail(ValueError, "bucketize", "boundaries must be a 1-D Tensor", self, boundaries)
+    if not isinstance(boundaries, TensorMixin) or boundaries.ndim != 1:
+      raise _fail(ValueError, "bucketize", "boundaries must be a 1-D Tensor", self, boundaries)
     return type(self).searchsorted(boundaries, self, right=right, out_int32=out_int32)
 
   def bincount(self, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
     """Counts (or summed weights) of each value of a 1-D non-negative int tensor; the length max + 1 (at least
     minlength) is data-dependent: the max is realized at the call. Out-of-range values raise when known."""
-    if self.ndim != 1 or not self.dtype.is_int: raise _fail(ValueError, "bincount", f"needs a 1-D integer tensor, got {self.ndim}-D {self.dtype}", self)
+    if self.ndim != 1 or not self.dtype.is_int:
+      raise _fail(ValueError, "bincount", f"needs a 1-D integer tensor, got {self.ndim}-D {self.dtype}", self)
     minlength = _int("bincount", "minlength", minlength, self, minimum=0)
-    if weights is not None and not _is_tensor(weights): raise _fail(TypeError, "bincount", f"weights must be a Tensor, got {type(weights).__name__}", self)
+    if weights is not None and not _is_tensor(weights):
+      raise _fail(TypeError, "bincount", f"weights must be a Tensor, got {type(weights).__name__}", self)
     if self.numel() and int(self.min().item()) < 0: raise _fail(ValueError, "bincount", "values must be non-negative", self)
     n = max(int(self.max().item()) + 1 if self.numel() else 0, minlength)
     oh = self.cast(dtypes.int64).unsqueeze(-1) == type(self).arange(n, device=self.device)   # (len, n)
     if weights is None: return oh.cast(dtypes.int64).sum(0, dtype=dtypes.int64)
-    if weights.shape != self.shape: raise _fail(ValueError, "bincount", f"weights must have the input's shape {self.shape}, got {weights.shape}", self, weights)
+    if weights.shape != self.shape:
+      raise _fail(ValueError, "bincount", f"weights must have the input's shape {self.shape}, got {weights.shape}", self, weights)
     w = weights if weights.dtype.is_float else weights.cast(dtypes.float64)
     return oh.where(w.unsqueeze(-1), 0).sum(0)
 
@@ -426,8 +433,10 @@ class OrderingMixin(TensorMixin):
     x = self
     for name, t in (("prepend", prepend), ("append", append)):
       if t is not None and not _is_tensor(t): raise _fail(TypeError, "diff", f"{name} must be a Tensor, got {type(t).__name__}", self)
-    if prepend is not None: x = (prepend if prepend.ndim else prepend.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape)))).cat(x, dim=d)
-    if append is not None: x = x.cat(append if append.ndim else append.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape))), dim=d)
+    if prepend is not None:
+      x = (prepend if prepend.ndim else prepend.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape)))).cat(x, dim=d)
+    if append is not None:
+      x = x.cat(append if append.ndim else append.reshape(1).expand(tuple(1 if k == d else s for k, s in enumerate(self.shape))), dim=d)
     for _ in range(n):
       m = x.shape[d]
       if m == 0: break

@@ -18,15 +18,18 @@ class PoolMixin(TensorMixin):
     k_ = _tuple(op, "kernel_size", kernel_size, n, self)
     s_ = k_ if stride is None or (isinstance(stride, (tuple, list)) and len(stride) == 0) else _tuple(op, "stride", stride, n, self)
     d_ = _tuple(op, "dilation", dilation, n, self)
-    if self.ndim < n + 1: raise _fail(ValueError, op, f"a {n}-d pool needs an input with at least {n + 1} dims (C, *spatial), got shape {self.shape}", self)
+    if self.ndim < n + 1:
+      raise _fail(ValueError, op, f"a {n}-d pool needs an input with at least {n + 1} dims (C, *spatial), got shape {self.shape}", self)
     pads = _resolve_pads(op, padding, n, self)
     full, outs = [], []
     for L, k, s, d, (pb, pa) in zip(self.shape[-n:], k_, s_, d_, pads):
       ek = d * (k - 1) + 1
       if pb < 0 or pa < 0 or pb > ek // 2 or pa > ek // 2:
-        raise _fail(ValueError, op, f"pad should be at most half of effective kernel size, but got padding={padding!r}, kernel_size={k_} and dilation={d_}", self)
+        raise _fail(ValueError, op,
+                    f"pad should be at most half of effective kernel size, but got padding={padding!r}, kernel_size={k_} and dilation={d_}", self)
       span = L + pb + pa - ek
-      if span < 0: raise _fail(ValueError, op, f"kernel size {k_} (dilation {d_}) is larger than the padded input {self.shape[-n:]} + padding {padding!r}", self)
+      if span < 0:
+        raise _fail(ValueError, op, f"kernel size {k_} (dilation {d_}) is larger than the padded input {self.shape[-n:]} + padding {padding!r}", self)
       o = (-(-span // s) if ceil_mode else span // s) + 1
       if ceil_mode and (o - 1) * s >= L + pb: o -= 1   # the last window must start inside the input or the left padding
       full.append((pb, (o - 1) * s + ek - L - pb))
@@ -81,7 +84,8 @@ class PoolMixin(TensorMixin):
     sums = x.pad(((0, 0),) * pre + tuple(full))._pool(k_, s_, d_).sum(axes)
     def div(a, b): return a.div(b, rounding_mode="trunc").cast(x.dtype) if x.dtype.is_int else a / b
     if divisor_override is not None:
-      if not _is_int(divisor_override) or divisor_override == 0: raise _fail(ValueError, op, f"divisor_override must be a nonzero int, got {divisor_override!r}", self)
+      if not _is_int(divisor_override) or divisor_override == 0:
+        raise _fail(ValueError, op, f"divisor_override must be a nonzero int, got {divisor_override!r}", self)
       return div(sums, divisor_override)
     # the divisor of each window, per dim (counted here, in Python: no extra kernel), multiplied over the dims.
     # count_include_pad: the explicit padding counts, the ceil-mode overhang does not (torch)
@@ -110,8 +114,10 @@ class PoolMixin(TensorMixin):
     s_ = k_ if stride is None else _tuple(op, "stride", stride, n, self)
     d_ = _tuple(op, "dilation", dilation, n, self)
     pads = _resolve_pads(op, padding, n, self)
-    if indices.shape != self.shape: raise _fail(ValueError, op, f"indices shape {indices.shape} must match the input shape {self.shape}", self, indices)
-    if indices.dtype.is_float or indices.dtype.is_bool: raise _fail(TypeError, op, f"indices must be an integer tensor, got {indices.dtype}", self, indices)
+    if indices.shape != self.shape:
+      raise _fail(ValueError, op, f"indices shape {indices.shape} must match the input shape {self.shape}", self, indices)
+    if indices.dtype.is_float or indices.dtype.is_bool:
+      raise _fail(TypeError, op, f"indices must be an integer tensor, got {indices.dtype}", self, indices)
     if self.ndim < n + 1: raise _fail(ValueError, op, f"needs an input with at least {n + 1} dims, got shape {self.shape}", self)
     pre = self.ndim - n
     if output_size is None: out = tuple((L - 1) * s - pb - pa + d * (k - 1) + 1 for L, s, (pb, pa), k, d in zip(self.shape[pre:], s_, pads, k_, d_))
@@ -135,7 +141,8 @@ class PoolMixin(TensorMixin):
     if self.ndim < n + 1: raise _fail(ValueError, op, f"a {n}-d adaptive pool needs at least {n + 1} dims, got shape {self.shape}", self)
     osz = (output_size,) * n if not isinstance(output_size, (tuple, list)) else tuple(output_size)
     osz = tuple(L if o is None else o for o, L in zip(osz, self.shape[-n:]))
-    if len(osz) != n or not all(_is_int(o) and o > 0 for o in osz): raise _fail(ValueError, op, f"output_size must be positive ints (or None), got {output_size!r}", self)
+    if len(osz) != n or not all(_is_int(o) and o > 0 for o in osz):
+      raise _fail(ValueError, op, f"output_size must be positive ints (or None), got {output_size!r}", self)
     if any(L == 0 for L in self.shape[-n:]): raise _fail(ValueError, op, f"input spatial dims must be non-empty, got shape {self.shape}", self)
     return osz
   def adaptive_avg_pool2d(self, output_size) -> Tensor:
@@ -161,8 +168,10 @@ class PoolMixin(TensorMixin):
   def adaptive_max_pool2d(self, output_size, return_indices: bool = False):
     """Max over torch's adaptive windows; return_indices gives the flat per-plane index like max_pool2d."""
     return self._adaptive_max("adaptive_max_pool2d", output_size, return_indices, 2)
-  def adaptive_max_pool1d(self, output_size, return_indices: bool = False): return self._adaptive_max("adaptive_max_pool1d", output_size, return_indices, 1)
-  def adaptive_max_pool3d(self, output_size, return_indices: bool = False): return self._adaptive_max("adaptive_max_pool3d", output_size, return_indices, 3)
+  def adaptive_max_pool1d(self, output_size, return_indices: bool = False):
+    return self._adaptive_max("adaptive_max_pool1d", output_size, return_indices, 1)
+  def adaptive_max_pool3d(self, output_size, return_indices: bool = False):
+    return self._adaptive_max("adaptive_max_pool3d", output_size, return_indices, 3)
   def _adaptive_max(self, op, output_size, return_indices, n_default):
     osz = self._adaptive_args(op, output_size, n_default)
     n = len(osz)
@@ -199,17 +208,21 @@ class PoolMixin(TensorMixin):
     if n < 1: raise _fail(ValueError, op, f"input must be (N, C, *spatial) with at least one spatial dim, got shape {self.shape}", self)
     modes = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
     if not isinstance(mode, str) or mode not in modes: raise _fail(ValueError, op, f"mode must be one of {tuple(modes)}, got {mode!r}", self)
-    if modes[mode] is not None and modes[mode] != n: raise _fail(ValueError, op, f"mode {mode!r} needs a {modes[mode] + 2}-d input, got {self.ndim}-d", self)
-    if align_corners is not None and modes[mode] is None: raise _fail(ValueError, op, f"align_corners only applies to the linear modes, not {mode!r}", self)
+    if modes[mode] is not None and modes[mode] != n:
+      raise _fail(ValueError, op, f"mode {mode!r} needs a {modes[mode] + 2}-d input, got {self.ndim}-d", self)
+    if align_corners is not None and modes[mode] is None:
+      raise _fail(ValueError, op, f"align_corners only applies to the linear modes, not {mode!r}", self)
     if (size is None) == (scale_factor is None): raise _fail(ValueError, op, "exactly one of size and scale_factor must be given", self)
     sp = self.shape[2:]
     if size is not None:
       osz = (size,) * n if not isinstance(size, (tuple, list)) else tuple(size)
-      if len(osz) != n or not all(_is_int(o) and o > 0 for o in osz): raise _fail(ValueError, op, f"size must be {n} positive ints, got {size!r}", self)
+      if len(osz) != n or not all(_is_int(o) and o > 0 for o in osz):
+        raise _fail(ValueError, op, f"size must be {n} positive ints, got {size!r}", self)
       scales: list[float | None] = [None] * n
     else:
       sf = (scale_factor,) * n if isinstance(scale_factor, (int, float)) else tuple(scale_factor)
-      if len(sf) != n or not all(isinstance(v, (int, float)) and v > 0 for v in sf): raise _fail(ValueError, op, f"scale_factor must be {n} positive numbers, got {scale_factor!r}", self)
+      if len(sf) != n or not all(isinstance(v, (int, float)) and v > 0 for v in sf):
+        raise _fail(ValueError, op, f"scale_factor must be {n} positive numbers, got {scale_factor!r}", self)
       osz = tuple(int(math.floor(L * f)) for L, f in zip(sp, sf))
       if any(o <= 0 for o in osz): raise _fail(ValueError, op, f"output size {osz} is empty (scale_factor {scale_factor!r})", self)
       scales = [None if recompute_scale_factor else float(f) for f in sf]

@@ -113,8 +113,10 @@ class RandomMixin(TensorMixin):
   def normal(cls, *shape, mean: float = 0.0, std: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     return cls((cls.randn(*shape, dtype=dt, device=device) * std + mean).uop, requires_grad=requires_grad)
-  def rand_like(self, dtype=None, device=None) -> Tensor: return type(self).rand(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None), device=device or self.device)
-  def randn_like(self, dtype=None, device=None) -> Tensor: return type(self).randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None), device=device or self.device)
+  def rand_like(self, dtype=None, device=None) -> Tensor:
+    return type(self).rand(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None), device=device or self.device)
+  def randn_like(self, dtype=None, device=None) -> Tensor:
+    return type(self).randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None), device=device or self.device)
   @classmethod
   def randperm(cls, n: int, dtype=dtypes.int64, device=None, requires_grad=None) -> Tensor:
     """A random permutation of 0..n-1: the ranks of n random keys, from O(n^2) pairwise comparisons (ties broken by
@@ -161,7 +163,8 @@ class RandomMixin(TensorMixin):
   def bernoulli(self, p: float | None = None) -> Tensor:
     """0/1 samples: with probability self (torch.bernoulli(input)), or with probability p for every element
     (like torch.Tensor.bernoulli_(p)). Same dtype as self."""
-    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float))): raise _fail(TypeError, "bernoulli", f"p must be a float, got {type(p).__name__} {p!r}", self)
+    if p is not None and (isinstance(p, bool) or not isinstance(p, (int, float))):
+      raise _fail(TypeError, "bernoulli", f"p must be a float, got {type(p).__name__} {p!r}", self)
     if p is not None and not 0.0 <= p <= 1.0: raise _fail(ValueError, "bernoulli", f"p must be in [0, 1], got {p}", self)
     u = type(self).rand(*self.shape, device=self.device)
     hit = u < (p if p is not None else self.detach().cast(dtypes.float32))
@@ -169,7 +172,8 @@ class RandomMixin(TensorMixin):
   def dropout(self, p: float = 0.5) -> Tensor:
     """Zero each element with probability p and scale the rest by 1/(1-p) -- only when Tensor.training is True
     (an identity otherwise)."""
-    if isinstance(p, bool) or not isinstance(p, (int, float)): raise _fail(TypeError, "dropout", f"p must be a float, got {type(p).__name__} {p!r}", self)
+    if isinstance(p, bool) or not isinstance(p, (int, float)):
+      raise _fail(TypeError, "dropout", f"p must be a float, got {type(p).__name__} {p!r}", self)
     if not 0.0 <= p <= 1.0: raise _fail(ValueError, "dropout", f"dropout probability has to be between 0 and 1, but got {p}", self)
     if not type(self).training or p == 0: return self
     if p == 1: return self * 0
@@ -178,7 +182,8 @@ class RandomMixin(TensorMixin):
 
   # ------------------------------------------------------------ initializers (torch.nn.init)
   @classmethod
-  def kaiming_uniform(cls, *shape, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", dtype=None, device=None, requires_grad=None) -> Tensor:
+  def kaiming_uniform(cls, *shape, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", dtype=None, device=None,
+                      requires_grad=None) -> Tensor:
     """torch.nn.init.kaiming_uniform_: U(-b, b), b = gain * sqrt(3 / fan); gain sqrt(2 / (1 + a^2)) for leaky_relu."""
     shape = argfix(*shape)
     fan_in, fan_out = _fans("kaiming_uniform", shape)
@@ -187,7 +192,8 @@ class RandomMixin(TensorMixin):
     bound = _gain("kaiming_uniform", nonlinearity, a) * math.sqrt(3.0 / fan) if fan else 0.0
     return cls.uniform(shape, low=-bound, high=bound, dtype=dtype, device=device, requires_grad=requires_grad)
   @classmethod
-  def kaiming_normal(cls, *shape, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", dtype=None, device=None, requires_grad=None) -> Tensor:
+  def kaiming_normal(cls, *shape, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu", dtype=None, device=None,
+                     requires_grad=None) -> Tensor:
     """torch.nn.init.kaiming_normal_: N(0, std^2), std = gain / sqrt(fan)."""
     shape = argfix(*shape)
     fan_in, fan_out = _fans("kaiming_normal", shape)
@@ -213,7 +219,8 @@ class RandomMixin(TensorMixin):
     return cls.normal(shape, mean=0.0, std=std, dtype=dtype, device=device, requires_grad=requires_grad)
   xavier_normal = glorot_normal
   @classmethod
-  def trunc_normal(cls, *shape, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+  def trunc_normal(cls, *shape, mean: float = 0.0, std: float = 1.0, a: float = -2.0, b: float = 2.0, dtype=None, device=None,
+                   requires_grad=None) -> Tensor:
     """torch.nn.init.trunc_normal_: N(mean, std^2) restricted to [a, b] (absolute bounds), by the inverse CDF."""
     shape = argfix(*shape)
     if not a < b: raise _fail(ValueError, "trunc_normal", f"need a < b, got a={a}, b={b}")

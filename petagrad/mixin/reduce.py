@@ -69,7 +69,8 @@ class ReduceMixin(TensorMixin):
     return s / n if n else s * float("nan")
   def var(self, axis=None, keepdim: bool = False, correction: int = 1) -> Tensor:
     x = self._float("var")
-    if isinstance(correction, bool) or not isinstance(correction, (int, float)): raise _fail(TypeError, "var", f"correction must be a number, got {correction!r}", self)
+    if isinstance(correction, bool) or not isinstance(correction, (int, float)):
+      raise _fail(TypeError, "var", f"correction must be a number, got {correction!r}", self)
     if x.dtype in (dtypes.float16, dtypes.bfloat16): return x.float().var(axis, keepdim, correction).cast(x.dtype)   # as mean
     n = prod(self.shape[a] for a in self._axes("var", axis))
     d = x - x.mean(axis, keepdim=True)
@@ -88,7 +89,9 @@ class ReduceMixin(TensorMixin):
     return ok.where(x, 0).sum(axis, keepdim) / ok.sum(axis, keepdim)
 
   # ------------------------------------------------------------ logical
-  def any(self, axis=None, keepdim: bool = False) -> Tensor: return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else self.cast(dtypes.bool).sum(axis, keepdim).cast(dtypes.bool)
+  def any(self, axis=None, keepdim: bool = False) -> Tensor:
+    return self.cast(dtypes.bool)._reduce(Ops.MAX, axis, keepdim, "any") if self.numel() else \
+      self.cast(dtypes.bool).sum(axis, keepdim).cast(dtypes.bool)
   def all(self, axis=None, keepdim: bool = False) -> Tensor: return self.logical_not().any(axis, keepdim).logical_not()
 
   # ------------------------------------------------------------ arg extremes

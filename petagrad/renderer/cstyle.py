@@ -73,7 +73,8 @@ class CStyleRenderer(Renderer):
       size = C_SIZES[celem]
       out.append(f"typedef {celem} {name} __attribute__((vector_size({size * n})));")
       out.append(f"typedef {celem} {name}u __attribute__((vector_size({size * n}), aligned({size})));")
-    out += [F16_VEC.format(n=n, c=c, m=f"__m{32 * c}", p="_mm256" if c == 8 else "_mm") for n in sorted(self._f16_vec) for c in [8 if n % 8 == 0 else 4]]
+    out += [F16_VEC.format(n=n, c=c, m=f"__m{32 * c}",
+                           p="_mm256" if c == 8 else "_mm") for n in sorted(self._f16_vec) for c in [8 if n % 8 == 0 else 4]]
     return ("#ifdef __F16C__\n#include <immintrin.h>\n#endif\n" if self._f16_vec else "") + "\n".join(out) + ("\n" if out else "")
 
   def const(self, v, dt: DType) -> str:
@@ -161,7 +162,8 @@ class CStyleRenderer(Renderer):
           self._outlined.append(self._outline(name, k, body, captured, params, names))
           init = ", ".join([f"data{j}" for j in range(len(params))] + (["pg_n_", "pg_err_"] if self.sanitize else []) + [names[c] for c in captured])
           call = f"pg_parallel_for({name}_t{k}, &a_, {u.src[0].arg[1]}LL, {cpu_threads()})"
-          lines.append(f"{'  ' * depth}{{ struct {name}_a{k} a_ = {{{init}}}; if (pg_parallel_for) {call}; else {name}_t{k}(&a_, 0, {u.src[0].arg[1]}LL); }}")
+          lines.append(f"{'  ' * depth}{{ struct {name}_a{k} a_ = {{{init}}}; if (pg_parallel_for) {call}; else {name}_t{k}(&a_, 0, "
+                       f"{u.src[0].arg[1]}LL); }}")
         continue
       if mode != "probe": self._emit(u, names, lines, ind)
       elif u in need: self._emit(u, names, lines, ind)
@@ -173,7 +175,8 @@ class CStyleRenderer(Renderer):
     """The checks of one access, where it happens (its mask holds), setting pg_bad_."""
     p, idx = x.src[0].arg, names[x.src[1]]
     if x.op is Ops.STORE: return [f"{ind}if (!{self._check(p, idx, x.src[2].dtype.count, True)}) pg_bad_ = 1;"]
-    if len(x.src) == 4: return [f"{ind}if (({names[x.src[2]]})[{k}] && !{self._check(p, f'{idx} + {k}', 1, False)}) pg_bad_ = 1;" for k in range(x.dtype.count)]
+    if len(x.src) == 4:
+      return [f"{ind}if (({names[x.src[2]]})[{k}] && !{self._check(p, f'{idx} + {k}', 1, False)}) pg_bad_ = 1;" for k in range(x.dtype.count)]
     gate = f"({names[x.src[2]]}) && " if len(x.src) == 3 else ""
     return [f"{ind}if ({gate}!{self._check(p, idx, x.dtype.count, False)}) pg_bad_ = 1;"]
 
@@ -187,7 +190,8 @@ class CStyleRenderer(Renderer):
       vdt = u.src[2].dtype
       ind += self._check(u.src[0].arg, idx, vdt.count, True, "if ({}) ")
       if vdt.count > 1 and vdt.scalar().is_bool:   # masks are stored as bytes 0/1
-        lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, {self._vt('unsigned char', vdt.count)});")
+        lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, "
+                     f"{self._vt('unsigned char', vdt.count)});")
       else:
         if _is_half(vdt): val = self._to_store(vdt, val)
         if vdt.count > 1: lines.append(f"{ind}*(({self.tname(vdt)}u*)({buf} + {idx})) = {val};")
@@ -303,7 +307,8 @@ class CStyleRenderer(Renderer):
     """A thread loop as `static void name_tk(args, lo_, hi_)` over [lo_, hi_) of its range, with the kernel's
     buffers and the values it reads from outside the loop (`captured`) passed in a struct."""
     def ctype(c: UOp) -> str: return "long long" if c.op is Ops.RANGE else self.vtype(c.dtype)
-    fields = [f"{self.types[d]}* data{j}" for j, d in enumerate(params)] + (SANITIZE_ARGS if self.sanitize else []) + [f"{ctype(c)} {names[c]}" for c in captured]
+    fields = [f"{self.types[d]}* data{j}" for j, d in enumerate(params)] + (SANITIZE_ARGS if self.sanitize else []) + \
+      [f"{ctype(c)} {names[c]}" for c in captured]
     unpack = [f"  {f} = a_->{f.split()[-1].lstrip('*')};" for f in fields]
     return (f"struct {name}_a{k} {{ {'; '.join(fields)}; }};\n"
             f"static void {name}_t{k}(void *p_, long long lo_, long long hi_) {{\n"
@@ -338,7 +343,8 @@ class CStyleRenderer(Renderer):
   def alu_expr(self, u: UOp, names: dict[UOp, str]) -> str:
     op, dt, src = u.op, u.dtype, u.src
     if dt.count > 1 and (native := self._vec_alu(op, dt, list(src), names)) is not None: return native
-    scalar_u = u.replace(dtype=dt.scalar(), src=tuple(s.replace(dtype=s.dtype.scalar()) if s.dtype.count > 1 else s for s in src)) if dt.count > 1 else u
+    scalar_u = u.replace(dtype=dt.scalar(),
+                         src=tuple(s.replace(dtype=s.dtype.scalar()) if s.dtype.count > 1 else s for s in src)) if dt.count > 1 else u
     return self._lanewise(dt, lambda a: self._scalar_alu(scalar_u, a), list(src), names)
 
   def _broadcast(self, x: str, dt: DType) -> str:
@@ -386,7 +392,7 @@ class CStyleRenderer(Renderer):
     if op is Ops.NEG and src[0].dtype.count > 1: return f"(-{names[src[0]]})"
     if op is Ops.MAX and all(s.dtype.scalar() == d for s in src):
       a, b = v(src[0], d), v(src[1], d)
-      isnan = f" | (__a != __a)" if d.is_float else ""
+      isnan = " | (__a != __a)" if d.is_float else ""
       return f"({{{self.tname(d.vec(n))} __a = {a}, __b = {b}; {blend(to_bool(f'((__a > __b){isnan})', d), '__a', '__b', d)};}})"
     if op is Ops.WHERE: return blend(v(src[0], dtypes.bool), v(src[1], d), v(src[2], d), d)
     if op is Ops.CAST and src[0].dtype.count > 1:
@@ -535,7 +541,7 @@ static inline _Float16_v{n} __f2h_v{n}(float_v{n} x) {{
   return __builtin_convertvector(x, _Float16_v{n});
 #endif
 }}
-static inline float_v{n} __hround_v{n}(float_v{n} x) {{ return __h2f_v{n}(__f2h_v{n}(x)); }}"""
+static inline float_v{n} __hround_v{n}(float_v{n} x) {{ return __h2f_v{n}(__f2h_v{n}(x)); }}"""   # noqa: E501 (C source, printed as is)
 
 # SANITIZE: a kernel gets each buffer's element count and an error record (the runtime reads it after the launch:
 # hit, parameter, store?, index, lanes, element count). pg_ok checks one access of `lanes` elements; the first bad one

@@ -5,7 +5,7 @@ aid: every load and store is bounds-checked (PYTHON_CHECK=1), so an indexing bug
 naming the kernel, the buffer and the index, as the CPU device does with SANITIZE=1.
 """
 from __future__ import annotations
-import ast, math, struct
+import ast, struct
 from petagrad.device import Compiler, DeviceSpec, HostAllocator, OutOfBoundsError, Program
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
@@ -52,7 +52,8 @@ class PythonProgram(Program):
 
   def _oob(self, what: str, g: int, idx: int, size: int) -> OutOfBoundsError:
     p, dt = self.instrs[g][3], self.instrs[g][1]
-    return OutOfBoundsError(f"kernel {self.name}: {what} buffer {p} (parameter {p}: {dt.name}, {size} elements) at index {idx}, out of bounds [0, {size})")
+    return OutOfBoundsError(f"kernel {self.name}: {what} buffer {p} (parameter {p}: {dt.name}, {size} elements) at index {idx}, out of bounds [0, "
+                            f"{size})")
 
   def __call__(self, *bufs, sizes: list[int] | None = None) -> None:
     ins, n = self.instrs, len(self.instrs)
@@ -74,7 +75,8 @@ class PythonProgram(Program):
       elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]
       elif op is Ops.ACC_UPDATE:
         a = src[0]
-        if dt.is_bool: vals[a] = (vals[a] or vals[src[1]]) if arg is Ops.ADD else (vals[a] and vals[src[1]]) if arg is Ops.MUL else max(vals[a], vals[src[1]])
+        if dt.is_bool:
+          vals[a] = (vals[a] or vals[src[1]]) if arg is Ops.ADD else (vals[a] and vals[src[1]]) if arg is Ops.MUL else max(vals[a], vals[src[1]])
         else: vals[a] = exec_alu(arg, dt, (vals[a], vals[src[1]]))
       elif op is Ops.LOAD:
         if len(src) == 3 and not vals[src[2]]: vals[pc] = truncate(0, dt)

@@ -188,7 +188,8 @@ def schedule_cached(targets: list[UOp]) -> Scheduled:
     return Scheduled(key, bufs, outs, {nodes[i]: substitute(v, subst) for i, v in t.becomes}, t, subst)
   items, becomes = create_schedule(targets)
   # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
-  items = [it if it.kind == "copy" else ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2], it.group)
+  items = [it if it.kind == "copy" else
+           ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2], it.group)
            for it in items]
   slots = {b: _slot(b, ("in", i)) for i, b in enumerate(bufs)}
   outs = [it.out.base for it in items if it.kind != "assign"]

@@ -100,10 +100,11 @@ grad_rules = PatternMatcher([
   (UPat(Ops.CHECK, name="n"), lambda n, ctx: (ctx, None)),
   (UPat(Ops.COPY, name="n"), lambda n, ctx: (UOp(Ops.COPY, ctx.dtype, (ctx, UOp(Ops.DEVICE, n.src[1].dtype, (), n.src[0].device))), None)),
 ])
-NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, Ops.CONST, Ops.BUFFER}) | GroupOp.Comparison | GroupOp.IntOnly | GroupOp.IntOrBool
+NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, Ops.CONST, Ops.BUFFER}) | GroupOp.Comparison | GroupOp.IntOnly | \
+  GroupOp.IntOrBool
 
 # name -> backward(ctx, node) giving the gradient of each of node.src[1:] (None: no gradient), for CUSTOM_GRAD nodes;
-# the layer that builds such a node registers its backward here (the convolution: petagrad/mixin/nn.py)
+# the layer that builds such a node registers its backward here (the convolution: petagrad/mixin/conv.py)
 custom_backward: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {}
 
 def _layout_copy_source(u: UOp) -> UOp | None:

@@ -9,7 +9,7 @@ subexpressions merge for free.
 True
 """
 from __future__ import annotations
-import math, struct, weakref, hashlib
+import struct, weakref, hashlib
 from _weakref import _remove_dead_weakref
 from typing import Any, Iterator
 from petagrad.uop.ops import Ops, GroupOp
@@ -128,9 +128,11 @@ class UOp(metaclass=UOpMeta):
 
   # ------------------------------------------------------------ tensor-graph views
   def reshape(self, shape: tuple[int, ...]) -> UOp: return self if self.shape == shape else UOp(Ops.RESHAPE, self.dtype, (self,), tuple(shape))
-  def permute(self, order: tuple[int, ...]) -> UOp: return self if tuple(order) == tuple(range(len(order))) else UOp(Ops.PERMUTE, self.dtype, (self,), tuple(order))
+  def permute(self, order: tuple[int, ...]) -> UOp:
+    return self if tuple(order) == tuple(range(len(order))) else UOp(Ops.PERMUTE, self.dtype, (self,), tuple(order))
   def expand(self, shape: tuple[int, ...]) -> UOp: return self if self.shape == shape else UOp(Ops.EXPAND, self.dtype, (self,), tuple(shape))
-  def pad(self, arg: tuple[tuple[int, int], ...]) -> UOp: return self if all(a == (0, 0) for a in arg) else UOp(Ops.PAD, self.dtype, (self,), tuple(arg))
+  def pad(self, arg: tuple[tuple[int, int], ...]) -> UOp:
+    return self if all(a == (0, 0) for a in arg) else UOp(Ops.PAD, self.dtype, (self,), tuple(arg))
   def shrink(self, arg: tuple[tuple[int, int], ...]) -> UOp:
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else UOp(Ops.SHRINK, self.dtype, (self,), tuple(arg))
   def flip(self, axes: tuple[bool, ...]) -> UOp: return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))

@@ -102,7 +102,9 @@ def test_detach_whole_branch(device):
 
 def test_same_leaf_many_paths(device):
   tx, px = pair(X)
-  def f(x): return (x * x).sum() + (x.exp() * x).mean() + x.sum(0).amax() if isinstance(x, torch.Tensor) else (x * x).sum() + (x.exp() * x).mean() + x.sum(0).max()
+  def f(x):
+    return (x * x).sum() + (x.exp() * x).mean() + x.sum(0).amax() if isinstance(x, torch.Tensor) else \
+      (x * x).sum() + (x.exp() * x).mean() + x.sum(0).max()
   f(tx).backward(); f(px).backward()
   check_grad(px, tx, atol=1e-5)
 

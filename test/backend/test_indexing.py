@@ -142,7 +142,7 @@ def test_known_out_of_range_raises(device, name):
   import sys
   fn, op, text = KNOWN_BAD[name]
   x = Tensor.zeros(2, 3).contiguous().realize()
-  line = sys._getframe().f_lineno + 2
+  _line = sys._getframe().f_lineno + 2
   with pytest.raises(IndexError) as e:
     fn(x)
   msg = str(e.value)
@@ -223,7 +223,8 @@ SETITEM = {
   "slice_tensor_value": ((3, 4), lambda x, L: x.__setitem__((slice(0, 2), 2), V(L, [10.0, 20.0]))),
   "broadcast_value": ((3, 4), lambda x, L: x.__setitem__(slice(1, None), V(L, [1.0, 2.0, 3.0, 4.0]))),
   "strided": ((4, 6), lambda x, L: x.__setitem__((slice(None, None, 2), slice(1, None, 3)), -5.0)),
-  "negative_step": ((5,), lambda x, L: x.__setitem__(slice(3, 0, -1) if L is Tensor else [3, 2, 1], V(L, [1.0, 2.0, 3.0]))),   # torch has no negative steps
+  "negative_step": ((5,),
+                    lambda x, L: x.__setitem__(slice(3, 0, -1) if L is Tensor else [3, 2, 1], V(L, [1.0, 2.0, 3.0]))),   # torch has no negative steps
   "tensor_index": ((4, 3), lambda x, L: x.__setitem__(V(L, [2, 0]), V(L, [[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))),
   "negative_tensor_index": ((4, 3), lambda x, L: x.__setitem__(V(L, [-1]), 0.5)),
   "duplicates_last_wins": ((4, 3), lambda x, L: x.__setitem__(V(L, [0, 0]), V(L, [[1.0, 1.0, 1.0], [2.0, 2.0, 2.0]]))),
@@ -262,7 +263,8 @@ def test_setitem_lazy_tensor(device):
 
 def test_setitem_errors(device):
   x = Tensor.zeros(3, 4).contiguous().realize()
-  with pytest.raises(ValueError, match=r"setitem: value of shape \(3,\) cannot be broadcast to the indexed shape \(4,\)"): x[0] = Tensor([1.0, 2.0, 3.0])
+  with pytest.raises(ValueError, match=r"setitem: value of shape \(3,\) cannot be broadcast to the indexed shape \(4,\)"):
+    x[0] = Tensor([1.0, 2.0, 3.0])
   with pytest.raises(IndexError, match=r"setitem: index 4 is out of bounds"): x[4] = 1.0
   with pytest.raises(IndexError, match=r"index 7 is out of bounds"): x[[0, 7]] = 1.0
 
@@ -293,17 +295,21 @@ def test_take_along_dim(device):
                  vals=[np.linspace(-1, 1, 6).reshape(2, 3), np.array([5, 0, 2])], dtype=["float32", "int64"])
 
 def test_index_select(device):
-  helper_test_op(None, lambda x, i: x.index_select(1, i), vals=[np.linspace(-1, 1, 12).reshape(3, 4), np.array([3, 0, 3])], dtype=["float32", "int64"])
+  helper_test_op(None, lambda x, i: x.index_select(1, i), vals=[np.linspace(-1, 1, 12).reshape(3, 4), np.array([3, 0, 3])],
+                 dtype=["float32", "int64"])
   helper_test_op(None, lambda x, i: x.index_select(-1, i), vals=[np.linspace(-1, 1, 4), np.array([1])], dtype=["float32", "int64"])
   with pytest.raises(TypeError, match=r"index_select: index must be a 0-d or 1-D integer Tensor"): Tensor.ones(2).index_select(0, Tensor([[0]]))
 
 def test_scatter(device):
   # no duplicate targets: torch is deterministic then
   idx = np.array([[0, 1, 2], [2, 0, 1]])
-  helper_test_op(None, lambda x, i, s: x.scatter(0, i, s), vals=[np.zeros((3, 3)), idx, np.arange(1.0, 7.0).reshape(2, 3)], dtype=["float32", "int64", "float32"])
-  helper_test_op(None, lambda x, i, s: x.scatter(1, i, s), vals=[np.zeros((2, 4)), np.array([[3, 0], [1, 2]]), np.arange(1.0, 5.0).reshape(2, 2)], dtype=["float32", "int64", "float32"])
+  helper_test_op(None, lambda x, i, s: x.scatter(0, i, s), vals=[np.zeros((3, 3)), idx, np.arange(1.0, 7.0).reshape(2, 3)],
+                 dtype=["float32", "int64", "float32"])
+  helper_test_op(None, lambda x, i, s: x.scatter(1, i, s), vals=[np.zeros((2, 4)), np.array([[3, 0], [1, 2]]), np.arange(1.0, 5.0).reshape(2, 2)],
+                 dtype=["float32", "int64", "float32"])
   # src bigger than index: only its leading part is used (torch's backward rejects this shape, so forward only)
-  helper_test_op(None, lambda x, i, s: x.scatter(0, i, s), vals=[np.zeros((3, 3)), np.array([[2, 0, 1]]), np.arange(1.0, 10.0).reshape(3, 3)], dtype=["float32", "int64", "float32"], forward_only=True)
+  helper_test_op(None, lambda x, i, s: x.scatter(0, i, s), vals=[np.zeros((3, 3)), np.array([[2, 0, 1]]), np.arange(1.0, 10.0).reshape(3, 3)],
+                 dtype=["float32", "int64", "float32"], forward_only=True)
   helper_test_op(None, lambda x, i: x.scatter(1, i, 2.5), vals=[np.zeros((2, 4)), np.array([[3], [1]])], dtype=["float32", "int64"])
 
 def test_scatter_duplicates_last_wins(device):
@@ -334,7 +340,8 @@ def test_scatter_reduce_ties_grad(device, reduce, include_self):
 def test_scatter_duplicates_grad(device):
   # torch's scatter gradient gives every src element the gradient of its target, also when a duplicate overwrote it
   # (duplicates carry equal values here: torch does not say which duplicate wins)
-  helper_test_op(None, lambda x, i, s: x.scatter(1, i, s), vals=[np.ones((2, 4)), np.array([[0, 0, 1], [3, 3, 3]]), np.array([[2.0, 2.0, 3.0], [6.0, 6.0, 6.0]])],
+  helper_test_op(None, lambda x, i, s: x.scatter(1, i, s),
+                 vals=[np.ones((2, 4)), np.array([[0, 0, 1], [3, 3, 3]]), np.array([[2.0, 2.0, 3.0], [6.0, 6.0, 6.0]])],
                  dtype=["float32", "int64", "float32"])
   out = Tensor.ones(2, 4).scatter(1, Tensor([[0, 0, 1], [3, 3, 3]]), Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]]))
   assert out.tolist() == [[2.0, 3.0, 1.0, 1.0], [1.0, 1.0, 1.0, 6.0]]   # petagrad: the last duplicate wins
@@ -342,10 +349,12 @@ def test_scatter_duplicates_grad(device):
 def test_scatter_reduce_int(device):
   idx = np.array([0, 1, 0, 3])
   for red in ("sum", "amax", "amin", "prod", "mean"):
-    helper_test_op(None, lambda x, i, s: x.scatter_reduce(0, i, s, red), vals=[np.array([1, 2, 3, 4, 5]), idx, np.array([7, -3, 2, 9])], dtype=["int32", "int64", "int32"])
+    helper_test_op(None, lambda x, i, s: x.scatter_reduce(0, i, s, red), vals=[np.array([1, 2, 3, 4, 5]), idx, np.array([7, -3, 2, 9])],
+                   dtype=["int32", "int64", "int32"])
 
 def test_scatter_add_and_errors(device):
-  helper_test_op(None, lambda x, i, s: x.scatter_add(0, i, s), vals=[np.zeros(4), np.array([1, 1, 3]), np.array([1.0, 2.0, 3.0])], dtype=["float32", "int64", "float32"])
+  helper_test_op(None, lambda x, i, s: x.scatter_add(0, i, s), vals=[np.zeros(4), np.array([1, 1, 3]), np.array([1.0, 2.0, 3.0])],
+                 dtype=["float32", "int64", "float32"])
   x = Tensor.zeros(3, 3)
   with pytest.raises(ValueError, match=r"scatter_reduce: reduce must be one of"): x.scatter_reduce(0, Tensor([[0]]), Tensor([[1.0]]), "max")
   with pytest.raises(ValueError, match=r"scatter: index must have as many dims as self"): x.scatter(0, Tensor([0]), Tensor([1.0]))
@@ -356,7 +365,8 @@ def test_masked_fill(device):
   helper_test_op(None, lambda x, m: x.masked_fill(m, -7.0), vals=[np.linspace(-1, 1, 6).reshape(2, 3), m], dtype=["float32", "bool"])
   helper_test_op(None, lambda x, m: x.masked_fill(m, 3), vals=[np.linspace(-1, 1, 6).reshape(2, 3), m[0]], dtype=["float32", "bool"])
   helper_test_op(None, lambda x, m: x.masked_fill(m, 1), vals=[np.arange(6).reshape(2, 3), m], dtype=["int32", "bool"])
-  with pytest.raises(ValueError, match=r"masked_fill: mask of shape \(2, 3\) does not broadcast to \(3,\)"): Tensor.ones(3).masked_fill(Tensor(m), 0.0)
+  with pytest.raises(ValueError, match=r"masked_fill: mask of shape \(2, 3\) does not broadcast to \(3,\)"):
+    Tensor.ones(3).masked_fill(Tensor(m), 0.0)
 
 def test_masked_select(device):
   m = np.array([[True, False, True], [False, False, True]])

@@ -92,7 +92,7 @@ def test_training_step_in_jit():
     return loss
   losses = [step(x, y).item() for _ in range(6)]
   assert losses[-1] < losses[0]
-  wn, xn, yn = None, x.numpy(), y.numpy()
+  _wn, _xn, _yn = None, x.numpy(), y.numpy()
 
 # ---------------------------------------------------------------- state the function changes without realizing it
 
@@ -209,9 +209,9 @@ def test_gradients_accumulating_across_calls_raise():
   def f(x):
     (w * x).sum().backward()   # no zero_grad: w.grad = previous grad + new one; a replay would reuse the first call's grad
     return w.grad.realize()
-  g = f(Tensor.ones(3))
+  _g = f(Tensor.ones(3))
   with pytest.raises(JitError, match="zero_grad"):
-    g = f(Tensor.ones(3))
+    _g = f(Tensor.ones(3))
 
 # ---------------------------------------------------------------- training loops, step for step against eager
 
@@ -279,7 +279,7 @@ def test_jit_method_keeps_self_and_captures_per_instance():
       self.s.assign(self.s + x)
       return (self.s * 2).realize()
   a, b = Counter(0.0), Counter(100.0)
-  for _ in range(4): ra, rb = a.step(Tensor.ones(2)), b.step(Tensor.full((2,), 2.0))
+  for _ in range(4): ra, _rb = a.step(Tensor.ones(2)), b.step(Tensor.full((2,), 2.0))
   np.testing.assert_allclose(a.s.numpy(), [4.0, 4.0])
   np.testing.assert_allclose(b.s.numpy(), [108.0, 108.0])
   np.testing.assert_allclose(ra.numpy(), [8.0, 8.0])

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from petagrad import Tensor, dtypes
+from petagrad import Tensor
 from helpers import helper_test_op
 
 INF, NAN = math.inf, math.nan
@@ -124,7 +124,8 @@ def test_fmod_signs_and_ints(device):
   with pytest.raises(TypeError, match=r"fmod: not defined for bool"): Tensor([True]).fmod(Tensor([True]))
 
 def test_idiv(device):
-  helper_test_op(None, lambda x, y: torch.div(x, y, rounding_mode="trunc"), lambda x, y: x.idiv(y), vals=[[7, -7, 7, -7, 0], [2, 2, -2, -2, 5]], dtype="int32")
+  helper_test_op(None, lambda x, y: torch.div(x, y, rounding_mode="trunc"), lambda x, y: x.idiv(y), vals=[[7, -7, 7, -7, 0], [2, 2, -2, -2, 5]],
+                 dtype="int32")
   helper_test_op(None, lambda x: torch.div(x, 3, rounding_mode="trunc"), lambda x: x.idiv(3), vals=[[7, -7, 8, -8]], dtype="int64")
   helper_test_op(None, lambda x: torch.div(x, 2, rounding_mode="trunc"), lambda x: x.idiv(2), vals=[[7, 255, 0]], dtype="uint8")
 
@@ -132,7 +133,8 @@ def test_atan2_special(device):
   y = [0.0, -0.0, 0.0, -0.0, 1.0, -1.0, INF, INF, -INF, 1.0, 0.0, NAN, 1.0, -INF]
   x = [0.0, 0.0, -0.0, -0.0, 0.0, -0.0, INF, -INF, -INF, INF, -1.0, 1.0, NAN, 1.0]
   helper_test_op(None, lambda a, b: torch.atan2(a, b), lambda a, b: a.atan2(b), vals=[y, x], forward_only=True)
-  helper_test_op(None, lambda a, b: torch.atan2(a, b), lambda a, b: a.atan2(b), vals=[[1e-30, 3.0, -2.0], [-1.0, -1e-20, -5.0]], dtype="float64", rtol=1e-14, forward_only=True)
+  helper_test_op(None, lambda a, b: torch.atan2(a, b), lambda a, b: a.atan2(b), vals=[[1e-30, 3.0, -2.0], [-1.0, -1e-20, -5.0]], dtype="float64",
+                 rtol=1e-14, forward_only=True)
 
 def test_hypot_special(device):
   a = [0.0, 3e38, 1e-40, INF, NAN, INF, 3.0]
@@ -141,11 +143,13 @@ def test_hypot_special(device):
   helper_test_op(None, lambda x, y: torch.hypot(x, y), lambda x, y: x.hypot(y), vals=[[1e30, 3.0], [1e30, -4.0]])   # no overflow in the gradient
 
 def test_copysign_special(device):
-  helper_test_op(None, lambda x, y: torch.copysign(x, y), lambda x, y: x.copysign(y), vals=[[1.0, 2.0, -3.0, INF, NAN], [-0.0, 0.0, INF, -1.0, -1.0]], forward_only=True)
+  helper_test_op(None, lambda x, y: torch.copysign(x, y), lambda x, y: x.copysign(y), vals=[[1.0, 2.0, -3.0, INF, NAN], [-0.0, 0.0, INF, -1.0, -1.0]],
+                 forward_only=True)
   helper_test_op(None, lambda x, y: torch.copysign(x, y), lambda x, y: x.copysign(y), vals=[[1, -2, 3], [-1, 1, 0]], dtype="int32")
 
 def test_xlogy_special(device):
-  helper_test_op(None, lambda x, y: torch.xlogy(x, y), lambda x, y: x.xlogy(y), vals=[[0.0, 0.0, 1.0, 2.0, 0.0], [0.0, NAN, 0.0, INF, INF]], forward_only=True)
+  helper_test_op(None, lambda x, y: torch.xlogy(x, y), lambda x, y: x.xlogy(y), vals=[[0.0, 0.0, 1.0, 2.0, 0.0], [0.0, NAN, 0.0, INF, INF]],
+                 forward_only=True)
   helper_test_op(None, lambda x: torch.xlogy(x, 2.0), lambda x: x.xlogy(2.0), vals=[[0.0, 1.5]], forward_only=True)
   # gradient at x == 0 is 0 (torch's Tensor-other rule; its Scalar-other overload gives log(other) instead)
   helper_test_op(None, lambda x, y: torch.xlogy(x, y), lambda x, y: x.xlogy(y), vals=[[0.0, 1.5], [2.0, 2.0]])

@@ -47,7 +47,9 @@ def _step(rng: random.Random, t: Tensor, a: np.ndarray, log: list[str]):
     for s in a.shape:
       if rng.random() < 0.1: idx.append(None)
       if rng.random() < 0.2 and s: idx.append(rng.randint(-s, s - 1))
-      else: idx.append(slice(rng.choice([None, rng.randint(-s - 1, s + 1)]), rng.choice([None, rng.randint(-s - 1, s + 1)]), rng.choice([1, 2, 3, -1, -2, -3])))
+      else:
+        idx.append(slice(rng.choice([None, rng.randint(-s - 1, s + 1)]), rng.choice([None, rng.randint(-s - 1, s + 1)]),
+                         rng.choice([1, 2, 3, -1, -2, -3])))
     log.append(f"getitem{tuple(idx)}"); return t[tuple(idx)], a[tuple(idx)]
   if op == "unsqueeze":
     d = rng.randint(0, a.ndim); log.append(f"unsqueeze({d})"); return t.unsqueeze(d), np.expand_dims(a, d)

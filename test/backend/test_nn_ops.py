@@ -116,12 +116,14 @@ def test_conv_errors(device):
   with pytest.raises(ValueError, match=r"(?s)conv2d: kernel.*larger"): x.conv2d(Tensor.zeros(2, 3, 7, 7))
   with pytest.raises(ValueError, match=r"(?s)conv2d: .*groups"): Tensor.zeros(1, 4, 5, 5).conv2d(Tensor.zeros(3, 2, 3, 3), groups=2)
   with pytest.raises(ValueError, match=r"(?s)conv2d: bias must have shape \(2,\)"): x.conv2d(Tensor.zeros(2, 3, 3, 3), Tensor.zeros(3))
-  with pytest.raises(ValueError, match=r"(?s)conv2d: padding='same' is not supported for strided"): x.conv2d(Tensor.zeros(2, 3, 3, 3), stride=2, padding="same")
+  with pytest.raises(ValueError, match=r"(?s)conv2d: padding='same' is not supported for strided"):
+    x.conv2d(Tensor.zeros(2, 3, 3, 3), stride=2, padding="same")
   with pytest.raises(ValueError, match=r"(?s)conv2d: padding string"): x.conv2d(Tensor.zeros(2, 3, 3, 3), padding="full")
   with pytest.raises(ValueError, match=r"(?s)conv2d: stride must be >= 1"): x.conv2d(Tensor.zeros(2, 3, 3, 3), stride=0)
   with pytest.raises(ValueError, match=r"(?s)conv1d: a 1-d kernel"): x.conv2d(Tensor.zeros(2, 3, 3))
   with pytest.raises(TypeError, match=r"(?s)conv2d: weight must be a Tensor"): x.conv2d(np.zeros((2, 3, 3, 3)))
-  with pytest.raises(ValueError, match=r"(?s)conv_transpose2d: output padding"): x.conv_transpose2d(Tensor.zeros(3, 2, 3, 3), stride=2, output_padding=2)
+  with pytest.raises(ValueError, match=r"(?s)conv_transpose2d: output padding"):
+    x.conv_transpose2d(Tensor.zeros(3, 2, 3, 3), stride=2, output_padding=2)
   with pytest.raises(ValueError, match=r"(?s)conv_transpose2d: input has 3 channels"): x.conv_transpose2d(Tensor.zeros(2, 2, 3, 3))
 
 # ------------------------------------------------------------------ pooling
@@ -203,7 +205,8 @@ def test_adaptive_avg_pool2d(device, osz):
 @pytest.mark.parametrize("osz", [(2, 2), (3, 2), 1])
 def test_adaptive_max_pool2d(device, osz):
   helper_test_op([(1, 2, 5, 4)], lambda x: F.adaptive_max_pool2d(x, osz), lambda x: x.adaptive_max_pool2d(osz))
-  helper_test_op([(1, 2, 5, 4)], lambda x: F.adaptive_max_pool2d(x, osz, return_indices=True), lambda x: x.adaptive_max_pool2d(osz, return_indices=True))
+  helper_test_op([(1, 2, 5, 4)], lambda x: F.adaptive_max_pool2d(x, osz, return_indices=True),
+                 lambda x: x.adaptive_max_pool2d(osz, return_indices=True))
 
 def test_adaptive_pool_1d_3d(device):
   helper_test_op([(2, 7)], lambda x: F.adaptive_avg_pool1d(x, 3), lambda x: x.adaptive_avg_pool1d(3))
@@ -246,7 +249,8 @@ def test_interpolate(device, i):
   helper_test_op([shape], lambda x: F.interpolate(x, **kw), lambda x: x.interpolate(**kw), atol=1e-5, grad_atol=1e-5)
 
 def test_interpolate_nearest_int(device):
-  helper_test_op([(1, 2, 3, 2)], lambda x: F.interpolate(x, scale_factor=(2, 1.5)), lambda x: x.interpolate(scale_factor=(2, 1.5)), dtype="uint8", low=0, high=255)
+  helper_test_op([(1, 2, 3, 2)], lambda x: F.interpolate(x, scale_factor=(2, 1.5)), lambda x: x.interpolate(scale_factor=(2, 1.5)), dtype="uint8",
+                 low=0, high=255)
 
 def test_interpolate_errors(device):
   x = Tensor.zeros(1, 1, 3, 3)
@@ -356,7 +360,8 @@ def test_cross_entropy_probs(device):
                  _reds(lambda x, t, r: x.cross_entropy(t, weight=Tensor(w), reduction=r, label_smoothing=0.1)), vals=[_rnd((3, 4)), p])
 
 def test_cross_entropy_unbatched(device):
-  helper_test_op(None, lambda x, t: F.cross_entropy(x, t.reshape(())), lambda x, t: x.cross_entropy(t.reshape(())), vals=[_rnd((5,)), [3]], dtype=["float32", "int64"])
+  helper_test_op(None, lambda x, t: F.cross_entropy(x, t.reshape(())), lambda x, t: x.cross_entropy(t.reshape(())), vals=[_rnd((5,)), [3]],
+                 dtype=["float32", "int64"])
 
 def test_nll_loss(device):
   w = _rnd((4,), 3, 0.5, 2)
@@ -373,8 +378,10 @@ def test_sparse_categorical_crossentropy(device):
 def test_binary_cross_entropy(device):
   w = _rnd((4,), 3, 0, 2)   # (torch: weights cannot require grad)
   helper_test_op(None, _reds(lambda x, t, r: F.binary_cross_entropy(x.sigmoid(), t, weight=torch.tensor(w), reduction=r)),
-                 _reds(lambda x, t, r: x.sigmoid().binary_cross_entropy(t, weight=Tensor(w), reduction=r)), vals=[_rnd((3, 4)), _rnd((3, 4), 2, 0, 1)])
-  helper_test_op(None, _reds(lambda x, t, r: F.binary_cross_entropy(x, t, reduction=r)), _reds(lambda x, t, r: x.binary_cross_entropy(t, reduction=r)),
+                 _reds(lambda x, t, r: x.sigmoid().binary_cross_entropy(t, weight=Tensor(w), reduction=r)),
+                 vals=[_rnd((3, 4)), _rnd((3, 4), 2, 0, 1)])
+  helper_test_op(None, _reds(lambda x, t, r: F.binary_cross_entropy(x, t, reduction=r)),
+                 _reds(lambda x, t, r: x.binary_cross_entropy(t, reduction=r)),
                  vals=[[0.0, 1.0, 0.5, 1e-3], [1.0, 0.0, 0.3, 1.0]], forward_only=True, atol=1e-4)
 
 def test_binary_cross_entropy_with_logits(device):
@@ -392,7 +399,8 @@ PAIR_LOSSES = {
   "smooth_l1": (lambda x, y, r: F.smooth_l1_loss(x, y, reduction=r, beta=0.7), lambda x, y, r: x.smooth_l1_loss(y, reduction=r, beta=0.7)),
   "smooth_l1_beta0": (lambda x, y, r: F.smooth_l1_loss(x, y, reduction=r, beta=0.0), lambda x, y, r: x.smooth_l1_loss(y, reduction=r, beta=0.0)),
   "huber": (lambda x, y, r: F.huber_loss(x, y, reduction=r, delta=0.8), lambda x, y, r: x.huber_loss(y, reduction=r, delta=0.8)),
-  "kl_div": (lambda x, y, r: F.kl_div(x.log_softmax(-1), y.softmax(-1), reduction=r), lambda x, y, r: x.log_softmax(-1).kl_div(y.softmax(-1), reduction=r)),
+  "kl_div": (lambda x, y, r: F.kl_div(x.log_softmax(-1), y.softmax(-1), reduction=r),
+             lambda x, y, r: x.log_softmax(-1).kl_div(y.softmax(-1), reduction=r)),
   "kl_div_log_target": (lambda x, y, r: F.kl_div(x.log_softmax(-1), y.log_softmax(-1), reduction=r, log_target=True),
                         lambda x, y, r: x.log_softmax(-1).kl_div(y.log_softmax(-1), reduction=r, log_target=True)),
 }
@@ -405,12 +413,14 @@ def test_pair_loss(device, name):
 
 def test_kl_div_batchmean_zero_target(device):
   t = np.array([[0.0, 0.5, 0.5], [0.2, 0.8, 0.0]], np.float32)   # (a constant: torch's target gradient is nan at 0)
-  helper_test_op([(2, 3)], lambda x: F.kl_div(x, torch.tensor(t), reduction="batchmean"), lambda x: x.kl_div(Tensor(t), reduction="batchmean"), low=-3, high=-0.1)
+  helper_test_op([(2, 3)], lambda x: F.kl_div(x, torch.tensor(t), reduction="batchmean"), lambda x: x.kl_div(Tensor(t), reduction="batchmean"),
+                 low=-3, high=-0.1)
 
 def test_cosine_similarity(device):
   helper_test_op([(3, 4), (3, 4)], lambda x, y: F.cosine_similarity(x, y), lambda x, y: x.cosine_similarity(y))
   helper_test_op([(2, 3, 4), (3, 1)], lambda x, y: F.cosine_similarity(x, y, dim=-1), lambda x, y: x.cosine_similarity(y, dim=-1))
-  helper_test_op(None, lambda x, y: F.cosine_similarity(x, y, dim=0), lambda x, y: x.cosine_similarity(y, dim=0), vals=[[0.0, 0.0], [1.0, 2.0]], forward_only=True)
+  helper_test_op(None, lambda x, y: F.cosine_similarity(x, y, dim=0), lambda x, y: x.cosine_similarity(y, dim=0), vals=[[0.0, 0.0], [1.0, 2.0]],
+                 forward_only=True)
 
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_other_losses(device, reduction):
@@ -422,14 +432,17 @@ def test_other_losses(device, reduction):
 
 def test_pairwise_distance(device):
   helper_test_op([(3, 4), (3, 4)], lambda x, y: F.pairwise_distance(x, y), lambda x, y: x.pairwise_distance(y))
-  helper_test_op([(3, 4), (4,)], lambda x, y: F.pairwise_distance(x, y, p=1.5, keepdim=True), lambda x, y: x.pairwise_distance(y, p=1.5, keepdim=True))
+  helper_test_op([(3, 4), (4,)], lambda x, y: F.pairwise_distance(x, y, p=1.5, keepdim=True),
+                 lambda x, y: x.pairwise_distance(y, p=1.5, keepdim=True))
 
 def test_loss_errors(device):
   x = Tensor.zeros(4, 5)
-  with pytest.raises(ValueError, match=r"(?s)cross_entropy: class-index target must have shape \(4,\).*test_nn_ops.py"): x.cross_entropy(Tensor([1, 2, 3]))
+  with pytest.raises(ValueError, match=r"(?s)cross_entropy: class-index target must have shape \(4,\).*test_nn_ops.py"):
+    x.cross_entropy(Tensor([1, 2, 3]))
   with pytest.raises(TypeError, match=r"(?s)cross_entropy: target must be class indices"): x.cross_entropy(Tensor.zeros(4))
   with pytest.raises(ValueError, match=r"(?s)cross_entropy: reduction must be"): x.cross_entropy(Tensor([1, 2, 3, 0]), reduction="avg")
-  with pytest.raises(ValueError, match=r"(?s)cross_entropy: weight must have shape \(5,\)"): x.cross_entropy(Tensor([1, 2, 3, 0]), weight=Tensor.ones(4))
+  with pytest.raises(ValueError, match=r"(?s)cross_entropy: weight must have shape \(5,\)"):
+    x.cross_entropy(Tensor([1, 2, 3, 0]), weight=Tensor.ones(4))
   with pytest.raises(ValueError, match=r"(?s)mse_loss: target shape \(4,\) must match"): x.mse_loss(Tensor.zeros(4))
   with pytest.raises(TypeError, match=r"(?s)nll_loss: target must be class indices"): x.nll_loss(Tensor.zeros(4, 5))
 
@@ -440,7 +453,8 @@ def test_layernorm(device):
   helper_test_op([(2, 3, 4)], lambda x: F.layer_norm(x, (3, 4), eps=1e-3), lambda x: x.layernorm((1, 2), eps=1e-3), grad_atol=1e-5)
 
 def test_layer_norm(device):
-  helper_test_op([(2, 3, 4), (3, 4), (3, 4)], lambda x, w, b: F.layer_norm(x, (3, 4), w, b), lambda x, w, b: x.layer_norm((3, 4), w, b), grad_atol=1e-5)
+  helper_test_op([(2, 3, 4), (3, 4), (3, 4)], lambda x, w, b: F.layer_norm(x, (3, 4), w, b), lambda x, w, b: x.layer_norm((3, 4), w, b),
+                 grad_atol=1e-5)
   helper_test_op([(2, 4, 3)], lambda x: F.layer_norm(x.permute(0, 2, 1), (4,)), lambda x: x.permute(0, 2, 1).layer_norm(4), grad_atol=1e-5)
 
 def test_rms_norm(device):
@@ -466,10 +480,12 @@ def test_batch_norm(device, training):
 def test_batch_norm_no_running_stats(device):
   helper_test_op([(4, 2)], lambda x: F.batch_norm(x, None, None, training=True), lambda x: x.batch_norm(None, None, training=True), grad_atol=1e-5)
   with pytest.raises(ValueError, match=r"(?s)batch_norm: running_mean and running_var are required"): Tensor.zeros(4, 2).batch_norm(None, None)
-  with pytest.raises(ValueError, match=r"(?s)batch_norm: expected more than 1 value per channel"): Tensor.zeros(1, 2).batch_norm(None, None, training=True)
+  with pytest.raises(ValueError, match=r"(?s)batch_norm: expected more than 1 value per channel"):
+    Tensor.zeros(1, 2).batch_norm(None, None, training=True)
 
 def test_instance_norm(device):
-  helper_test_op([(2, 3, 2, 3), (3,), (3,)], lambda x, w, b: F.instance_norm(x, weight=w, bias=b), lambda x, w, b: x.instance_norm(weight=w, bias=b), grad_atol=1e-5)
+  helper_test_op([(2, 3, 2, 3), (3,), (3,)], lambda x, w, b: F.instance_norm(x, weight=w, bias=b), lambda x, w, b: x.instance_norm(weight=w, bias=b),
+                 grad_atol=1e-5)
   rm, rv = np.zeros(3, np.float32), np.ones(3, np.float32)
   trm, trv, prm, prv = torch.tensor(rm), torch.tensor(rv), Tensor(rm), Tensor(rv)
   helper_test_op([(2, 3, 4)], lambda x: F.instance_norm(x, trm, trv, momentum=0.5), lambda x: x.instance_norm(prm, prv, momentum=0.5), grad_atol=1e-5)
@@ -551,7 +567,8 @@ def test_sdpa_gqa(device):
 
 def test_sdpa_errors(device):
   q = Tensor.zeros(2, 3, 4)
-  with pytest.raises(ValueError, match=r"(?s)scaled_dot_product_attention: query and key embedding dims differ"): q.scaled_dot_product_attention(Tensor.zeros(2, 3, 5), Tensor.zeros(2, 3, 5))
+  with pytest.raises(ValueError, match=r"(?s)scaled_dot_product_attention: query and key embedding dims differ"):
+    q.scaled_dot_product_attention(Tensor.zeros(2, 3, 5), Tensor.zeros(2, 3, 5))
   with pytest.raises(ValueError, match=r"(?s)scaled_dot_product_attention: shapes .* not broadcastable"):
     q.scaled_dot_product_attention(q, q, attn_mask=Tensor.ones(4, 4, dtype="bool"))
 

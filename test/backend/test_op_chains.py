@@ -8,7 +8,6 @@ in every run (CI stays reproducible); the shapes stay tiny so the PYTHON device 
 from __future__ import annotations
 from typing import Callable
 import numpy as np
-import pytest
 import torch
 from hypothesis import given, settings, strategies as st, HealthCheck
 from petagrad import Tensor

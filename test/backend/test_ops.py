@@ -1,5 +1,4 @@
 """Ops vs PyTorch: forward values, shapes, dtypes and gradients, on every device (the `device` fixture)."""
-import math
 import numpy as np
 import pytest
 import torch
@@ -963,8 +962,10 @@ LARGE = {
   "floordiv_mod": ([(61, 47), (61, 47)], lambda x, y: x // (y.abs() + 1) + x % (y.abs() + 1), None, {"dtype": "int32", "low": -10000, "high": 10000}),
   "int64_mul": ([(61, 47), (61, 47)], lambda x, y: x * y * 1000003, None, {"dtype": "int64", "low": -10**6, "high": 10**6}),
   "fp16_sum": ([(513,)], lambda x: x.sum(), None, {"dtype": "float16", "atol": 0.05, "rtol": 1e-2}),
-  "fp16_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None, {"dtype": "float16", "atol": 0.02, "rtol": 0.01, "grad_atol": 0.02, "grad_rtol": 0.01}),
-  "bf16_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None, {"dtype": "bfloat16", "atol": 0.1, "rtol": 0.05, "grad_atol": 0.1, "grad_rtol": 0.05}),
+  "fp16_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None,
+                  {"dtype": "float16", "atol": 0.02, "rtol": 0.01, "grad_atol": 0.02, "grad_rtol": 0.01}),
+  "bf16_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None,
+                  {"dtype": "bfloat16", "atol": 0.1, "rtol": 0.05, "grad_atol": 0.1, "grad_rtol": 0.05}),
   "f64_matmul": ([(33, 65), (65, 17)], lambda x, y: x @ y, None, {"dtype": "float64"}),
 }
 

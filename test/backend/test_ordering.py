@@ -169,7 +169,8 @@ def test_einsum(device, formula, shapes):
 
 def test_einsum_list_and_ints(device):
   helper_test_op([(2, 3), (3,)], lambda x, y: torch.einsum("ij,j->i", [x, y]), lambda x, y: Tensor.einsum("ij,j->i", [x, y]))
-  helper_test_op([(2, 3), (3,)], lambda x, y: torch.einsum("ij,j->i", x, y), lambda x, y: Tensor.einsum("ij,j->i", x, y), dtype="int32", low=-4, high=4)
+  helper_test_op([(2, 3), (3,)], lambda x, y: torch.einsum("ij,j->i", x, y), lambda x, y: Tensor.einsum("ij,j->i", x, y), dtype="int32", low=-4,
+                 high=4)
 
 def test_einsum_errors(device):
   a, b = Tensor.ones(2, 3), Tensor.ones(4, 5)
@@ -204,7 +205,8 @@ def test_repeat_interleave(device):
 @pytest.mark.parametrize("indexing", ["ij", "xy"])
 def test_meshgrid(device, indexing):
   helper_test_op([(3,), (2,)], lambda x, y: torch.meshgrid(x, y, indexing=indexing), lambda x, y: Tensor.meshgrid(x, y, indexing=indexing))
-  helper_test_op([(2,), (3,), (1,)], lambda x, y, z: torch.meshgrid([x, y, z], indexing=indexing), lambda x, y, z: Tensor.meshgrid([x, y, z], indexing=indexing))
+  helper_test_op([(2,), (3,), (1,)], lambda x, y, z: torch.meshgrid([x, y, z], indexing=indexing),
+                 lambda x, y, z: Tensor.meshgrid([x, y, z], indexing=indexing))
   helper_test_op([(4,)], lambda x: torch.meshgrid(x, indexing=indexing), lambda x: Tensor.meshgrid(x, indexing=indexing))
   helper_test_op([(2,), (0,)], lambda x, y: torch.meshgrid(x, y, indexing=indexing), lambda x, y: Tensor.meshgrid(x, y, indexing=indexing))
 
@@ -261,7 +263,8 @@ def test_bitonic_sort(device, small_thresholds, monkeypatch):
   import petagrad.mixin.ordering as O
   monkeypatch.setattr(O, "SORT_BLOCK", 2)    # n=5 -> N=8: 4 blocks of 2, merges of runs of 2 and 4
   helper_test_op(None, lambda x: tuple(x.sort(dim=-1, stable=True)), vals=[[[3.0, 1.0, 2.0, 1.0, -1.0], [0.5, 0.25, 0.5, 0.75, 0.0]]])
-  helper_test_op(None, lambda x: tuple(x.sort(dim=0, descending=True, stable=True)), vals=[[[2.0, 1.0], [NAN, 5.0], [2.0, -1.0], [-3.0, 5.0], [NAN, 0.0]]])
+  helper_test_op(None, lambda x: tuple(x.sort(dim=0, descending=True, stable=True)),
+                 vals=[[[2.0, 1.0], [NAN, 5.0], [2.0, -1.0], [-3.0, 5.0], [NAN, 0.0]]])
   monkeypatch.setattr(O, "SORT_BLOCK", 4)    # n=6..8 -> N=8: 2 blocks of 4, one merge phase
   helper_test_op(None, lambda x: tuple(x.topk(3)), vals=[[4, -1, 7, 0, 2, 6]], dtype="int32")
   helper_test_op(None, lambda x: x.argsort(stable=True), vals=[[1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]], forward_only=True)

@@ -17,9 +17,11 @@ SNIPPETS: dict = {
                  dict(vals=[[[1, 2], [3, 4]]], dtype="int64")),
   # torch.Tensor.scatter_ docs: src = torch.arange(1, 11).reshape((2, 5)); torch.zeros(3, 5, dtype=src.dtype).scatter_(0, index, src)
   "scatter_doc": (None, lambda src: torch.zeros(3, 5, dtype=src.dtype).scatter(0, torch.tensor([[0, 1, 2, 0]]), src),
-                  lambda src: Tensor.zeros(3, 5, dtype=src.dtype).scatter(0, Tensor([[0, 1, 2, 0]]), src), dict(vals=[np.arange(1, 11).reshape(2, 5)], dtype="int64")),
+                  lambda src: Tensor.zeros(3, 5, dtype=src.dtype).scatter(0, Tensor([[0, 1, 2, 0]]), src),
+                  dict(vals=[np.arange(1, 11).reshape(2, 5)], dtype="int64")),
   # scatter_reduce docs: input.scatter_reduce(0, index, src, reduce="sum"), then "amax" with include_self=False
-  "scatter_reduce_doc": (None, lambda x: torch.tensor([1., 2., 3., 4.]).scatter_reduce(0, torch.tensor([0, 1, 0, 1, 2, 1]), x, reduce="amax", include_self=False),
+  "scatter_reduce_doc": (None,
+    lambda x: torch.tensor([1., 2., 3., 4.]).scatter_reduce(0, torch.tensor([0, 1, 0, 1, 2, 1]), x, reduce="amax", include_self=False),
                          lambda x: Tensor([1., 2., 3., 4.]).scatter_reduce(0, Tensor([0, 1, 0, 1, 2, 1]), x, reduce="amax", include_self=False),
                          dict(vals=[[1., 2., 3., 4., 5., 6.]])),
   # torch.masked_select docs: mask = x.ge(0.5); torch.masked_select(x, mask)
@@ -31,7 +33,8 @@ SNIPPETS: dict = {
   # torch.sort docs: sorted, indices = torch.sort(x, 0, descending=True)
   "sort_doc": ([(3, 4)], lambda x: tuple(torch.sort(x, 0, descending=True)), lambda x: tuple(x.sort(0, descending=True)), {}),
   # torch.argsort / take_along_dim docs: torch.take_along_dim(t, torch.argsort(t, dim=1), dim=1)
-  "take_along_dim_doc": ([(2, 3)], lambda t: torch.take_along_dim(t, torch.argsort(t, dim=1), dim=1), lambda t: t.take_along_dim(t.argsort(dim=1), dim=1), {}),
+  "take_along_dim_doc": ([(2, 3)], lambda t: torch.take_along_dim(t, torch.argsort(t, dim=1), dim=1),
+                         lambda t: t.take_along_dim(t.argsort(dim=1), dim=1), {}),
   # torch.cumsum / cummax docs
   "cumsum_doc": ([(10,)], lambda a: torch.cumsum(a, dim=0), lambda a: a.cumsum(0), {}),
   "cummax_doc": ([(10,)], lambda a: tuple(torch.cummax(a, dim=0)), lambda a: tuple(a.cummax(0)), {}),
@@ -43,11 +46,13 @@ SNIPPETS: dict = {
   # torch.einsum docs: trace, diagonal, batch matmul, bilinear
   "einsum_trace": ([(4, 4)], lambda a: torch.einsum("ii", a), lambda a: Tensor.einsum("ii", a), {}),
   "einsum_bmm": ([(3, 2, 5), (3, 5, 4)], lambda a, b: torch.einsum("bij,bjk->bik", a, b), lambda a, b: Tensor.einsum("bij,bjk->bik", a, b), {}),
-  "einsum_bilinear": ([(2, 5), (3, 5, 4), (2, 4)], lambda l, A, r: torch.einsum("bn,anm,bm->ba", l, A, r), lambda l, A, r: Tensor.einsum("bn,anm,bm->ba", l, A, r), {}),
+  "einsum_bilinear": ([(2, 5), (3, 5, 4), (2, 4)], lambda l, A, r: torch.einsum("bn,anm,bm->ba", l, A, r),
+                      lambda l, A, r: Tensor.einsum("bn,anm,bm->ba", l, A, r), {}),
   # F.one_hot docs: F.one_hot(torch.arange(0, 5) % 3)
   "one_hot_doc": (None, lambda a: F.one_hot(a % 3), lambda a: (a % 3).one_hot(), dict(vals=[np.arange(5)], dtype="int64")),
   # torch.repeat_interleave docs
-  "repeat_interleave_doc": (None, lambda y: torch.repeat_interleave(y, torch.tensor([1, 2]), dim=0), lambda y: y.repeat_interleave(Tensor([1, 2]), dim=0),
+  "repeat_interleave_doc": (None, lambda y: torch.repeat_interleave(y, torch.tensor([1, 2]), dim=0),
+                            lambda y: y.repeat_interleave(Tensor([1, 2]), dim=0),
                             dict(vals=[[[1., 2.], [3., 4.]]])),
   # torch.meshgrid docs
   "meshgrid_doc": ([(3,), (4,)], lambda x, y: torch.meshgrid(x, y, indexing="ij"), lambda x, y: Tensor.meshgrid(x, y, indexing="ij"), {}),

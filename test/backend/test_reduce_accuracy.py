@@ -127,7 +127,8 @@ def test_other_float_dtypes(cpu, dt):
   ref = t.double().numpy()   # the data as stored in dt
   tol = 5e-7 if dt != "float64" else 1e-14
   # float16 sums of 1e6 overflow (to inf, as in torch): mean; bfloat16 sums in float32 and rounds to 8 bits
-  assert rel_err(x.mean().float().numpy() if dt != "float64" else x.mean().numpy(), ref.mean()) <= max(tol, rel_err(t.mean().double().numpy(), ref.mean()))
+  assert rel_err(x.mean().float().numpy() if dt != "float64" else x.mean().numpy(), ref.mean()) <= \
+    max(tol, rel_err(t.mean().double().numpy(), ref.mean()))
   if dt == "float64": assert rel_err(x.sum().numpy(), ref.sum()) < tol
   if dt == "bfloat16": assert rel_err(x.sum().float().numpy(), ref.sum()) <= rel_err(t.sum().double().numpy(), ref.sum())
 

@@ -63,8 +63,9 @@ def buf(n: int, fill=None) -> tuple[object, np.ndarray]:
 
 def test_scalar_load_out_of_bounds():
   p = build("k_load", copy_prog(16, src_off=3), [F32, F32])
-  (ro, o), (ri, i) = buf(16, 0), buf(16)
-  with pytest.raises(OutOfBoundsError, match=r"kernel k_load: a load from buffer 1 \(parameter 1: float32, 16 elements\) at index 16, out of bounds \[0, 16\)"):
+  (ro, o), (ri, _i) = buf(16, 0), buf(16)
+  with pytest.raises(OutOfBoundsError,
+                     match=r"kernel k_load: a load from buffer 1 \(parameter 1: float32, 16 elements\) at index 16, out of bounds \[0, 16\)"):
     p(ro, ri, sizes=[16, 16])
   np.testing.assert_array_equal(o[:13], np.arange(3, 16) + 1)   # the good accesses ran
   np.testing.assert_array_equal(o[13:], 1)                       # the bad loads were skipped (read as 0)
@@ -153,11 +154,12 @@ def test_exec_item_passes_the_buffer_sizes():
   ei = next(e for e in ran if e.kernel is not None)
   assert len(ei.bufs) == 2 and ei.bufs[1] is x.uop.base.buffer or True
   small = Buffer("CPU", 40, dtypes.float32)
-  with Context(SANITIZE=1), pytest.raises(OutOfBoundsError, match=rf"kernel {ei.kernel.name}: a load from buffer 1 \(parameter 1: float32, 40 elements\) at index 4[0-9]"):
+  with Context(SANITIZE=1), pytest.raises(OutOfBoundsError,
+      match=rf"kernel {ei.kernel.name}: a load from buffer 1 \(parameter 1: float32, 40 elements\) at index 4[0-9]"):
     ExecItem(ei.kernel, [ei.bufs[0], small], ei.writes).run()
 
 def test_python_device_names_the_buffer():
-  x, r = glob(1), rng(4)
+  _x, _r = glob(1), rng(4)
   uops = copy_prog(4, src_off=1)
   src = PythonRenderer().render("k_py", linear(uops), [F32, F32])
   p = PythonProgram("k_py", src.encode())
@@ -213,7 +215,8 @@ def test_guarded_buffers_end_at_a_page():
 def _ops() -> dict[str, np.ndarray]:
   rng_ = np.random.default_rng(0)
   a, b = Tensor(rng_.standard_normal((33, 65), dtype=np.float32)), Tensor(rng_.standard_normal((65, 17), dtype=np.float32))
-  x, w = Tensor(rng_.standard_normal((2, 3, 9, 9), dtype=np.float32)), Tensor(rng_.standard_normal((8, 3, 3, 3), dtype=np.float32), requires_grad=True)
+  x, w = Tensor(rng_.standard_normal((2, 3, 9, 9), dtype=np.float32)), Tensor(rng_.standard_normal((8, 3, 3, 3), dtype=np.float32),
+                                                                              requires_grad=True)
   y = x.conv2d(w, padding=1).max_pool2d()
   y.sum().backward()
   h = a.cast(dtypes.float16)

@@ -4,7 +4,6 @@ import pytest
 import torch
 from petagrad import Tensor
 from petagrad.device import Device
-from petagrad.dtype import dtypes
 from helpers import compare, TORCH_DTYPES
 
 def test_realize_returns_self(device):

@@ -66,7 +66,8 @@ def _threaded_cases():
           ("column sum", lambda t: t[0].sum(0), [a], lambda x: x.sum(0)),
           ("matmul", lambda t: t[0] @ t[1], [a, b], lambda x, y: x @ y),
           ("elementwise", lambda t: ((t[0] * 2 + 1).relu() * 0.5).exp(), [c], lambda x: np.exp(np.maximum(x * 2 + 1, 0) * 0.5)),
-          ("softmax", lambda t: t[0].softmax(-1), [a], lambda x: np.exp(x - x.max(1, keepdims=True)) / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True))]
+          ("softmax", lambda t: t[0].softmax(-1), [a],
+           lambda x: np.exp(x - x.max(1, keepdims=True)) / np.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True))]
 
 @pytest.mark.parametrize("threads", [2, 3, 5])
 def test_threaded_kernels_match_numpy(threads):

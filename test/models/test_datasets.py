@@ -11,7 +11,8 @@ def idx_bytes(shape: tuple[int, ...], code: int = 0x08, fmt: str = "B", values=N
   n = 1
   for s in shape: n *= s
   values = list(range(n)) if values is None else values
-  return struct.pack(">HBB", 0, code, len(shape)) + struct.pack(f">{len(shape)}I", *shape) + struct.pack(f">{n}{fmt}", *[v % 256 if fmt == "B" else v for v in values])
+  return struct.pack(">HBB", 0, code, len(shape)) + struct.pack(f">{len(shape)}I", *shape) + \
+    struct.pack(f">{n}{fmt}", *[v % 256 if fmt == "B" else v for v in values])
 
 def write(path, data: bytes, gz: bool) -> str:
   path = str(path)
@@ -90,8 +91,10 @@ def test_mnist_path_flag(no_system):
 def test_mnist_path_env_var(tmp_path):
   # read from the environment when petagrad is imported, like every flag
   fake_mnist(tmp_path / "env")
-  code = "from petagrad.helpers import MNIST_PATH; from petagrad.nn.datasets import mnist_files; print(MNIST_PATH.value, len(mnist_files(download=False)))"
-  env = {**os.environ, "MNIST_PATH": str(tmp_path / "env"), "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))}
+  code = ("from petagrad.helpers import MNIST_PATH; from petagrad.nn.datasets import mnist_files; "
+          "print(MNIST_PATH.value, len(mnist_files(download=False)))")
+  env = {**os.environ, "MNIST_PATH": str(tmp_path / "env"),
+         "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))}
   out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout.split()
   assert out == [str(tmp_path / "env"), "4"]
 

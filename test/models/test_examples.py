@@ -14,7 +14,8 @@ def have_fashion_mnist() -> bool:
   except FileNotFoundError: return False
   return True
 
-needs_fashion = pytest.mark.skipif(not have_fashion_mnist(), reason="Fashion-MNIST not found (apt-get install -y dataset-fashion-mnist, or set MNIST_PATH)")
+needs_fashion = pytest.mark.skipif(not have_fashion_mnist(),
+                                   reason="Fashion-MNIST not found (apt-get install -y dataset-fashion-mnist, or set MNIST_PATH)")
 
 def run(script: str, *args: str, timeout: int = 600) -> str:
   env = {**os.environ, "THREADS": os.environ.get("THREADS", "1")}
@@ -82,7 +83,8 @@ def test_mnist_missing_data_message(tmp_path):
   code = ("import sys, runpy; from petagrad.nn import datasets\n"
           "datasets.FASHION_MNIST_SYSTEM_DIRS = (); datasets.urllib.request.urlopen = lambda *a, **k: (_ for _ in ()).throw(OSError('offline'))\n"
           f"sys.argv = ['mnist.py']; runpy.run_path({os.path.join(EXAMPLES, 'mnist.py')!r}, run_name='__main__')")
-  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**env, "CACHEDIR": str(tmp_path / "cache")}, cwd=REPO)
+  r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env={**env, "CACHEDIR": str(tmp_path / "cache")},
+                     cwd=REPO)
   assert r.returncode == 2
   assert "Fashion-MNIST not found" in r.stderr and str(tmp_path / "empty") in r.stderr and "apt-get install -y dataset-fashion-mnist" in r.stderr
 

@@ -53,7 +53,8 @@ def test_linear(bias):
 def test_linear_on_device(device):
   compare_layer(nn.Linear(3, 2), torch.nn.Linear(3, 2), [x_(2, 3)])
 
-@pytest.mark.parametrize("kw", [{"stride": 2, "padding": 1}, {"dilation": 2, "groups": 2, "padding": "same"}, {"padding": 2, "padding_mode": "reflect"}])
+@pytest.mark.parametrize("kw",
+                         [{"stride": 2, "padding": 1}, {"dilation": 2, "groups": 2, "padding": "same"}, {"padding": 2, "padding_mode": "reflect"}])
 def test_conv1d(kw):
   compare_layer(nn.Conv1d(4, 6, 3, **kw), torch.nn.Conv1d(4, 6, 3, **kw), [x_(2, 4, 9)])
 
@@ -218,8 +219,10 @@ def test_other_inits():
 def test_state_dict_keys_match_torch():
   cases = [(nn.BatchNorm1d(3), torch.nn.BatchNorm1d(3)), (nn.MultiheadAttention(4, 2), torch.nn.MultiheadAttention(4, 2)),
            (nn.MultiheadAttention(4, 2, kdim=3, vdim=5), torch.nn.MultiheadAttention(4, 2, kdim=3, vdim=5)),
-           (nn.LSTMCell(2, 3), torch.nn.LSTMCell(2, 3)), (nn.InstanceNorm2d(3, affine=True, track_running_stats=True), torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True)),
-           (nn.Sequential(nn.Linear(2, 3), Tensor.relu, nn.LayerNorm(3)), torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.LayerNorm(3)))]
+           (nn.LSTMCell(2, 3), torch.nn.LSTMCell(2, 3)),
+           (nn.InstanceNorm2d(3, affine=True, track_running_stats=True), torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True)),
+           (nn.Sequential(nn.Linear(2, 3), Tensor.relu, nn.LayerNorm(3)),
+            torch.nn.Sequential(torch.nn.Linear(2, 3), torch.nn.ReLU(), torch.nn.LayerNorm(3)))]
   for pl, tl in cases:
     psd = get_state_dict(pl)
     assert sorted(psd) == sorted(tl.state_dict()), type(pl).__name__
@@ -252,16 +255,20 @@ def _ten_cases():
     "conv1d": (lambda: nn.Conv1d(3, 4, 3, padding=1), lambda: torch.nn.Conv1d(3, 4, 3, padding=1), [(2, 3, 7)], None, False),
     "conv2d": (lambda: nn.Conv2d(2, 3, 3, stride=2, groups=1), lambda: torch.nn.Conv2d(2, 3, 3, stride=2), [(2, 2, 7, 6)], None, False),
     "conv3d": (lambda: nn.Conv3d(2, 2, 2), lambda: torch.nn.Conv3d(2, 2, 2), [(1, 2, 4, 3, 3)], None, False),
-    "conv_transpose1d": (lambda: nn.ConvTranspose1d(3, 2, 3, stride=2), lambda: torch.nn.ConvTranspose1d(3, 2, 3, stride=2), [(2, 3, 5)], None, False),
-    "conv_transpose2d": (lambda: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1), lambda: torch.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1), [(2, 3, 4, 4)], None, False),
+    "conv_transpose1d": (lambda: nn.ConvTranspose1d(3, 2, 3, stride=2), lambda: torch.nn.ConvTranspose1d(3, 2, 3, stride=2), [(2, 3, 5)], None,
+                         False),
+    "conv_transpose2d": (lambda: nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1), lambda: torch.nn.ConvTranspose2d(3, 2, 3, stride=2, padding=1),
+                         [(2, 3, 4, 4)], None, False),
     "batchnorm1d": (lambda: nn.BatchNorm1d(3), lambda: torch.nn.BatchNorm1d(3), [(8, 3)], None, True),
     "batchnorm2d_cumulative": (lambda: nn.BatchNorm2d(3, momentum=None), lambda: torch.nn.BatchNorm2d(3, momentum=None), [(4, 3, 3, 3)], None, True),
     "batchnorm3d_momentum": (lambda: nn.BatchNorm3d(3, momentum=0.3), lambda: torch.nn.BatchNorm3d(3, momentum=0.3), [(2, 3, 2, 3, 2)], None, True),
-    "batchnorm2d_no_stats": (lambda: nn.BatchNorm2d(3, track_running_stats=False), lambda: torch.nn.BatchNorm2d(3, track_running_stats=False), [(4, 3, 2, 2)], None, True),
+    "batchnorm2d_no_stats": (lambda: nn.BatchNorm2d(3, track_running_stats=False), lambda: torch.nn.BatchNorm2d(3, track_running_stats=False),
+                             [(4, 3, 2, 2)], None, True),
     "layernorm": (lambda: nn.LayerNorm(5), lambda: torch.nn.LayerNorm(5), [(3, 4, 5)], None, False),
     "rmsnorm": (lambda: nn.RMSNorm(5), lambda: torch.nn.RMSNorm(5), [(3, 4, 5)], None, False),
     "groupnorm": (lambda: nn.GroupNorm(2, 4), lambda: torch.nn.GroupNorm(2, 4), [(3, 4, 5)], None, False),
-    "instancenorm2d": (lambda: nn.InstanceNorm2d(3, affine=True, track_running_stats=True), lambda: torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+    "instancenorm2d": (lambda: nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
+                       lambda: torch.nn.InstanceNorm2d(3, affine=True, track_running_stats=True),
                        [(2, 3, 4, 4)], None, True),
     "embedding": (lambda: nn.Embedding(7, 4), lambda: torch.nn.Embedding(7, 4), [None], None, False),
     "lstmcell": (lambda: nn.LSTMCell(3, 4), lambda: torch.nn.LSTMCell(3, 4), [(2, 3), (2, 4)], lstm_fwd, False),

@@ -244,9 +244,12 @@ def _sched_pairs():
     "cosine": (lambda o: optim.CosineAnnealingLR(o, 7, eta_min=0.01), lambda o: torch.optim.lr_scheduler.CosineAnnealingLR(o, 7, eta_min=0.01)),
     "linear": (lambda o: optim.LinearLR(o, 0.25, 1.0, 4), lambda o: torch.optim.lr_scheduler.LinearLR(o, 0.25, 1.0, 4)),
     "exponential": (lambda o: optim.ExponentialLR(o, 0.9), lambda o: torch.optim.lr_scheduler.ExponentialLR(o, 0.9)),
-    "onecycle": (lambda o: optim.OneCycleLR(o, max_lr=1.0, total_steps=12), lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1.0, total_steps=12, cycle_momentum=False)),
-    "onecycle_3phase_linear": (lambda o: optim.OneCycleLR(o, max_lr=[1.0, 2.0], total_steps=12, three_phase=True, anneal_strategy="linear", pct_start=0.25),
-                               lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=[1.0, 2.0], total_steps=12, three_phase=True, anneal_strategy="linear", pct_start=0.25, cycle_momentum=False)),
+    "onecycle": (lambda o: optim.OneCycleLR(o, max_lr=1.0, total_steps=12),
+                 lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=1.0, total_steps=12, cycle_momentum=False)),
+    "onecycle_3phase_linear": (lambda o: optim.OneCycleLR(o, max_lr=[1.0, 2.0], total_steps=12, three_phase=True, anneal_strategy="linear",
+                                                          pct_start=0.25),
+                               lambda o: torch.optim.lr_scheduler.OneCycleLR(o, max_lr=[1.0, 2.0], total_steps=12, three_phase=True,
+                                                                             anneal_strategy="linear", pct_start=0.25, cycle_momentum=False)),
   }
 
 @pytest.mark.parametrize("name", list(_sched_pairs()))

@@ -8,7 +8,8 @@ import torch
 from petagrad import Tensor, dtypes, nn
 from petagrad.helpers import GlobalCounters
 from petagrad.nn import state
-from petagrad.nn.state import get_state_dict, get_parameters, load_state_dict, safe_save, safe_load, torch_load, gguf_load, StateDictError, TorchUnpicklingError
+from petagrad.nn.state import get_state_dict, get_parameters, load_state_dict, safe_save, safe_load, torch_load, gguf_load, StateDictError, \
+  TorchUnpicklingError
 
 RNG = np.random.default_rng(0)
 
@@ -165,7 +166,8 @@ ST_BAD_HEADERS = {   # name: (change to a valid header, or raw header bytes; wha
   "float_offset": (_set("a", "data_offsets", [0, 16.0]), r"data_offsets \[0, 16\.0\] is not a list of two ints"),
   "reversed_offsets": (_set("a", "data_offsets", [16, 0]), r"data_offsets \[16, 0\] do not describe a byte range"),
   "offsets_vs_shape": (_set("a", "data_offsets", [0, 12]), r"tensor 'a': 4 x F32 needs 16 bytes but its offsets \[0, 12\] span 12"),
-  "offsets_past_file": (_set("b", "data_offsets", [100, 108]), r"truncated safetensors file: tensor 'b' ends at byte 108 of the data but the data has only 24"),
+  "offsets_past_file": (_set("b", "data_offsets", [100, 108]),
+                        r"truncated safetensors file: tensor 'b' ends at byte 108 of the data but the data has only 24"),
   "overlap": (_set("b", "data_offsets", [8, 16]), r"the data of tensors 'a' and 'b' overlap"),
   "entry_not_object": (lambda h: {**h, "a": [1, 2]}, r"entry for tensor 'a': a JSON list"),
   "missing_dtype": (lambda h: {**h, "a": {"shape": [2, 2], "data_offsets": [0, 16]}}, r"entry for tensor 'a': no 'dtype'"),
@@ -297,7 +299,8 @@ def _torch_sample():
 def _check_same(got, ref):
   if isinstance(ref, torch.Tensor):
     assert isinstance(got, Tensor) and got.shape == tuple(ref.shape) and got.dtype.name == str(ref.dtype)[6:], (got, ref)
-    np.testing.assert_array_equal(got.float().numpy() if ref.dtype == torch.bfloat16 else got.numpy(), ref.detach().float().numpy() if ref.dtype == torch.bfloat16 else ref.detach().numpy())
+    np.testing.assert_array_equal(got.float().numpy() if ref.dtype == torch.bfloat16 else got.numpy(),
+                                  ref.detach().float().numpy() if ref.dtype == torch.bfloat16 else ref.detach().numpy())
   elif isinstance(ref, dict):
     assert type(got) is type(ref) or isinstance(got, dict) and list(got) == list(ref)
     for k in ref: _check_same(got[k], ref[k])
@@ -443,7 +446,8 @@ def _rec(offset=0, size=(2, 2), stride=(2, 1), numel=4, key="0", storage=None):
   return {"w": _TensorRecord(st, offset, size, stride)}
 
 TORCH_BAD_RECORDS = {   # name: (pickled object or raw data.pkl, storages, what the error says)
-  "past_storage": (_rec(size=(5,), stride=(1,)), {"0": _FLOATS4}, r"size \(5,\), stride \(1,\) at offset 0 reads element 4 of storage 0, which holds 4 x"),
+  "past_storage": (_rec(size=(5,), stride=(1,)), {"0": _FLOATS4},
+                   r"size \(5,\), stride \(1,\) at offset 0 reads element 4 of storage 0, which holds 4 x"),
   "stride_past_storage": (_rec(size=(2, 2), stride=(3, 1)), {"0": _FLOATS4}, r"reads element 4 of storage 0"),
   "offset_past_storage": (_rec(offset=3, size=(2,), stride=(1,)), {"0": _FLOATS4}, r"at offset 3 reads element 4"),
   "negative_offset": (_rec(offset=-1, size=(2,), stride=(1,)), {"0": _FLOATS4}, r"storage offset -1 is not a non-negative int"),
@@ -461,7 +465,8 @@ TORCH_BAD_RECORDS = {   # name: (pickled object or raw data.pkl, storages, what 
   "bytearray_bomb": (b"\x80\x02cbuiltins\nbytearray\nJ\x00\x00\x00\x7f\x85R.", {}, r"bytearray\(2130706432,\) is not how pickle stores"),
   "call_a_dict": (b"\x80\x02}K\x01\x85R.", {}, r"malformed pickle: TypeError"),
   "bytearray8_bomb": (b"\x80\x05\x96" + struct.pack("<Q", 2**40) + b".", {}, r"a bytearray of 1099511627776 bytes runs past the end of the pickle"),
-  "beyond_int64": (_rec(size=(2**40, 2**40), stride=(0, 0)), {"0": _FLOATS4}, r"size \(1099511627776, 1099511627776\), stride \(0, 0\) at offset 0 exceeds int64"),
+  "beyond_int64": (_rec(size=(2**40, 2**40), stride=(0, 0)), {"0": _FLOATS4},
+                   r"size \(1099511627776, 1099511627776\), stride \(0, 0\) at offset 0 exceeds int64"),
   "build_on_tensor": ({"w": _TensorRecord(_StorageRef("storage", torch.FloatStorage, "0", "cpu", 4), 0, (4,), (1,), state={"size": (99,)})},
                       {"0": _FLOATS4}, r"the pickle tries to change the fields of a PendingTensor"),
 }
@@ -647,7 +652,8 @@ def write_gguf(path, tensors: list[tuple[str, tuple[int, ...], str, bytes]], kv:
     offs.append(len(data))
     data += raw
   for (name, shape, kind, _), off in zip(tensors, offs):
-    out += _gguf_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in reversed(shape)) + struct.pack("<IQ", GGML_IDS[kind], off)
+    out += _gguf_str(name) + struct.pack("<I", len(shape)) + b"".join(struct.pack("<Q", d) for d in reversed(shape)) + struct.pack("<IQ",
+      GGML_IDS[kind], off)
   out += b"\0" * (-len(out) % align)
   with open(path, "wb") as f: f.write(out + data)
 
@@ -718,11 +724,14 @@ GGUF_BAD = {   # name: (file bytes, what the error says)
   "absurd_kv_count": (gguf_bytes(n_kv=2**40), r"0 tensors and 1099511627776 metadata entries cannot fit"),
   "unknown_value_type": (gguf_bytes([_kv("a", 99, b"\0" * 8)]), r"'a' has unknown metadata value type 99"),
   "unknown_array_type": (gguf_bytes([_kv("a", 9, struct.pack("<IQ", 77, 0))]), r"the array 'a' at offset \d+ has unknown element type 77"),
-  "array_past_end": (gguf_bytes([_kv("a", 9, struct.pack("<IQ", 6, 2**40))]), r"the array 'a' of 1099511627776 elements at offset \d+ runs past the end"),
+  "array_past_end": (gguf_bytes([_kv("a", 9, struct.pack("<IQ", 6, 2**40))]),
+                     r"the array 'a' of 1099511627776 elements at offset \d+ runs past the end"),
   "deep_arrays": (gguf_bytes([_kv("a", 9, _nested_array(5000))]), r"the value of 'a' nests arrays more than 16 deep"),
-  "truncated_string": (gguf_bytes([_kv("name", 8, struct.pack("<Q", 10**6) + b"llama")]), r"the string value of 'name' of 1000000 bytes at offset \d+ runs past the end"),
+  "truncated_string": (gguf_bytes([_kv("name", 8, struct.pack("<Q", 10**6) + b"llama")]),
+                       r"the string value of 'name' of 1000000 bytes at offset \d+ runs past the end"),
   "truncated_key": (gguf_bytes([struct.pack("<Q", 2**63) + b"k"]), r"a metadata key of 9223372036854775808 bytes at offset 24 runs past the end"),
-  "key_not_utf8": (gguf_bytes([struct.pack("<Q", 2) + b"\xff\xfe" + struct.pack("<I", 4) + struct.pack("<I", 1)]), r"a metadata key at offset 24 is not UTF-8"),
+  "key_not_utf8": (gguf_bytes([struct.pack("<Q", 2) + b"\xff\xfe" + struct.pack("<I", 4) + struct.pack("<I", 1)]),
+                   r"a metadata key at offset 24 is not UTF-8"),
   "duplicate_key": (gguf_bytes([_kv("a", 4, struct.pack("<I", 1)), _kv("a", 4, struct.pack("<I", 2))]), r"the metadata key 'a' appears twice"),
   "alignment_0": (gguf_bytes([_kv("general.alignment", 4, struct.pack("<I", 0))]), r"general.alignment is 0, not a power of two"),
   "alignment_24": (gguf_bytes([_kv("general.alignment", 4, struct.pack("<I", 24))]), r"general.alignment is 24, not a power of two"),
@@ -733,8 +742,10 @@ GGUF_BAD = {   # name: (file bytes, what the error says)
   "misaligned": (gguf_bytes(infos=[_tinfo("t", (1,), 0, 4)], data=_F8), r"tensor 't' starts at data offset 4, not a multiple of the alignment 32"),
   "overlap": (gguf_bytes(infos=[_tinfo("a", (8,), 0, 0), _tinfo("b", (4,), 0, 0)], data=_F8), r"the data of tensors '[ab]' and '[ab]' overlap"),
   "duplicate_tensor": (gguf_bytes(infos=[_tinfo("a", (1,), 0, 0), _tinfo("a", (1,), 0, 32)], data=_F8 * 5), r"the tensor name 'a' appears twice"),
-  "row_not_blocks": (gguf_bytes(infos=[_tinfo("q", (2, 48), GGML_IDS["Q8_0"], 0)], data=b"\0" * 102), r"tensor 'q': rows of 48 elements are not a whole number of Q8_0 blocks of 32"),
-  "name_not_utf8": (gguf_bytes(infos=[struct.pack("<Q", 1) + b"\x80" + struct.pack("<IQIQ", 1, 8, 0, 0)], data=_F8), r"a tensor name at offset 24 is not UTF-8"),
+  "row_not_blocks": (gguf_bytes(infos=[_tinfo("q", (2, 48), GGML_IDS["Q8_0"], 0)], data=b"\0" * 102),
+                     r"tensor 'q': rows of 48 elements are not a whole number of Q8_0 blocks of 32"),
+  "name_not_utf8": (gguf_bytes(infos=[struct.pack("<Q", 1) + b"\x80" + struct.pack("<IQIQ", 1, 8, 0, 0)], data=_F8),
+                    r"a tensor name at offset 24 is not UTF-8"),
 }
 
 @pytest.mark.parametrize("case", list(GGUF_BAD))
@@ -742,7 +753,8 @@ def test_gguf_bad_headers(tmp_path, case):
   """Each malformed GGUF header is a ValueError naming the file and the problem (never a ZeroDivisionError,
   RecursionError or a silent load); the hand-made layout itself is a valid file."""
   good = tmp_path / "good.gguf"
-  good.write_bytes(gguf_bytes([_kv("general.alignment", 4, struct.pack("<I", 32)), _kv("ids", 9, struct.pack("<IQ", 5, 3) + struct.pack("<3i", 1, -2, 3)),
+  good.write_bytes(gguf_bytes([_kv("general.alignment", 4, struct.pack("<I", 32)),
+                               _kv("ids", 9, struct.pack("<IQ", 5, 3) + struct.pack("<3i", 1, -2, 3)),
                                _kv("n", 9, struct.pack("<IQ", 9, 1) + struct.pack("<IQ", 8, 1) + _gguf_str("x"))],
                               [_tinfo("a", (2, 2), 0, 0), _tinfo("b", (4,), 0, 32)], data=_F8[:16] + b"\0" * 16 + _F8[16:]))
   meta, got = gguf_load(good)
@@ -755,7 +767,8 @@ def test_gguf_bad_headers(tmp_path, case):
 
 def test_ggml_dequantize_checks_sizes():
   with pytest.raises(ValueError, match=r"ggml type 12 is not supported"): state.ggml_dequantize(Tensor(b"\0" * 34), 12, 32)
-  with pytest.raises(ValueError, match=r"32 elements of Q8_0 .* need 34 uint8 bytes, got 33"): state.ggml_dequantize(Tensor(b"\0" * 33), GGML_IDS["Q8_0"], 32)
+  with pytest.raises(ValueError, match=r"32 elements of Q8_0 .* need 34 uint8 bytes, got 33"):
+    state.ggml_dequantize(Tensor(b"\0" * 33), GGML_IDS["Q8_0"], 32)
   with pytest.raises(ValueError, match=r"not supported|need"): state.ggml_dequantize(Tensor(b"\0" * 34), GGML_IDS["Q8_0"], 31)
 
 # ---------------------------------------------------------------------- fuzzed files
@@ -773,11 +786,13 @@ def _fuzz_sources(tmp_path, kind: str):
   metadata and several dtypes, and how to put mutated bytes back into a file of that format."""
   if kind == "safetensors":
     from safetensors.numpy import save_file
-    save_file({"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.arange(4, dtype=np.int64), "c": np.zeros(0, np.float16)}, str(tmp_path / "v"), metadata={"x": "y"})
+    save_file({"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.arange(4, dtype=np.int64), "c": np.zeros(0, np.float16)},
+              str(tmp_path / "v"), metadata={"x": "y"})
     raw = (tmp_path / "v").read_bytes()
     return raw, 0, 8 + struct.unpack("<Q", raw[:8])[0], lambda p: dict(safe_load(p)), None
   if kind == "gguf":
-    write_gguf(tmp_path / "v", [("q", (2, 64), "Q8_0", make_block("Q8_0", 4)), ("f", (3,), "F32", np.ones(3, np.float32).tobytes())], {"name": "x", "ids": [1, 2, 3], "v": 1.5})
+    write_gguf(tmp_path / "v", [("q", (2, 64), "Q8_0", make_block("Q8_0", 4)), ("f", (3,), "F32", np.ones(3, np.float32).tobytes())],
+               {"name": "x", "ids": [1, 2, 3], "v": 1.5})
     raw = (tmp_path / "v").read_bytes()
     return raw, 0, len(raw) - 300, lambda p: gguf_load(p)[1], None
   base = torch.arange(24.0).reshape(4, 6)

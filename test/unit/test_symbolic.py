@@ -7,7 +7,6 @@ node contain every value it takes, and that simplify() is idempotent.
 """
 from __future__ import annotations
 import itertools, os
-import pytest
 from hypothesis import given, settings, strategies as st, HealthCheck
 from petagrad.uop.uop import UOp
 from petagrad.uop.ops import Ops

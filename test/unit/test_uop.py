@@ -1,7 +1,6 @@
 """The IR core: hash-consing, toposort, content keys, deep graphs, the pattern matcher and graph_rewrite."""
 from __future__ import annotations
-import gc, math, os, subprocess, sys, time
-import pytest
+import gc, math, os, subprocess, sys
 from petagrad.uop.uop import UOp
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
