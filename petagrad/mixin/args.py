@@ -4,8 +4,8 @@ Every check raises at the call, through `_fail`, naming the op, what was wrong, 
 the user's line. Helpers that need a tensor class take it from an operand (`type(like)`), never from an import.
 """
 from __future__ import annotations
-import operator, sys
-from typing import Any, Sequence
+import functools, inspect, operator, sys
+from typing import Any, Callable, Sequence
 from petagrad.dtype import DType, dtypes, to_dtype, truncate, fit_error, DTypeOverflowError
 from petagrad.helpers import prod, user_frame
 from petagrad.uop.ops import Ops
@@ -18,9 +18,38 @@ Scalar = int | float | bool
 
 def _shape_str(t: Any) -> str: return f"{tuple(t.shape)} {t.dtype}" if isinstance(t, TensorMixin) else repr(t)
 
+# A user error is an instance of the Python type (ValueError, TypeError, IndexError) and also of RuntimeError, which
+# PyTorch raises for most of the same mistakes (shape mismatches, bad dims, indices out of range, dtype mismatches):
+# code written for either habit catches it
+class TensorValueError(ValueError, RuntimeError): """A bad value (shape, size, option) given to a tensor op."""
+class TensorTypeError(TypeError, RuntimeError): """An argument of the wrong type (or dtype) given to a tensor op."""
+class TensorIndexError(IndexError, RuntimeError): """An index or axis out of range given to a tensor op."""
+_USER_ERRORS: dict[type[Exception], type[Exception]] = {ValueError: TensorValueError, TypeError: TensorTypeError, IndexError: TensorIndexError}
+
 def _fail(exc: type[Exception], op: str, msg: str, *operands: Any) -> Exception:
   ops = ", ".join(_shape_str(o) for o in operands)
-  return exc(f"{op}: {msg}" + (f" (operands: {ops})" if operands else "") + f"\n  at {user_frame()}")
+  return _USER_ERRORS.get(exc, exc)(f"{op}: {msg}" + (f" (operands: {ops})" if operands else "") + f"\n  at {user_frame()}")
+
+def axis_keywords(f: Callable) -> Callable:
+  """Let a method that takes `axis` (or `dim`) and `keepdim` be called with the other library's spelling too: dim= for
+  axis= (PyTorch) and axis= for dim= (tinygrad), keepdims= for keepdim= (NumPy). Both spellings at once: TypeError.
+
+  >>> from petagrad import Tensor
+  >>> Tensor([[1, 2], [3, 4]]).sum(dim=1, keepdims=True).tolist()
+  [[3], [7]]
+  """
+  params = inspect.signature(f).parameters
+  own = "axis" if "axis" in params else "dim"
+  other = "dim" if own == "axis" else "axis"
+  @functools.wraps(f)
+  def wrapper(*args: Any, **kwargs: Any) -> Any:
+    if kwargs:
+      for alias, name in ((other, own), ("keepdims", "keepdim")):
+        if alias in kwargs and name in params:
+          if name in kwargs: raise _fail(TypeError, f.__name__, f"got both {name}= and {alias}= (they are the same argument)")
+          kwargs[name] = kwargs.pop(alias)
+    return f(*args, **kwargs)
+  return wrapper
 
 def _resolve_axis(op: str, axis: int, ndim: int, t: Any = None) -> int:
   if not isinstance(axis, int) or isinstance(axis, bool):

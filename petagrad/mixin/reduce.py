@@ -5,7 +5,7 @@ from petagrad.dtype import dtypes
 from petagrad.helpers import prod
 from petagrad.uop.ops import Ops
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg
+from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg, axis_keywords
 
 class ReduceMixin(TensorMixin):
   __slots__ = ()
@@ -33,6 +33,7 @@ class ReduceMixin(TensorMixin):
     return self._new(r if keepdim else r.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes)), self)
 
   # ------------------------------------------------------------ sums and extremes
+  @axis_keywords
   def sum(self, axis=None, keepdim: bool = False, dtype=None) -> Tensor:
     """Sum over `axis` (all by default). Ints and bools sum as int64; float16/bfloat16 accumulate in float32.
 
