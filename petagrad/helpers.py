@@ -75,6 +75,7 @@ DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of 
 DEFAULT_INT = Flag("DEFAULT_INT", "int64", "dtype of Python ints (Tensor([1, 2]), int scalars with bool tensors) and of index-producing ops (int32, int64). tinygrad's default is int32.",
                    choices=("int32", "int64", "int", "long"))
 TRAINING = Flag("TRAINING", 0, "1: training mode, tinygrad's Context(TRAINING=1) (Dropout drops, BatchNorm uses batch statistics); Tensor.training is to read and write it.")
+NO_GRAD = Flag("NO_GRAD", 0, "1: ops record no gradient (their results need no grad), like torch.no_grad(); Tensor.no_grad reads and writes it, `with Tensor.no_grad():` sets it for a block.")
 NO_COLOR = Flag("NO_COLOR", 0, "1: helpers.colored returns text without ANSI color codes (https://no-color.org).")
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")

@@ -18,7 +18,7 @@ from petagrad.uop.gradient import compute_gradient, custom_backward
 from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_other_view
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Device
-from petagrad.helpers import prod
+from petagrad.helpers import NO_GRAD, TRAINING, Context, prod
 from petagrad.engine.realize import realize_uops, write_hooks, check_hooks
 from petagrad.engine import jit
 from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _check_fits, _scalar_arg, _dtype_arg
@@ -224,15 +224,53 @@ def _flatten_nested(data: Any, shape: tuple[int, ...]) -> list:
     if isinstance(x, Tensor): raise _fail(TypeError, "Tensor", "a list of Tensors is not accepted; use Tensor.stack")
   return out
 
+class _GradSwitch:
+  """Tensor.no_grad: true while ops record no gradient (the NO_GRAD flag); calling it gives a context manager (and
+  decorator) that turns gradients off inside: `with Tensor.no_grad(): ...`, like torch.no_grad()."""
+  def __bool__(self) -> bool: return bool(NO_GRAD)
+  def __call__(self, mode: bool = True) -> Context: return Context(NO_GRAD=int(bool(mode)))
+  def __repr__(self) -> str: return f"Tensor.no_grad={bool(self)}"
+
+class _TensorMeta(type):
+  """Class-level switches that are flags (so Context(TRAINING=1) and Tensor.training = True are one switch)."""
+  @property
+  def training(cls) -> bool: return bool(TRAINING)
+  @training.setter
+  def training(cls, mode: bool) -> None: TRAINING.value = int(bool(mode))
+  @property
+  def no_grad(cls) -> _GradSwitch: return _GRAD_SWITCH
+  @no_grad.setter
+  def no_grad(cls, mode: bool) -> None: NO_GRAD.value = int(bool(mode))
+_GRAD_SWITCH = _GradSwitch()
+
 class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, IndexingMixin, ReduceMixin, LinalgMixin, CreationMixin,
-             RandomMixin, ConvMixin, PoolMixin, NormMixin, LossMixin, OrderingMixin):
+             RandomMixin, ConvMixin, PoolMixin, NormMixin, LossMixin, OrderingMixin, metaclass=_TensorMeta):
   """A lazily evaluated n-dimensional array with autograd.
 
   >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
   [4, 6]
   """
   __slots__ = ("_uop", "_requires_grad", "_leaf", "grad", "_ctx", "_lazy_key", "__weakref__")
-  training: bool = False
+  # Tensor.training (the TRAINING flag) and Tensor.no_grad (NO_GRAD) are properties of the class (_TensorMeta); read on
+  # an instance too
+  training = property(lambda self: bool(TRAINING), doc="The training mode (class-wide: Tensor.training).")
+
+  @staticmethod
+  def train(mode: bool = True) -> Context:
+    """Training mode for a block or a function: `with Tensor.train(): ...`, `@Tensor.train()` (Context(TRAINING=1)).
+
+    >>> with Tensor.train(): Tensor.training
+    True
+    """
+    return Context(TRAINING=int(bool(mode)))
+  @staticmethod
+  def test(mode: bool = True) -> Context:
+    """No gradients for a block (tinygrad's old Tensor.test(): Context(NO_GRAD=1))."""
+    return Context(NO_GRAD=int(bool(mode)))
+  @staticmethod
+  def inference_mode(mode: bool = True) -> Context:
+    """torch.inference_mode(): no gradients inside the block."""
+    return Context(NO_GRAD=int(bool(mode)))
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dt = _dtype_arg(dtype) if dtype is not None else None
@@ -341,6 +379,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     t = Tensor.__new__(Tensor)   # what Tensor(u) does, without its argument checks: every op makes one
     t.grad, t._leaf, t._ctx = None, False, None
     t._requires_grad = True if self._requires_grad or any(p._requires_grad for p in parents) else None
+    if t._requires_grad and NO_GRAD.value:   # under no_grad: a result that gradients do not flow through
+      t._requires_grad, u = None, UOp(Ops.DETACH, u.dtype, (u,))
     t.uop = u
     return t
   def _checked(self, ok: Tensor, exc: type[Exception], op: str, msg: str, *operands: Any) -> Tensor:
@@ -477,9 +517,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     return self._new(UOp(Ops.CONTIGUOUS_BACKWARD, self.dtype, (self.uop,)), self)
   def assign(self, x: Tensor | Scalar) -> Tensor:
     """Write x into this tensor's buffer (in place: every view of the buffer sees it)."""
-    if not isinstance(x, Tensor):
+    if isinstance(x, (int, float, bool)):
       _check_fits("assign", _scalar_arg("assign", "value", x, self), self.dtype, True, self)
       x = Tensor(self._c(x))
+    elif not isinstance(x, Tensor): x = Tensor(x, device=self.device, dtype=self.dtype)   # a list or an array
     if x.shape != self.shape: x = x._broadcast_to(self.shape, "assign")
     if x.device != self.device: raise _fail(RuntimeError, "assign", f"value is on {x.device}, target on {self.device}", self, x)
     if x.dtype != self.dtype: x = x.cast(self.dtype)
@@ -551,6 +592,39 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def __ilshift__(self, x): return self._inplace(self << x, "lshift_")
   def __irshift__(self, x): return self._inplace(self >> x, "rshift_")
   def __imatmul__(self, x): return self._inplace(self @ x, "matmul_")
+  def cpu(self) -> Tensor:
+    """This tensor on the CPU device (PyTorch's .cpu())."""
+    return self.to("CPU")
+
+# PyTorch's named in-place methods: name -> the result written into the tensor (through _inplace: a realized tensor
+# is written in place, every view of its buffer sees it)
+_INPLACE_METHODS: dict[str, Callable[..., Tensor]] = {
+  "add_": lambda t, x, alpha=None: t.add(x, alpha=alpha), "sub_": lambda t, x, alpha=None: t.sub(x, alpha=alpha),
+  "mul_": lambda t, x: t.mul(x), "div_": lambda t, x, rounding_mode=None: t.div(x, rounding_mode=rounding_mode),
+  "pow_": lambda t, x: t.pow(x), "neg_": lambda t: t.neg(), "abs_": lambda t: t.abs(),
+  "clamp_": lambda t, min=None, max=None: t.clip(min, max), "clip_": lambda t, min=None, max=None: t.clip(min, max),   # noqa: A006
+  "zero_": lambda t: t.zeros_like(), "fill_": lambda t, value: t.full_like(value), "copy_": lambda t, src: _as_value(t, src),
+  "exp_": lambda t: t.exp(), "log_": lambda t: t.log(), "sqrt_": lambda t: t.sqrt(), "relu_": lambda t: t.relu(),
+  "sigmoid_": lambda t: t.sigmoid(), "tanh_": lambda t: t.tanh(), "floor_": lambda t: t.floor(), "ceil_": lambda t: t.ceil(),
+  "round_": lambda t: t.round(), "trunc_": lambda t: t.trunc(), "masked_fill_": lambda t, mask, value: t.masked_fill(mask, value),
+  "lerp_": lambda t, end, weight: t.lerp(end, weight), "addcmul_": lambda t, a, b, value=1: t + value * a * b,
+  "addcdiv_": lambda t, a, b, value=1: t + value * a / b,
+  "uniform_": lambda t, a=0.0, b=1.0: Tensor.uniform(*t.shape, low=a, high=b, dtype=t.dtype, device=t.device),
+  "normal_": lambda t, mean=0.0, std=1.0: Tensor.normal(*t.shape, mean=mean, std=std, dtype=t.dtype, device=t.device),
+}
+
+def _inplace_method(name: str, f: Callable[..., Tensor]) -> Callable[..., Tensor]:
+  def method(self: Tensor, *args: Any, **kwargs: Any) -> Tensor: return self._inplace(f(self, *args, **kwargs), name)
+  method.__name__ = method.__qualname__ = name
+  method.__doc__ = f"In place: {name[:-1]}'s result written into this tensor (PyTorch's Tensor.{name})."
+  return method
+
+for _name, _f in _INPLACE_METHODS.items(): setattr(Tensor, _name, _inplace_method(_name, _f))
+
+def _as_value(t: Tensor, src: Any) -> Tensor:
+  """src (a Tensor, a scalar, a nested list or an array) as a tensor of t's device, broadcast to t's shape."""
+  if not isinstance(src, Tensor): src = Tensor(src, device=t.device, dtype=t.dtype if not isinstance(src, (int, float, bool)) else None)
+  return src.to(t.device).expand(t.shape) if src.shape != t.shape else src.to(t.device)
 
 def _movement_nodes(u: UOp) -> list[UOp]:
   out = []

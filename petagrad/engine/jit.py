@@ -37,7 +37,7 @@ from typing import Any, Callable, Generic, TypeVar
 from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks
 from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
 from petagrad.device import Buffer
-from petagrad.helpers import DEBUG
+from petagrad.helpers import DEBUG, NO_GRAD, TRAINING
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view
@@ -127,6 +127,10 @@ class TinyJit(Generic[R]):
       if sig != self.signature[0]:   # type: ignore[index]
         raise JitError(f"TinyJit({self.__name__}): input shapes/dtypes/devices changed from {self.signature[0]} to {sig}; "   # type: ignore[index]
                        "make a new TinyJit (or call .reset()) for other shapes")
+      if (mode := (bool(TRAINING), bool(NO_GRAD))) != self.signature[2]:   # type: ignore[index]
+        raise JitError(f"TinyJit({self.__name__}): captured with (training, no_grad) = {self.signature[2]}, called with {mode}; "   # type: ignore[index]
+                       "dropout, batch statistics and gradients are baked into the captured kernels: use one TinyJit for training "
+                       "and another for evaluation")
       if len(consts) != len(self.signature[1]) or any(a is not b and a != b for a, b in zip(consts, self.signature[1])):   # type: ignore[index]
         raise JitError(f"TinyJit({self.__name__}): non-tensor arguments changed from {self.signature[1]} to {consts}; "   # type: ignore[index]
                        "their values are baked into the captured kernels: pass a value that changes as a Tensor, or make a new "
@@ -183,7 +187,7 @@ class TinyJit(Generic[R]):
       # each random-state buffer once, in the order the calls drew them (kernels may read them in another order)
       rng = {id(b): b for ei in self.captured for b in ei.bufs if b in rng_state_buffers}
       self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
-      self.signature = (sig, consts)
+      self.signature = (sig, consts, (bool(TRAINING), bool(NO_GRAD)))
       # the buffers the call made and fully wrote that it returns: replays give them fresh memory
       made = {id(ei.bufs[w.out]): ei.bufs[w.out] for ei in self.captured for w in ei.writes
               if not w.in_place and ei.bufs[w.out].serial >= first_new}

@@ -178,7 +178,7 @@ def t_grad_after_loss_realize(realize_loss: bool):
 
 CASES = [
   # ---- dim= / keepdim= keyword forms
-  ("x.sum(dim=1, keepdim=True)", op([(3, 4)], lambda T, x: x.sum(dim=1, keepdim=True)), xf("sum(dim=) keyword: TypeError unexpected keyword argument 'dim'", TypeError)),
+  ("x.sum(dim=1, keepdim=True)", op([(3, 4)], lambda T, x: x.sum(dim=1, keepdim=True)), None),
   ("x.sum(1, keepdim=True)", op([(3, 4)], lambda T, x: x.sum(1, keepdim=True)), None),
   ("x.sum((0, 1))", op([(3, 4)], lambda T, x: x.sum((0, 1))), None),
   ("x.mean(dim=-1)", op([(3, 4)], lambda T, x: x.mean(dim=-1)), xf("mean(dim=) keyword", TypeError)),
@@ -251,20 +251,20 @@ CASES = [
   ("x.topk(2, dim=1)", lambda: [assert_close(n, p, t) for n, p, t in zip(("values", "indices"), Tensor([[1., 3, 2], [0, -1, 5]]).topk(2, dim=1), torch.tensor([[1., 3, 2], [0, -1, 5]]).topk(2, dim=1))], None),
   ("x.sort(dim=1)", lambda: [assert_close(n, p, t) for n, p, t in zip(("values", "indices"), Tensor([[1., 3, 2], [0, -1, 5]]).sort(dim=1), torch.tensor([[1., 3, 2], [0, -1, 5]]).sort(dim=1))], None),
   # ---- in-place methods
-  ("x.add_(y)", _inplace("add_"), xf("Tensor.add_ in-place method: missing", AttributeError)),
-  ("x.sub_(y)", _inplace("sub_"), xf("Tensor.sub_ in-place method: missing", AttributeError)),
-  ("x.mul_(2)", _inplace("mul_"), xf("Tensor.mul_ in-place method: missing", AttributeError)),
-  ("x.zero_()", _inplace("zero_"), xf("Tensor.zero_ in-place method: missing", AttributeError)),
-  ("x.fill_(3.0)", _inplace("fill_"), xf("Tensor.fill_ in-place method: missing", AttributeError)),
-  ("x.clamp_(min=0)", _inplace("clamp_"), xf("Tensor.clamp_ in-place method: missing", AttributeError)),
+  ("x.add_(y)", _inplace("add_"), None),
+  ("x.sub_(y)", _inplace("sub_"), None),
+  ("x.mul_(2)", _inplace("mul_"), None),
+  ("x.zero_()", _inplace("zero_"), None),
+  ("x.fill_(3.0)", _inplace("fill_"), None),
+  ("x.clamp_(min=0)", _inplace("clamp_"), None),
   ("x += y (augmented assign)", lambda: (lambda x: (x.__iadd__(Tensor([1.0])), assert_close("x", x, np.array([2.0]))))(Tensor([1.0]).contiguous()), None),
   # ---- device / grad mode
-  ("x.cpu()", t_cpu, xf("Tensor.cpu(): missing", AttributeError)),
+  ("x.cpu()", t_cpu, None),
   ("x.to('cpu')", t_to_cpu, None),
   ("x.detach().numpy()", t_detach_numpy, None),
-  ("with Tensor.no_grad():", t_no_grad_tensor, xf("a no_grad context (Tensor.no_grad() as a context manager): missing", AttributeError)),
-  ("with petagrad.no_grad():", t_no_grad_module, xf("petagrad.no_grad (torch.no_grad's place): missing", AttributeError)),
-  ("Tensor.no_grad = True (tinygrad flag)", t_no_grad_flag, xf("Tensor.no_grad class flag (tinygrad) is not honoured: results still require grad", AssertionError)),
+  ("with Tensor.no_grad():", t_no_grad_tensor, None),
+  ("with petagrad.no_grad():", t_no_grad_module, None),
+  ("Tensor.no_grad = True (tinygrad flag)", t_no_grad_flag, None),
   ("with petagrad.inference_mode():", t_inference_mode, xf("petagrad.inference_mode: missing", AttributeError)),
   # ---- pow gradient edge cases
   ("x.pow(y) at x=0", t_pow_x0_tensor_exp, None),
@@ -315,8 +315,8 @@ CASES = [
   ("loss.backward(); w.grad (conv->pool->matmul)", lambda: t_grad_after_loss_realize(False), None),
   ("loss.backward(); loss.realize(); w.grad (conv->pool->matmul)", lambda: t_grad_after_loss_realize(True), None),
   # ---- errors
-  ("a @ b bad shapes: except RuntimeError", _errors("matmul"), xf("matmul shape mismatch raises ValueError only; torch code catches RuntimeError (needs a RuntimeError+ValueError class)")),
-  ("a + b not broadcastable: except RuntimeError", _errors("add"), xf("broadcast mismatch raises ValueError only; torch code catches RuntimeError")),
+  ("a @ b bad shapes: except RuntimeError", _errors("matmul"), None),
+  ("a + b not broadcastable: except RuntimeError", _errors("add"), None),
   ("a @ b bad shapes: except ValueError", _errors_value("matmul"), None),
   ("a + b not broadcastable: except ValueError", _errors_value("add"), None),
 ]
