@@ -29,7 +29,7 @@ from petagrad.helpers import prod, flatten as flatten_list
 from petagrad.uop.ops import Ops
 from petagrad.engine.jit import jit_active
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg
+from petagrad.mixin.args import _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg, axis_keywords
 
 def _fill(op: str, value: Any, t: Tensor) -> Any:
   """A scalar written into t: a number that fits t's dtype (no wrapping, like torch), checked with op named."""
@@ -38,6 +38,25 @@ def _fill(op: str, value: Any, t: Tensor) -> Any:
   return v
 
 def _zero_of(dt) -> Any: return False if dt.is_bool else 0
+
+def _value_tensor(op: str, value: Any, t: Tensor) -> Tensor:
+  """A value written into t that is not a Tensor: a scalar (checked to fit t's dtype), or a (nested) Python list or
+  numpy array (made a tensor on t's device, then cast to t's dtype like torch's x[i] = [1.5, 2])."""
+  if isinstance(value, (list, tuple)) or (type(value).__module__ == "numpy" and getattr(value, "ndim", 0) > 0):
+    return type(t)(value, device=t.device)
+  return type(t).full((), _fill(op, value, t), t.dtype, t.device)
+
+def _select_static(x: Tensor, m: Tensor, size: int, fill: Any) -> tuple[Tensor, Tensor]:
+  """x (N,), mask m (N,) -> (out (size,), hit (size,)): the selected elements of x in order, then fill (selected
+  elements past `size` are dropped); hit says which rows were selected. A compare with the running count of the mask
+  (no realize: the shape never depends on the data)."""
+  T = type(x)
+  fillt = T.full((size,), fill, x.dtype, x.device)
+  if size == 0 or x.shape[0] == 0: return fillt, T.full((size,), False, dtypes.bool, x.device)
+  slot = m.cast(dtypes.int64).cumsum(0) - 1                                                     # (N,) where each selected element goes
+  sel = m.unsqueeze(0) & (slot.unsqueeze(0) == T.arange(size, device=x.device).unsqueeze(1))   # (size, N), one True per row at most
+  hit = sel.any(1)
+  return hit.where(_pick(x.unsqueeze(0), sel, 1), fillt), hit
 
 def _pick(x: Tensor, mask: Tensor, axis, keepdim: bool = False) -> Tensor:
   """Sum of x over `axis` where mask is True, in x's dtype (exact when at most one element is selected)."""
@@ -265,7 +284,7 @@ class IndexingMixin(TensorMixin):
     basic, adv = self._parse_index(idx, "setitem")
     plan = _basic_plan("setitem", self, basic)
     target_shape = _advanced_shape(_apply_plan(self, plan), adv) if adv else _apply_plan(self, plan).shape
-    v = value if isinstance(value, TensorMixin) else type(self).full((), _fill("setitem", value, self), self.dtype, self.device)
+    v = value if isinstance(value, TensorMixin) else _value_tensor("setitem", value, self)
     if v.device != self.device: raise _fail(RuntimeError, "setitem", f"value is on {v.device}, tensor on {self.device}", self, v)
     while v.ndim > len(target_shape) and v.shape[0] == 1: v = v.reshape(v.shape[1:])
     try: v = v.cast(self.dtype)._broadcast_to(tuple(target_shape), "setitem")
@@ -291,16 +310,20 @@ class IndexingMixin(TensorMixin):
       new = _scatter_flat(self.flatten(), pos, v.flatten(), last_wins=True).reshape(self.shape)
     self.assign(new)
 
-  def gather(self, dim: int, index: Tensor) -> Tensor:
+  @axis_keywords
+  def gather(self, dim: int, index: Tensor, sparse_grad: bool = False) -> Tensor:
     """out[i][j] = self[index[i][j]][j] for dim=0 (torch.gather). index has self's number of dims and
     index.size(d) <= self.size(d) for d != dim. Valid indices are 0 <= i < self.size(dim): an invalid
     index raises IndexError (at the call when it is known, else when the result is computed: see the module doc).
 
     >>> Tensor([[1, 2], [3, 4]]).gather(1, Tensor([[1, 1], [0, 1]])).tolist()
     [[2, 2], [3, 4]]
+
+    Keywords: `dim=` (or tinygrad's/numpy's `axis=`), `index=`; torch's `sparse_grad` is accepted (the gradient is dense).
     """
     return _gather(self, dim, index, "gather", wrap=False)
 
+  @axis_keywords
   def take_along_dim(self, indices: Tensor, dim: int | None = None) -> Tensor:
     """torch.take_along_dim: gather with broadcasting of the non-`dim` dims (dim=None: flat). Negative
     indices count from the end (like PyTorch here).
@@ -323,6 +346,7 @@ class IndexingMixin(TensorMixin):
     is_ = tuple(shape[:d]) + (indices.shape[d],) + tuple(shape[d:])
     return _gather(self.expand(xs), d, indices.expand(is_), "take_along_dim", wrap=True, user=self)
 
+  @axis_keywords
   def index_select(self, dim: int, index: Tensor) -> Tensor:
     """Select entries of `dim` at the positions in the 0-d or 1-D `index` (torch.index_select). Valid
     indices are 0 <= i < self.size(dim) (an invalid one raises IndexError: see the module doc).
@@ -405,42 +429,87 @@ class IndexingMixin(TensorMixin):
     if out.shape != self.shape: raise _fail(ValueError, "masked_fill", f"mask of shape {mask.shape} does not broadcast to {self.shape}", self, mask)
     return out
 
-  def masked_select(self, mask: Tensor) -> Tensor:
-    """The elements where mask (broadcast with self) is True, as a 1-D tensor. Realizes the mask."""
+  def masked_select(self, mask: Tensor, size: int | None = None, fill_value=0) -> Tensor:
+    """The elements where mask (broadcast with self) is True, as a 1-D tensor (torch.masked_select). Realizes the mask
+    to count them. With `size` (tinygrad's and jax's static shape): exactly `size` elements, the selected ones in order,
+    then fill_value (more selected than size: the first size); nothing is realized, so it works inside TinyJit.
+
+    >>> Tensor([1, 2, 3, 4]).masked_select(Tensor([True, False, True, False]), size=3, fill_value=-1).tolist()
+    [1, 3, -1]
+    """
     if not isinstance(mask, TensorMixin) or not mask.dtype.is_bool: raise _fail(TypeError, "masked_select", "mask must be a bool Tensor", self, mask)
     shape = _broadcast_shape("masked_select", self, mask)
     x, m = self.expand(shape), mask.expand(shape)
+    if size is not None:
+      size = _int_arg("masked_select", "size", size, self)
+      return _select_static(x.flatten() if shape else x.reshape(1), m.flatten() if shape else m.reshape(1), size,
+                            _fill("masked_select", fill_value, self))[0]
     return x.flatten()[m.flatten()] if shape else x.reshape(1)[m.reshape(1)]
 
-  def nonzero(self, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
-    """Coordinates of the nonzero elements, shape (count, ndim), int64 (torch.nonzero). Realizes self."""
-    pos = _mask_positions(self.reshape(1) if self.ndim == 0 else self)
+  def nonzero(self, size: int | None = None, fill_value=0, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """Coordinates of the nonzero elements, shape (count, ndim), in dtypes.default_int (torch.nonzero: int64; tinygrad:
+    int32). Realizes self to count them. as_tuple=True: one (count,) tensor per dim. With `size` (tinygrad's form,
+    torch.nonzero_static): exactly `size` rows, then rows of fill_value; nothing is realized (works inside TinyJit).
+
+    >>> Tensor([[1, 0], [0, 2]]).nonzero().tolist()
+    [[0, 0], [1, 1]]
+    >>> Tensor([1, 0, 2]).nonzero(size=3, fill_value=-1).tolist()
+    [[0], [2], [-1]]
+    """
+    T, dt = type(self), dtypes.default_int
+    mask = self if self.dtype.is_bool else self.ne(0)
+    if size is not None:
+      size = _int_arg("nonzero", "size", size, self)
+      fill = _scalar_arg("nonzero", "fill_value", fill_value, self)
+      _check_fits("nonzero", fill, dt, True, self)
+      if self.ndim == 0: cols: list = []
+      else:
+        n = self.numel()
+        flat, hit = _select_static(T.arange(n, device=self.device).cast(dtypes.int64), mask.flatten(), size, 0)
+        cols = [hit.where((flat // prod(self.shape[k + 1:])) % self.shape[k], fill).cast(dt) for k in range(self.ndim)]
+      if as_tuple: return tuple(cols)
+      if not cols: return T.zeros(size, 0, dtype=dt, device=self.device)
+      return T.stack(cols, dim=1)
+    pos = _mask_positions(mask.reshape(1) if self.ndim == 0 else mask)
     n = len(pos)
-    flat = type(self)(pos, dtype=dtypes.int64, device=self.device) if n else type(self).zeros(0, dtype=dtypes.int64, device=self.device)
+    flat = T(pos, dtype=dt, device=self.device) if n else T.zeros(0, dtype=dt, device=self.device)
     cols = [(flat // prod(self.shape[k + 1:])) % self.shape[k] for k in range(self.ndim)]
-    if as_tuple: return tuple(cols) if self.ndim else (type(self).zeros(n, dtype=dtypes.int64, device=self.device),)
-    if not cols: return type(self).zeros(n, 0, dtype=dtypes.int64, device=self.device)
-    return type(self).stack([c.reshape(n) for c in cols], dim=1)
+    if as_tuple: return tuple(cols) if self.ndim else (T.zeros(n, dtype=dt, device=self.device),)
+    if not cols: return T.zeros(n, 0, dtype=dt, device=self.device)
+    return T.stack([c.reshape(n) for c in cols], dim=1)
+  def nonzero_static(self, size: int, fill_value=-1) -> Tensor:
+    """torch.nonzero_static: nonzero(size=size, fill_value=fill_value), with torch's default fill_value of -1."""
+    return self.nonzero(size, fill_value)
   argwhere = nonzero
 
-  def scatter(self, dim: int, index: Tensor, src, reduce: str | None = None) -> Tensor:
+  @axis_keywords
+  def scatter(self, dim: int, index: Tensor, src=None, reduce: str | None = None, *, value=None) -> Tensor:
     """Out-of-place torch.scatter: self with self[index[i][j]][j] = src[i][j] (dim=0). `src` may be a
-    scalar. With duplicate indices the last one wins (torch leaves it unspecified); like torch's, the
+    scalar (torch's `value=`). With duplicate indices the last one wins (torch leaves it unspecified); like torch's, the
     gradient of every src element is the gradient at its target, overwritten or not.
-    reduce='add'|'multiply' like torch (deprecated there). Valid indices: 0 <= i < self.size(dim).
+    reduce='add'|'multiply' (a Tensor src or a scalar) like torch (deprecated there) and tinygrad: scatter_reduce's
+    'sum'/'prod' with include_self. Valid indices: 0 <= i < self.size(dim).
 
     >>> Tensor.zeros(4).scatter(0, Tensor([3, 0]), Tensor([1.0, 2.0])).tolist()
     [2.0, 0.0, 0.0, 1.0]
+    >>> Tensor.full((4,), 2.0).scatter(0, Tensor([1, 1]), 3.0, reduce="add").tolist()
+    [2.0, 8.0, 2.0, 2.0]
     """
+    if value is not None:
+      if src is not None: raise _fail(TypeError, "scatter", "got both src and value= (pass one)", self)
+      src = value
+    if src is None: raise _fail(TypeError, "scatter", "missing the values to scatter (src, or value=)", self)
     if reduce is not None:
       if reduce not in ("add", "multiply"): raise _fail(ValueError, "scatter", f"reduce must be 'add' or 'multiply', got {reduce!r}", self)
       return self.scatter_reduce(dim, index, src, "sum" if reduce == "add" else "prod", include_self=True)
     return _scatter(self, dim, index, src, "scatter", None, True)
 
+  @axis_keywords
   def scatter_add(self, dim: int, index: Tensor, src: Tensor) -> Tensor:
     """Out-of-place torch.scatter_add: src values added at their index along dim (duplicates add up)."""
     return _scatter(self, dim, index, src, "scatter_add", "sum", True)
 
+  @axis_keywords
   def scatter_reduce(self, dim: int, index: Tensor, src, reduce: str, include_self: bool = True) -> Tensor:
     """Out-of-place torch.scatter_reduce: reduce ('sum', 'prod', 'mean', 'amax', 'amin') the src values
     that go to the same place, together with self's value there when include_self. Gradients follow
@@ -454,7 +523,8 @@ class IndexingMixin(TensorMixin):
     return _scatter(self, dim, index, src, "scatter_reduce", reduce, include_self)
 
   def one_hot(self, num_classes: int = -1) -> Tensor:
-    """int64 one-hot vectors along a new last dim (num_classes=-1: max + 1, which realizes self).
+    """One-hot vectors along a new last dim, in dtypes.default_int (torch's int64; tinygrad's int32 under
+    DEFAULT_INT=int32); num_classes=-1: max + 1, which realizes self.
     Values outside [0, num_classes) raise IndexError when they are known at the call (see the index rules
     in petagrad/mixin/indexing.py) and give an all-zero row when they are lazy.
 
@@ -472,7 +542,7 @@ class IndexingMixin(TensorMixin):
     x = self.cast(dtypes.int64)
     if known is None and self.numel():
       x = x._checked((x >= 0) & (x < num_classes), IndexError, "one_hot", f"a class value is out of range for num_classes={num_classes}", self)
-    return (x.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.int64)
+    return (x.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.default_int)
 
 
 def _gather(self: Tensor, dim: int, index: Tensor, op: str, wrap: bool, user: Tensor | None = None) -> Tensor:
@@ -548,8 +618,7 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
     for k, (a, b) in enumerate(zip(index.shape, src.shape)):
       if a > b: raise _fail(ValueError, op, f"index size {a} > src size {b} in dim {k}", self, index, src)
     src = src.shrink(tuple((0, s) for s in index.shape)).cast(self.dtype)
-  else:
-    if reduce is not None: raise _fail(TypeError, op, "src must be a Tensor", self, index)
+  else:   # a Python scalar: every index writes (or reduces in) that value, as torch's scatter(dim, index, value, reduce=)
     src = type(self).full(index.shape, _fill(op, src, self), self.dtype, self.device)
   for k, (a, b) in enumerate(zip(index.shape, self.shape)):
     if k != d and a > b: raise _fail(ValueError, op, f"index size {a} > self size {b} in dim {k}", self, index)

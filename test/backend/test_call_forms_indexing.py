@@ -1,0 +1,193 @@
+"""The call forms people already have (PyTorch 2.13 and tinygrad 0.14 code): indexing, pooling / interpolation /
+padding, creation and random, DEFAULT_INT, and the errors of those ops. Each form is checked against torch; where
+torch has no such call, against tinygrad 0.14's semantics (expected values hard-coded: tinygrad is never imported in
+the test process, it raises the recursion limit)."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from petagrad import Tensor, dtypes, TinyJit
+from helpers import helper_test_op, compare
+
+def _i(v, lib): return torch.tensor(v) if lib is torch else Tensor(v)
+def lib(x): return torch if isinstance(x, torch.Tensor) else Tensor
+
+IDX = [[0, 2, 1, 0], [2, 2, 0, 1]]   # (2, 4) into a (3, 4) tensor along dim 0
+
+# ====================================================================== 1. indexing forms
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+@pytest.mark.parametrize("value", [1.5, 2, -0.25])
+def test_scatter_scalar_reduce(device, reduce, value):
+  helper_test_op([(3, 4)], lambda x: x.scatter(0, _i(IDX, lib(x)), value, reduce=reduce), forward_only=True)
+
+@pytest.mark.filterwarnings("ignore:The reduce argument")
+@pytest.mark.parametrize("reduce", ["add", "multiply"])
+def test_scatter_src_reduce(device, reduce):
+  # torch deprecates reduce= with a tensor src but computes it (accumulating duplicates, self included)
+  # (torch has no gradient for it; the gradient is scatter_reduce's, tested there)
+  helper_test_op([(3, 4), (2, 4)], lambda x, s: x.scatter(0, _i(IDX, lib(x)), s, reduce=reduce), forward_only=True)
+
+def test_scatter_value_keyword(device):
+  helper_test_op([(3, 4)], lambda x: x.scatter(0, _i(IDX, lib(x))[:1], value=3.0))
+  helper_test_op([(3, 4)], lambda x: x.scatter(1, index=_i([[1], [3], [0]], lib(x)), value=-1.0, reduce="add"), forward_only=True)
+  helper_test_op([(3, 4), (2, 4)], lambda x, s: x.scatter(dim=0, index=_i(IDX, lib(x)), src=s))
+
+def test_scatter_tinygrad_doc_values():
+  # tinygrad 0.14's Tensor.scatter docstring examples
+  assert Tensor.full((2, 4), 2.0).scatter(1, Tensor([[2], [3]]), 1.23, reduce="multiply").numpy().tolist() == \
+    np.array([[2, 2, 2.46, 2], [2, 2, 2, 2.46]], np.float32).tolist()
+  assert Tensor.full((2, 4), 2.0).scatter(1, Tensor([[2], [3]]), 1.23, reduce="add").numpy().tolist() == \
+    np.array([[2, 2, 3.23, 2], [2, 2, 2, 3.23]], np.float32).tolist()
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_scalar(device, reduce, include_self):
+  # a scalar src (petagrad and tinygrad-style code; torch wants a tensor): the same as a tensor filled with it
+  idx = [[0, 2, 1, 0], [0, 2, 0, 1]]
+  helper_test_op([(3, 4)], lambda x: x.scatter_reduce(0, torch.tensor(idx), torch.full((2, 4), 0.75), reduce, include_self=include_self),
+                 lambda x: x.scatter_reduce(0, Tensor(idx), 0.75, reduce, include_self=include_self))
+
+def test_scatter_reduce_scalar_int(device):
+  idx = [[0, 2, 1, 0], [0, 2, 0, 1]]
+  for reduce in ("sum", "prod", "amax", "amin", "mean"):
+    helper_test_op([(3, 4)], lambda x: x.scatter_reduce(0, torch.tensor(idx), torch.full((2, 4), 3), reduce),
+                   lambda x: x.scatter_reduce(0, Tensor(idx), 3, reduce), dtype="int64", low=-5, high=5)
+
+@pytest.mark.parametrize("form", ["positional", "dim_kw", "index_kw", "axis_kw", "sparse_grad"])
+def test_gather_forms(device, form):
+  idx = [[1, 0, 3], [2, 2, 0]]
+  calls = {
+    "positional": (lambda x, i: torch.gather(x, 1, i), lambda x, i: x.gather(1, i)),
+    "dim_kw": (lambda x, i: x.gather(dim=1, index=i), lambda x, i: x.gather(dim=1, index=i)),
+    "index_kw": (lambda x, i: x.gather(1, index=i), lambda x, i: x.gather(1, index=i)),
+    "axis_kw": (lambda x, i: x.gather(1, i), lambda x, i: x.gather(axis=1, index=i)),   # numpy-style spelling
+    "sparse_grad": (lambda x, i: x.gather(1, i, sparse_grad=False), lambda x, i: x.gather(1, i, sparse_grad=False)),
+  }
+  tf, pf = calls[form]
+  helper_test_op([(2, 4)], lambda x: tf(x, torch.tensor(idx)), lambda x: pf(x, Tensor(idx)))
+
+def test_gather_both_spellings_raise():
+  with pytest.raises(TypeError): Tensor([[1, 2]]).gather(dim=1, axis=1, index=Tensor([[0]]))
+
+def test_take_along_dim_and_index_select_keywords(device):
+  idx = [[1, 0, 3], [2, 2, 0]]
+  helper_test_op([(2, 4)], lambda x: x.take_along_dim(indices=torch.tensor(idx), dim=1),
+                 lambda x: x.take_along_dim(indices=Tensor(idx), dim=1))
+  helper_test_op([(2, 4)], lambda x: x.take_along_dim(torch.tensor(idx), 1), lambda x: x.take_along_dim(Tensor(idx), axis=1))
+  helper_test_op([(2, 4)], lambda x: x.take_along_dim(torch.tensor([[3, 1]]))[None], lambda x: x.take_along_dim(Tensor([[3, 1]]))[None])
+  helper_test_op([(3, 4)], lambda x: x.index_select(dim=1, index=torch.tensor([3, 0])), lambda x: x.index_select(dim=1, index=Tensor([3, 0])))
+  helper_test_op([(3, 4)], lambda x: x.index_select(1, torch.tensor([3, 0])), lambda x: x.index_select(axis=1, index=Tensor([3, 0])))
+
+MASK = [[True, False, True, False], [False, False, False, False], [True, True, False, True]]
+
+def test_masked_select_forms(device):
+  helper_test_op([(3, 4)], lambda x: x.masked_select(_i(MASK, lib(x))))
+  helper_test_op([(3, 4)], lambda x: x.masked_select(mask=_i(MASK, lib(x))))
+  helper_test_op([(3, 4)], lambda x: x.masked_select(_i([True, False, True, True], lib(x))))   # broadcast
+
+@pytest.mark.parametrize("size", [0, 2, 5, 8])
+def test_masked_select_static_size(device, size):
+  # tinygrad 0.14 / jax: exactly `size` elements, the selected ones in order, then fill_value (or cut at size)
+  x = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+  sel = x[np.array(MASK)]
+  want = np.concatenate([sel[:size], np.full(max(0, size - len(sel)), 7.5, np.float32)])
+  out = Tensor(x).masked_select(Tensor(MASK), size=size, fill_value=7.5)
+  assert out.shape == (size,) and out.dtype == dtypes.float32
+  np.testing.assert_array_equal(out.numpy(), want)
+  # the tinygrad docstring example; the default fill_value is 0
+  t = Tensor([[0, 1, 2], [3, 4, 5], [6, 7, 8]])
+  m = Tensor([[True, False, True], [False, True, False], [False, False, True]])
+  assert t.masked_select(m, size=6, fill_value=-1).tolist() == [0, 2, 4, 8, -1, -1]
+  assert t.masked_select(m, size=5).tolist() == [0, 2, 4, 8, 0]
+
+def test_masked_select_static_gradient(device):
+  x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), requires_grad=True)
+  x.masked_select(Tensor(MASK), size=4, fill_value=0.0).mul(Tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+  tx = torch.arange(12, dtype=torch.float32).reshape(3, 4).requires_grad_()
+  tx.masked_select(torch.tensor(MASK))[:4].mul(torch.tensor([1.0, 2.0, 3.0, 4.0])).sum().backward()
+  np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+
+def test_masked_select_static_runs_in_jit():
+  @TinyJit
+  def f(x, m): return x.masked_select(m, size=3, fill_value=-1).realize()
+  for k in range(3):
+    m = np.zeros(6, bool); m[k:k + 2 * (k + 1):2] = True
+    x = np.arange(6, dtype=np.int32) * 10
+    want = list(x[m][:3]) + [-1] * (3 - len(x[m][:3]))
+    assert f(Tensor(x), Tensor(m)).tolist() == want
+
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 2), ()])
+def test_nonzero_forms(device, shape):
+  rng = np.random.default_rng(0)
+  a = (rng.random(shape) > 0.5).astype(np.float32) * rng.integers(1, 5, shape) if shape else np.float32(3)
+  helper_test_op(None, lambda x: x.nonzero(), vals=[a], forward_only=True)
+  helper_test_op(None, lambda x: torch.stack(x.nonzero(as_tuple=True)) if shape else x.nonzero(as_tuple=True)[0],
+                 lambda x: Tensor.stack(x.nonzero(as_tuple=True)) if shape else x.nonzero(as_tuple=True)[0], vals=[a], forward_only=True)
+  helper_test_op(None, lambda x: torch.argwhere(x), lambda x: x.argwhere(), vals=[a], forward_only=True)
+  for size in (0, 1, 4, 12):
+    helper_test_op(None, lambda x: x.nonzero_static(size=size), lambda x: x.nonzero_static(size=size), vals=[a], forward_only=True)
+    helper_test_op(None, lambda x: x.nonzero_static(size=size, fill_value=9), lambda x: x.nonzero(size=size, fill_value=9), vals=[a],
+                   forward_only=True)
+    if shape:
+      helper_test_op(None, lambda x: torch.stack(x.nonzero_static(size=size, fill_value=0).unbind(1)),
+                     lambda x: Tensor.stack(x.nonzero(size, as_tuple=True)), vals=[a], forward_only=True)
+
+def test_nonzero_static_tinygrad_doc():
+  assert Tensor([1, 0, 2, 0, 3]).nonzero().tolist() == [[0], [2], [4]]
+  assert Tensor([[1, 0], [0, 2]]).nonzero(size=3, fill_value=-1).tolist() == [[0, 0], [1, 1], [-1, -1]]
+  assert Tensor([[1, 0], [0, 2]]).nonzero(size=3).tolist() == [[0, 0], [1, 1], [0, 0]]   # tinygrad's default fill is 0
+  assert Tensor([True, False, True]).nonzero(size=1).tolist() == [[0]]
+
+def test_nonzero_as_tuple_is_keyword_only():
+  # torch: nonzero(*, as_tuple=False); the one positional argument is tinygrad's size
+  with pytest.raises(TypeError): torch.tensor([1, 0]).nonzero(True)
+  with pytest.raises(TypeError, match="size must be an int"): Tensor([1, 0]).nonzero(True)
+  assert Tensor([1, 0]).nonzero(as_tuple=True)[0].tolist() == [0]
+
+@pytest.mark.parametrize("form", ["positional", "keyword", "default"])
+def test_one_hot_forms(device, form):
+  v = [0, 3, 1, 1]
+  tf = {"positional": lambda x: F.one_hot(x, 5), "keyword": lambda x: F.one_hot(x, num_classes=5), "default": lambda x: F.one_hot(x)}[form]
+  pf = {"positional": lambda x: x.one_hot(5), "keyword": lambda x: x.one_hot(num_classes=5), "default": lambda x: x.one_hot()}[form]
+  helper_test_op(None, tf, pf, vals=[v], dtype="int64", forward_only=True)
+
+def _written(value, idx=1, shape=(3, 2), dtype="float32"):
+  pt = Tensor.zeros(*shape, dtype=dtype).contiguous().realize()
+  tt = torch.zeros(*shape, dtype=getattr(torch, dtype))
+  pt[idx] = value
+  tt[idx] = torch.as_tensor(np.asarray(value)) if not isinstance(value, (int, float)) else value
+  compare("setitem", pt, tt, 0, 0)
+
+@pytest.mark.parametrize("value", [[5.0, 6.0], np.array([5.0, 6.0]), np.array([5, 6], np.int32), [[7.5, 8.5]], 4.0, (1, 2)],
+                         ids=["list", "np_f64", "np_i32", "nested_list", "scalar", "tuple"])
+def test_setitem_numpy_and_lists(device, value):
+  _written(value)
+  _written(value, idx=slice(0, 2))
+  _written(value, idx=slice(None, None, 2))
+
+def test_setitem_advanced_with_list_values(device):
+  pt = Tensor.zeros(3, 2).contiguous().realize()
+  tt = torch.zeros(3, 2)
+  pt[Tensor([0, 2])] = [[5.0, 6.0], [7.0, 8.0]]
+  tt[torch.tensor([0, 2])] = torch.tensor([[5.0, 6.0], [7.0, 8.0]])
+  compare("setitem", pt, tt, 0, 0)
+  pt[np.array([1])] = np.array([[1.5, 2.5]], np.float32)
+  tt[np.array([1])] = torch.tensor([[1.5, 2.5]])
+  compare("setitem", pt, tt, 0, 0)
+  pi = Tensor.zeros(4, dtype=dtypes.int32).contiguous().realize()
+  pi[1:3] = [1.7, -2.7]   # a float list into an int tensor: truncated, like torch
+  ti = torch.zeros(4, dtype=torch.int32)
+  ti[1:3] = torch.tensor([1.7, -2.7])
+  compare("setitem", pi, ti, 0, 0)
+
+def test_setitem_list_shape_mismatch_raises():
+  t = Tensor.zeros(3, 2).contiguous().realize()
+  with pytest.raises(RuntimeError): t[1] = [1.0, 2.0, 3.0]
+  with pytest.raises(ValueError): t[1] = np.zeros(3)
+
+@pytest.mark.parametrize("value", [np.array([[1, 2], [3, 4]], np.float32), [[1.0, 2.0], [3.0, 4.0]], np.array([[1, 2], [3, 4]], np.int64)],
+                         ids=["numpy", "list", "numpy_int"])
+def test_assign_numpy_and_lists(device, value):
+  t = Tensor.zeros(2, 2).contiguous().realize()
+  t.assign(value).realize()
+  assert t.dtype == dtypes.float32 and t.tolist() == [[1.0, 2.0], [3.0, 4.0]]
