@@ -4,17 +4,35 @@ maximum/minimum, clip, pow, rounding and remainders, nan/inf checks.
 Binary ops promote and broadcast their operands first (`_operands`); a Python scalar does not widen the dtype.
 """
 from __future__ import annotations
-import math
+import functools, math
 from typing import Any
 from petagrad.dtype import DType, dtypes, promote, promote_scalar
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
+from petagrad.uop.gradient import custom_backward
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import Scalar, _fail, _check_fits, _scalar_arg, _dtype_arg, _tensor_arg, _scalar_operand, _check_int_divisor, \
   _broadcast_shape, _truth, _as_tensor
 
+def _pow_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, ...]:
+  """torch.pow's gradients (node = CUSTOM_GRAD(value, a, b) or CUSTOM_GRAD(value, a) with the Python exponent in the
+  arg): d/da = g * (b * a ** (b - 1)), 0 where b == 0; d/db = g * (a ** b * log(a)), 0 where a == 0 and b >= 0."""
+  g = T(ctx)
+  if len(node.src) == 2:
+    y, a = node.arg[1], T(node.src[1])
+    return (a.zeros_like().uop if y == 0 else (g * (a.pow(y - 1) * y)).uop,)
+  a, b, out = T(node.src[1]), T(node.src[2]), T(node.src[0])
+  ga = (b == 0).where(0.0, g * (b * a.pow(b - 1)))
+  gb = g * ((a == 0) & (b >= 0)).where(0.0, out * a.log())
+  return ga.uop, gb.uop
+
 class ElementwiseMixin(TensorMixin):
   __slots__ = ()
+
+  def __init_subclass__(cls, **kwargs: Any) -> None:
+    super().__init_subclass__(**kwargs)
+    # pow's gradient rule is tensor ops: it builds tensors of the class that combines the mixins (petagrad.tensor.Tensor)
+    custom_backward.setdefault("pow", functools.partial(_pow_backward, cls))
 
   # ------------------------------------------------------------ operands
   def _operands(self, op: str, x: Any, reverse: bool = False) -> tuple[Tensor, Tensor]:
@@ -278,7 +296,14 @@ class ElementwiseMixin(TensorMixin):
 
   # ------------------------------------------------------------ powers and rounding
   def pow(self, x, reverse: bool = False) -> Tensor:
-    """self ** x (x ** self when reverse). Small integer exponents multiply exactly."""
+    """self ** x (x ** self when reverse), with torch.pow's values and gradients at the edges: small integer exponents
+    multiply exactly (a negative base is fine: (-2) ** 3 = -8); 0 ** y, 1 ** nan, (-1) ** inf, (-inf) ** 0.5 and
+    -0.0 ** -1 are what C's pow gives. The gradient is torch's: d/dx = y * x ** (y - 1), 0 where y == 0 (even at
+    x == 0); d/dy = x ** y * log(x), 0 where x == 0 and y >= 0 (NaN for a negative base, -inf at x == 0, y < 0).
+
+    >>> (Tensor([-2.0, 0.0]) ** 3).tolist(), (Tensor([0.0]) ** -1).tolist()
+    ([-8.0, 0.0], [inf])
+    """
     if self.dtype.is_bool and not (isinstance(x, TensorMixin) and x.dtype.is_float) and not isinstance(x, float):
       return self.cast(dtypes.int64).pow(x, reverse)   # bool ** int is int64 in PyTorch
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and abs(x) <= 16:
@@ -287,25 +312,35 @@ class ElementwiseMixin(TensorMixin):
         if n & 1: acc = base if acc is None else acc * base
         n >>= 1
         if n: base = base * base
-      if acc is None:   # x ** 0 == 1, with a zero gradient (the graph keeps x, like PyTorch)
+      if acc is None:   # x ** 0 == 1 (also for NaN), with a zero gradient (the graph keeps x, like PyTorch)
         one = self.ones_like() if not self.dtype.is_bool else self.ones_like(dtypes.int64)
         return type(self).full(self.shape, True, dtypes.bool, self.device).where(one, self.cast(one.dtype))
-      return acc.reciprocal() if x < 0 else acc
+      out = acc.reciprocal() if x < 0 else acc
+      return out._pow_grad(self, x) if x not in (1, 2) else out   # x and x * x: the product rule is torch's already
     if not reverse and isinstance(x, float) and x == 0.5: return self.sqrt()
+    if not reverse and isinstance(x, float) and x == -0.5 and self.dtype.is_float: return self.rsqrt()._pow_grad(self, x)   # torch: rsqrt
     a, b = self._operands("pow", x, reverse)
     if a.dtype.is_bool: a, b = a.cast(dtypes.int64), b.cast(dtypes.int64)
     if not a.dtype.is_float:   # integer power through float, rounded back
       return a.cast(dtypes.float64).pow(b.cast(dtypes.float64)).round_half_even().cast(a.dtype)
-    zero = a == 0
-    # at a == 0 the log is -inf: take log2(1) there (no inf * 0 = nan in the gradient) and fix the value below
-    mag = (b * zero.where(1.0, a.abs()).log2()).exp2()
-    mag = zero.where((b > 0).where(0.0, float("inf")).cast(mag.dtype), mag)   # two scalars alone would be float32
-    b_int = b.trunc() == b
-    odd = b_int & ((b.abs() % 2) == 1)
-    neg_result = (a < 0) & odd
-    out = neg_result.where(-mag, mag)
-    out = ((a < 0) & b_int.logical_not()).where(float("nan"), out)
-    return (b == 0).where(1.0, out)
+    a_, b_ = a.detach(), b.detach()   # the value's graph; the gradient comes from _pow_backward
+    zero = a_ == 0
+    # at a == 0 the log is -inf: take log2(1) there (no inf * 0 = nan) and fix the value below
+    mag = (b_ * zero.where(1.0, a_.abs()).log2()).exp2()
+    mag = zero.where((b_ > 0).where(0.0, float("inf")).cast(mag.dtype), mag)   # two scalars alone would be float32
+    b_int = b_.trunc() == b_
+    odd = b_int & ((b_.abs() % 2) == 1)
+    out = (a_.signbit() & odd).where(-mag, mag)   # the sign bit: (-0.0) ** -1 is -inf
+    out = ((a_ < 0) & (a_ > -math.inf) & b_int.logical_not()).where(float("nan"), out)   # (-inf) ** 0.5 is inf
+    out = b_.isnan().where(float("nan"), out)
+    out = ((b_ == 0) | (a_ == 1) | ((a_ == -1) & (b_.abs() == math.inf))).where(1.0, out)
+    # a Python exponent: torch's gradient is y * x.pow(y - 1) with the scalar y - 1 (x.pow(0.5) is sqrt: nan at -inf)
+    return out._pow_grad(a, b if reverse or isinstance(x, TensorMixin) else x)
+  def _pow_grad(self, a: Tensor, b: Tensor | Scalar) -> Tensor:
+    """self (the value of a ** b) with torch.pow's gradient for a (and b when it is a tensor): a CUSTOM_GRAD node
+    whose backward is _pow_backward."""
+    if isinstance(b, TensorMixin): return self._new(UOp(Ops.CUSTOM_GRAD, self.dtype, (self.uop, a.uop, b.uop), ("pow",)), a, b)
+    return self._new(UOp(Ops.CUSTOM_GRAD, self.dtype, (self.uop, a.uop), ("pow", b)), a)
   def trunc(self) -> Tensor: return self if not self.dtype.is_float else self._unop(Ops.TRUNC)
   def floor(self) -> Tensor:
     if not self.dtype.is_float: return self

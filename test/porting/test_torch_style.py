@@ -266,14 +266,14 @@ CASES = [
   ("with petagrad.inference_mode():", t_inference_mode, xf("petagrad.inference_mode: missing", AttributeError)),
   # ---- pow gradient edge cases
   ("x.pow(y) at x=0", t_pow_x0_tensor_exp, None),
-  ("x.pow(y) at y=0 (dy = log x)", t_pow_y0_tensor_exp, xf("d(x**y)/dy at y=0 is 0, torch gives x**0 * log(x) (log(2)=0.693 at x=2)", AssertionError)),
+  ("x.pow(y) at y=0 (dy = log x)", t_pow_y0_tensor_exp, None),
   ("x.pow(y) negative base, int exponent: dx", t_pow_neg_base_int_tensor_exp_xgrad, None),
-  ("x.pow(y) negative base, int exponent: dy", t_pow_neg_base_int_tensor_exp_ygrad, xf("d(x**y)/dy for x<0 is x**y*log|x| (-5.545 at (-2, 3)); torch gives NaN", AssertionError)),
+  ("x.pow(y) negative base, int exponent: dy", t_pow_neg_base_int_tensor_exp_ygrad, None),
   ("x.pow(3) negative base", t_pow_neg_base_int_scalar, None),
   ("x ** 0", t_pow_scalar_zero, None),
   ("x ** 0.5 at 0", t_pow_sqrt_at_zero, None),
-  ("x.pow(y) at x=0, y=-1", t_pow_neg_exp_at_zero, xf("d(x**y)/dx at x=0, y=-1 is 0; torch gives -inf", AssertionError)),
-  ("2.0 ** x (grad at x=0)", t_rpow_neg, xf("d(2**x)/dx at x=0 is 0; torch gives log(2)=0.693 (same y=0 exponent-gradient bug)", AssertionError)),
+  ("x.pow(y) at x=0, y=-1", t_pow_neg_exp_at_zero, None),
+  ("2.0 ** x (grad at x=0)", t_rpow_neg, None),
   # ---- var/std edge cases
   ("x.var(0) over a size-1 axis", t_var_size1_axis, None),
   ("x.var(0, correction=0) over a size-1 axis", t_var_size1_axis_correction0, None),

@@ -1,0 +1,126 @@
+"""The math call forms code ported from PyTorch 2.13 or tinygrad 0.14 uses, against torch (forward and gradients):
+pow at its edges, sigmoid & co at extreme inputs, normalize of a zero vector, dropout in attention only in training,
+dot/clip/einsum/softmax/loss keyword forms, and user errors that are also RuntimeErrors."""
+import math
+import numpy as np
+import pytest
+import torch
+from petagrad import Tensor
+from helpers import helper_test_op
+
+INF, NAN = math.inf, math.nan
+
+def _np(x) -> np.ndarray: return x.detach().float().numpy() if isinstance(x, torch.Tensor) else x.float().numpy()
+
+def _same(name: str, pg, tv, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+  """Values equal to torch's, inf and NaN included (same sign of inf, NaN where torch has NaN)."""
+  a, b = _np(pg).astype(np.float64), _np(tv).astype(np.float64)
+  assert a.shape == b.shape, f"{name}: shape {a.shape} != torch {b.shape}"
+  np.testing.assert_allclose(a, b, rtol=rtol, atol=atol, equal_nan=True, err_msg=name)
+
+# ------------------------------------------------------------------ 1. pow: values and gradients at the edges
+XS = [0.0, -0.0, 2.0, -2.0, 0.5, -0.5, 1.0, -1.0, 3.0, -3.0, INF, -INF, NAN]
+YS = [0.0, 1.0, 2.0, 3.0, -1.0, -2.0, -3.0, 0.5, -0.5, 2.5, INF, -INF, NAN]
+
+def _grid(dtype=torch.float32):
+  xs = [x for x in XS for _ in YS]
+  ys = [y for _ in XS for y in YS]
+  return np.array(xs, dtype=np.float64), np.array(ys, dtype=np.float64)
+
+def _pow_pair(xv, yv, f, dtype=torch.float32):
+  tx, ty = torch.tensor(xv, dtype=dtype, requires_grad=True), torch.tensor(yv, dtype=dtype, requires_grad=True)
+  px, py = Tensor(tx.detach().numpy(), requires_grad=True), Tensor(ty.detach().numpy(), requires_grad=True)
+  to, po = f(tx, ty), f(px, py)
+  to.sum().backward(); po.sum().backward()
+  return (to, tx.grad, ty.grad), (po, px.grad, py.grad)
+
+def _labels(xv, yv): return [f"({x}, {y})" for x, y in zip(xv, yv)]
+
+def _check_grid(t, p, xv, yv):
+  for name, tv, pv in zip(("forward", "d/dx", "d/dy"), t, p):
+    if tv is None:
+      assert pv is None or not np.any(_np(pv)), f"{name}: torch has no gradient, petagrad {pv.tolist()}"
+      continue
+    a, b = _np(pv).astype(np.float64), _np(tv).astype(np.float64)
+    bad = [lab for lab, u, v in zip(_labels(xv, yv), a, b) if not (np.isnan(u) and np.isnan(v) or u == v or abs(u - v) <= 1e-5 * abs(v) + 1e-6)]
+    assert not bad, f"{name} differs from torch at (x, y) = {bad}: petagrad {[a[i] for i, lab in enumerate(_labels(xv, yv)) if lab in bad]}, " \
+                    f"torch {[b[i] for i, lab in enumerate(_labels(xv, yv)) if lab in bad]}"
+
+def test_pow_tensor_tensor_grid(device):
+  xv, yv = _grid()
+  t, p = _pow_pair(xv, yv, lambda x, y: x ** y)
+  _check_grid(t, p, xv, yv)
+
+@pytest.mark.parametrize("y", [0, 0.0, 1, 2, 3, 4, -1, -2, -3, 0.5, -0.5, 2.5, 1.5, 17, -17, 20.0])
+def test_pow_scalar_exponent_grid(device, y):
+  xv = np.array(XS, dtype=np.float64)
+  tx, px = torch.tensor(xv, dtype=torch.float32, requires_grad=True), Tensor(xv.astype(np.float32), requires_grad=True)
+  to, po = tx ** y, px ** y
+  to.sum().backward(); po.sum().backward()
+  ys = [y] * len(xv)
+  _check_grid((to, tx.grad), (po, px.grad), xv, ys)
+
+@pytest.mark.parametrize("base", [2.0, 0.5, 0.0, -2.0, 1.0, 3])
+def test_pow_scalar_base_grid(device, base):
+  yv = np.array(YS, dtype=np.float64)
+  ty, py = torch.tensor(yv, dtype=torch.float32, requires_grad=True), Tensor(yv.astype(np.float32), requires_grad=True)
+  to, po = base ** ty, base ** py
+  to.sum().backward(); po.sum().backward()
+  _check_grid((to, ty.grad), (po, py.grad), [base] * len(yv), yv)
+
+def test_pow_zero_exponent_grad_everywhere(device):
+  # x ** 0.0: d/dx = 0 everywhere, x = 0 included
+  helper_test_op(None, lambda x: x ** 0.0, vals=[[0.0, -1.0, 2.0, 0.5]])
+  helper_test_op(None, lambda x, y: x ** y, vals=[[0.0, -1.0, 2.0, 0.5], [0.0, 0.0, 0.0, 0.0]])
+
+def test_pow_rpow_grad_at_zero(device):
+  # 2.0 ** x at x = 0: d/dx = 2 ** 0 * log 2
+  helper_test_op(None, lambda x: 2.0 ** x, vals=[[0.0, 1.0, -1.0]])
+  x = Tensor([0.0], requires_grad=True)
+  (2.0 ** x).sum().backward()
+  assert abs(x.grad.item() - math.log(2)) < 1e-6
+
+def test_pow_zero_base(device):
+  # 0 ** y: d/dy = 0 for y >= 0, -inf for y < 0; d/dx at y = -1 is -inf
+  _check_grid(*_pow_pair([0.0] * 5, [1.0, 2.0, 0.5, -1.0, -2.5], lambda x, y: x ** y), [0.0] * 5, [1.0, 2.0, 0.5, -1.0, -2.5])
+  _check_grid(*_pow_pair([0.0, 2.0], [-1.0, -1.0], lambda x, y: x.pow(y)), [0.0, 2.0], [-1.0, -1.0])
+
+def test_pow_negative_base_int_exponent(device):
+  (to, tdx, tdy), (po, pdx, pdy) = _pow_pair([-2.0, -3.0], [3.0, 2.0], lambda x, y: x ** y)
+  assert po.tolist() == [-8.0, 9.0] and pdx.tolist() == [12.0, -6.0]
+  assert all(math.isnan(v) for v in pdy.tolist()) and all(math.isnan(v) for v in tdy.tolist())   # log of a negative
+  helper_test_op(None, lambda x: x ** 2, vals=[[-3.0, -0.5, 0.0, 2.0]])
+  helper_test_op(None, lambda x: x ** 3, vals=[[-3.0, -0.5, 0.0, 2.0]])
+  helper_test_op(None, lambda x: x.pow(-2), vals=[[-3.0, -0.5, 2.0]])
+
+def test_pow_integer_exponent_tensor(device):
+  # a float base with an integer exponent tensor: the exponent promotes, the base gets torch's gradient
+  helper_test_op(None, lambda x, y: x ** y, vals=[[-2.0, 0.0, 1.5, 3.0], [3, 2, 0, -1]], dtype=["float32", "int64"])
+  helper_test_op(None, lambda x, y: x ** y, vals=[[2, -3, 0, 4], [3, 2, 0, 1]], dtype=["int64", "int64"])
+
+@pytest.mark.parametrize("dtype", ["float16", "float64"])
+def test_pow_grid_dtypes(device, dtype):
+  xv, yv = _grid()
+  tdt = getattr(torch, dtype)
+  tx, ty = torch.tensor(xv, dtype=tdt, requires_grad=True), torch.tensor(yv, dtype=tdt, requires_grad=True)
+  px, py = Tensor(xv.astype(dtype), requires_grad=True), Tensor(yv.astype(dtype), requires_grad=True)
+  to, po = tx ** ty, px ** py
+  to.sum().backward(); po.sum().backward()
+  rtol = 2e-3 if dtype == "float16" else 1e-12
+  for name, tv, pv in (("forward", to, po), ("d/dx", tx.grad, px.grad), ("d/dy", ty.grad, py.grad)):
+    _same(name, pv, tv, rtol=rtol, atol=0)
+
+def test_pow_random_values(device):
+  helper_test_op([(3, 4), (3, 4)], lambda x, y: x ** y, low=0.1, high=3)
+  helper_test_op([(3, 4)], lambda x: x ** 2.7, low=0.1, high=3)
+  helper_test_op([(3, 4)], lambda x: x ** -1.3, low=0.1, high=3)
+  helper_test_op([(3, 4)], lambda x: 1.7 ** x, low=-3, high=3)
+
+def test_pow_double_backward(device):
+  tx = torch.tensor([0.5, 2.0, -1.5], requires_grad=True)
+  px = Tensor([0.5, 2.0, -1.5], requires_grad=True)
+  (tg,) = torch.autograd.grad((tx ** 3).sum(), tx, create_graph=True)
+  tg.sum().backward()
+  (pg,) = (px ** 3).sum().gradient(px)
+  (pgg,) = pg.sum().gradient(px)
+  _same("d2/dx2", pgg, tx.grad)
