@@ -39,7 +39,10 @@ class PoolMixin(TensorMixin):
   # order is (kernel_size, stride, padding, dilation, ...), so pass padding/dilation by keyword when porting torch code
   def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False, return_indices: bool = False):
     """Max pooling over the last len(kernel_size) dims (2 for an int), like torch.nn.functional.max_pool2d.
-    return_indices=True also returns the flat (per-plane) index of each max (int64), for max_unpool2d.
+    return_indices=True also returns the flat (per-plane) index of each max (dtypes.default_int: torch's int64, or
+    tinygrad's int32 under DEFAULT_INT=int32), for max_unpool2d.
+    Positional arguments are in tinygrad's order (kernel_size, stride, dilation, padding, ceil_mode, return_indices);
+    torch's F.max_pool2d order is (kernel_size, stride, padding, dilation, ...): pass padding= and dilation= by keyword.
 
     >>> from petagrad import Tensor
     >>> Tensor.arange(16).reshape(1, 4, 4).max_pool2d(2).tolist()
@@ -55,7 +58,7 @@ class PoolMixin(TensorMixin):
     n, pre = len(k_), self.ndim - len(k_)
     x = self.pad(((0, 0),) * pre + tuple(full), value=self.dtype.min)._pool(k_, s_, d_)
     axes = tuple(range(-n, 0))
-    out = x.max(axes)
+    out = x.amax(axes)
     if not return_indices: return out
     sp = self.shape[pre:]
     T = type(self)
@@ -63,7 +66,7 @@ class PoolMixin(TensorMixin):
     big = prod(sp)
     hit = x == out.reshape(out.shape + (1,) * n)
     # first occurrence of the max (the smallest input index) like torch
-    ind = hit.where(idx, big).min(axes).cast(dtypes.int64)
+    ind = hit.where(idx, big).amin(axes).cast(dtypes.default_int)
     return out, ind
   def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode: bool = False, count_include_pad: bool = True,
                  divisor_override: int | None = None) -> Tensor:
@@ -191,29 +194,42 @@ class PoolMixin(TensorMixin):
     x = self.reshape(self.shape[:pre] + (1,) * n + sp)
     w = mask.where(x, self.dtype.min)   # (..., *O, *L)
     axes = tuple(range(-n, 0))
-    out = w.max(axes)
+    out = w.amax(axes)
     if not return_indices: return out
     idx = T.arange(prod(sp), device=self.device).reshape(sp)
     hit = mask & (w == out.reshape(out.shape + (1,) * n))
-    return out, hit.where(idx, prod(sp)).min(axes).cast(dtypes.int64)
+    return out, hit.where(idx, prod(sp)).amin(axes).cast(dtypes.default_int)
 
   # ------------------------------------------------------------ interpolation
   def interpolate(self, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
                   recompute_scale_factor: bool | None = None) -> Tensor:
     """Resize the spatial dims (all dims after (N, C)) like torch.nn.functional.interpolate.
-    mode: 'nearest', 'nearest-exact', 'linear' (3-d), 'bilinear' / 'bicubic' (4-d), 'trilinear' (5-d), 'area'.
+    mode: 'nearest', 'nearest-exact', 'linear', 'bilinear' / 'bicubic' (4-d), 'trilinear' (5-d), 'area'.
+    'linear' is tinygrad's n-linear: linear along every resized dim, so on a 4-d or 5-d input it is torch's bilinear
+    or trilinear (3-d: torch's linear); the torch names check the input rank as torch does.
+    tinygrad's forms work too: `interpolate(size, "linear", align_corners)` (mode second, where torch has
+    scale_factor) and a `size` tuple shorter or longer than the spatial dims, which resizes the last len(size) dims
+    of any input (tinygrad takes 0 to N batch dims). align_corners=False is accepted with every mode (torch raises
+    for any value but None with the non-linear modes; tinygrad takes False).
     Each dim is a multiply-sum with a small (out, in) interpolation matrix (one reduce kernel per resized dim)."""
     op = "interpolate"
-    n = self.ndim - 2
-    if n < 1: raise _fail(ValueError, op, f"input must be (N, C, *spatial) with at least one spatial dim, got shape {self.shape}", self)
+    if isinstance(scale_factor, str):   # tinygrad's positional order: interpolate(size, mode, align_corners)
+      if isinstance(mode, bool) or mode is None: align_corners = mode if align_corners is None else align_corners
+      elif mode != "nearest": raise _fail(TypeError, op, f"got a mode twice: {scale_factor!r} (positionally, tinygrad's order) and {mode!r}", self)
+      mode, scale_factor = scale_factor, None
     modes = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
     if not isinstance(mode, str) or mode not in modes: raise _fail(ValueError, op, f"mode must be one of {tuple(modes)}, got {mode!r}", self)
-    if modes[mode] is not None and modes[mode] != n:
-      raise _fail(ValueError, op, f"mode {mode!r} needs a {modes[mode] + 2}-d input, got {self.ndim}-d", self)
-    if align_corners is not None and modes[mode] is None:
+    n = self.ndim - 2
+    if isinstance(size, (tuple, list)) and len(size) != n and 0 < len(size) <= self.ndim and mode in ("linear", "nearest", "nearest-exact"):
+      n = len(size)   # tinygrad: the last len(size) dims, whatever comes before them
+    elif n < 1: raise _fail(ValueError, op, f"input must be (N, C, *spatial) with at least one spatial dim, got shape {self.shape}", self)
+    if mode != "linear" and modes[mode] is not None and modes[mode] != n:
+      raise _fail(ValueError, op, f"mode {mode!r} needs a {modes[mode] + 2}-d input, got {self.ndim}-d ('linear' works on any rank)", self)
+    if align_corners and modes[mode] is None:
       raise _fail(ValueError, op, f"align_corners only applies to the linear modes, not {mode!r}", self)
     if (size is None) == (scale_factor is None): raise _fail(ValueError, op, "exactly one of size and scale_factor must be given", self)
-    sp = self.shape[2:]
+    pre = self.ndim - n
+    sp = self.shape[pre:]
     if size is not None:
       osz = (size,) * n if not isinstance(size, (tuple, list)) else tuple(size)
       if len(osz) != n or not all(_is_int(o) and o > 0 for o in osz):
@@ -226,12 +242,12 @@ class PoolMixin(TensorMixin):
       osz = tuple(int(math.floor(L * f)) for L, f in zip(sp, sf))
       if any(o <= 0 for o in osz): raise _fail(ValueError, op, f"output size {osz} is empty (scale_factor {scale_factor!r})", self)
       scales = [None if recompute_scale_factor else float(f) for f in sf]
-    if mode == "area": return self.adaptive_avg_pool2d(osz)
+    if mode == "area": return self._adaptive_avg(op, osz, n)
     x = self if mode in ("nearest", "nearest-exact") else self._float(op)
     T = type(self)
     fdt = dtypes.float64 if x.dtype == dtypes.float64 else dtypes.float32
     for i, (L, O) in enumerate(zip(sp, osz)):
-      ax = 2 + i
+      ax = pre + i
       dst = T.arange(O, device=self.device).cast(fdt).reshape(O, 1)
       j = T.arange(L, device=self.device).reshape(1, L)
       if mode in ("nearest", "nearest-exact"):
@@ -268,4 +284,5 @@ class PoolMixin(TensorMixin):
       i1 = (i0 + 1).minimum(L - 1)
       m = ((j == i0).where(1 - lam, 0.0) + (j == i1).where(lam, 0.0)).cast(x.dtype).reshape((O, L) + (1,) * (n - 1 - i))
       x = (x.unsqueeze(ax) * m).sum(ax + 1)
-    return x
+    # tinygrad's 'linear' keeps an integer input's dtype (truncated); torch's linear modes reject integers
+    return x.cast(self.dtype) if mode == "linear" and self.dtype.is_int else x

@@ -254,7 +254,7 @@ def test_interpolate_nearest_int(device):
 
 def test_interpolate_errors(device):
   x = Tensor.zeros(1, 1, 3, 3)
-  with pytest.raises(ValueError, match=r"(?s)interpolate: mode 'linear' needs a 3-d input"): x.interpolate(size=4, mode="linear")
+  with pytest.raises(ValueError, match=r"(?s)interpolate: mode 'bilinear' needs a 4-d input"): Tensor.zeros(1, 3, 3).interpolate(4, mode="bilinear")
   with pytest.raises(ValueError, match=r"(?s)interpolate: exactly one of size and scale_factor"): x.interpolate()
   with pytest.raises(ValueError, match=r"(?s)interpolate: mode must be one of"): x.interpolate(size=4, mode="cubic")
 
@@ -555,11 +555,18 @@ def test_scaled_dot_product_attention(device, kind):
 
 def test_sdpa_dropout(device):
   q = Tensor.rand(1, 4, 8)
-  Tensor.manual_seed(9)
-  a = q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy()
-  Tensor.manual_seed(9)
-  np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy(), a)   # reproducible
-  assert not np.allclose(a, q.scaled_dot_product_attention(q, q).numpy())   # like torch: drops even when not training
+  plain = q.scaled_dot_product_attention(q, q).numpy()
+  np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy(), plain)   # eval: no dropout (tinygrad)
+  old = Tensor.training
+  try:
+    Tensor.training = True
+    Tensor.manual_seed(9)
+    a = q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy()
+    Tensor.manual_seed(9)
+    np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy(), a)   # reproducible
+    assert not np.allclose(a, plain)   # training: drops
+  finally:
+    Tensor.training = old
 
 def test_sdpa_gqa(device):
   helper_test_op([(1, 4, 3, 2), (1, 2, 3, 2), (1, 2, 3, 2)], lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
@@ -664,7 +671,7 @@ def test_errors_at_call(device):
   check_error(ValueError, lambda: x.cross_entropy(Tensor([0, 1])), "cross_entropy", (1, 3, 5, 5), (2,))
   check_error(ValueError, lambda: x.l1_loss(Tensor.zeros(3)), "l1_loss", (1, 3, 5, 5), (3,))
   check_error(ValueError, lambda: x.group_norm(2), "group_norm", "(3)")
-  check_error(ValueError, lambda: x.interpolate(size=(2, 2, 2)), "interpolate", "size must be 2")
+  check_error(ValueError, lambda: x.interpolate(size=(2, 2, 2, 2, 2)), "interpolate", "size must be 2")
   check_error(ValueError, lambda: x.pad_mode((5, 5), "reflect"), "pad", "reflect padding")
   check_error(ValueError, lambda: Tensor.zeros(3).multinomial(4), "multinomial", "without replacement")
   check_error(ValueError, lambda: x.dropout(-0.1), "dropout", "between 0 and 1")
