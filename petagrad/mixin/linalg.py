@@ -280,7 +280,17 @@ class LinalgMixin(TensorMixin):
                                    is_causal: bool = False, scale: float | None = None, enable_gqa: bool = False) -> Tensor:
     """softmax(q @ k^T * scale + mask) @ v, like torch.nn.functional.scaled_dot_product_attention: q (..., L, E),
     k (..., S, E), v (..., S, Ev). A bool mask keeps True; a float mask is added. is_causal: the top-left lower
-    triangle. Like torch, dropout_p > 0 drops attention weights regardless of Tensor.training."""
+    triangle.
+
+    dropout_p > 0 drops attention weights only when Tensor.training is True (it is `w.dropout(dropout_p)`), as in
+    tinygrad and as torch's modules (nn.MultiheadAttention, nn.TransformerEncoderLayer) do in eval(): a model in eval
+    mode is deterministic. torch's functional F.scaled_dot_product_attention drops whatever the mode; code that
+    called it with dropout_p=0.0 outside training (the usual `dropout_p=self.p if self.training else 0.0`) is the same.
+
+    >>> q = Tensor.ones(1, 2, 4)
+    >>> Tensor.training, q.scaled_dot_product_attention(q, q, dropout_p=0.5).tolist() == q.tolist()
+    (False, True)
+    """
     op = "scaled_dot_product_attention"
     _check_tensor(op, "key", key, self); _check_tensor(op, "value", value, self)
     q, k, v = self, key, value
@@ -307,10 +317,8 @@ class LinalgMixin(TensorMixin):
     w = qk.softmax(-1)
     if isinstance(dropout_p, bool) or not isinstance(dropout_p, (int, float)):
       raise _fail(TypeError, op, f"dropout_p must be a float, got {dropout_p!r}", q)
-    if dropout_p > 0:
-      if dropout_p > 1: raise _fail(ValueError, op, f"dropout_p must be in [0, 1], got {dropout_p}", q)
-      keep = T.rand(*w.shape, device=self.device) >= dropout_p
-      w = keep.where(w, 0) * (1.0 / (1.0 - dropout_p)) if dropout_p < 1 else w * 0
+    if not 0 <= dropout_p <= 1: raise _fail(ValueError, op, f"dropout_p must be in [0, 1], got {dropout_p}", q)
+    if dropout_p > 0 and T.training: w = w.dropout(dropout_p)   # eval: no dropout (tinygrad, torch's modules)
     return w.matmul(v)
 
 PANEL = 32

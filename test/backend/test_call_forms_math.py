@@ -124,3 +124,57 @@ def test_pow_double_backward(device):
   (pg,) = (px ** 3).sum().gradient(px)
   (pgg,) = pg.sum().gradient(px)
   _same("d2/dx2", pgg, tx.grad)
+
+# ------------------------------------------------------------------ 3. dropout in attention only in training
+def _bert_like(x: Tensor, p: float) -> Tensor:
+  """A BERT-style self-attention block: sdpa(dropout_p) + dropout + residual + layer norm."""
+  b, s, h = x.shape
+  q = x.reshape(b, s, 2, h // 2).transpose(1, 2)
+  ctx = Tensor.scaled_dot_product_attention(q, q, q, None, p).transpose(1, 2).reshape(b, s, h)
+  return (ctx.dropout(p) + x).layer_norm(h)
+
+def test_sdpa_dropout_eval_is_identity(device):
+  from petagrad import Context
+  x = Tensor(np.random.default_rng(0).standard_normal((2, 5, 8)).astype(np.float32))
+  assert Tensor.training is False
+  ref = _bert_like(x, 0.0).numpy()
+  np.testing.assert_array_equal(_bert_like(x, 0.1).numpy(), ref)   # eval: deterministic, the same as p = 0
+  np.testing.assert_array_equal(_bert_like(x, 0.1).numpy(), ref)
+  q = x.reshape(2, 5, 2, 4)
+  np.testing.assert_array_equal(q.scaled_dot_product_attention(q, q, dropout_p=1.0).numpy(), q.scaled_dot_product_attention(q, q).numpy())
+  # sdpa and dropout read the same switch: Tensor.training, nn.train(), Context(TRAINING=1)
+  from petagrad import nn
+  for mode in ("flag", "nn.train", "context"):
+    old = Tensor.training
+    try:
+      if mode == "flag": Tensor.training = True
+      ctxm = nn.train() if mode == "nn.train" else Context(TRAINING=1) if mode == "context" else Context()
+      with ctxm:
+        assert Tensor.training is True
+        Tensor.manual_seed(3)
+        out = q.scaled_dot_product_attention(q, q, dropout_p=0.5).numpy()
+        assert not np.allclose(out, q.scaled_dot_product_attention(q, q).numpy()), mode
+        assert (q.scaled_dot_product_attention(q, q, dropout_p=1.0).numpy() == 0).all(), mode
+        assert (x.dropout(0.5).numpy() == 0).any(), mode
+    finally:
+      Tensor.training = old
+  assert Tensor.training is False
+
+def test_sdpa_dropout_matches_torch_module_in_eval(device):
+  # torch's nn.MultiheadAttention(dropout=0.5).eval() does not drop: neither does sdpa(dropout_p=0.5) in eval
+  torch.manual_seed(0)
+  mha = torch.nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True).eval()
+  xs = np.random.default_rng(1).standard_normal((2, 5, 8)).astype(np.float32)
+  with torch.no_grad(): tout, _ = mha(torch.tensor(xs), torch.tensor(xs), torch.tensor(xs), need_weights=False)
+  w, bias = Tensor(mha.in_proj_weight.detach().numpy()), Tensor(mha.in_proj_bias.detach().numpy())
+  x = Tensor(xs)
+  q, k, v = [x.linear(wi, bi).reshape(2, 5, 2, 4).transpose(1, 2) for wi, bi in zip(w.chunk(3), bias.chunk(3))]
+  o = q.scaled_dot_product_attention(k, v, dropout_p=0.5).transpose(1, 2).reshape(2, 5, 8)
+  o = o.linear(Tensor(mha.out_proj.weight.detach().numpy()), Tensor(mha.out_proj.bias.detach().numpy()))
+  _same("mha eval", o, tout, rtol=1e-4, atol=1e-5)
+
+def test_sdpa_dropout_errors(device):
+  q = Tensor.ones(1, 2, 4)
+  for bad in (1.5, -0.1):
+    with pytest.raises(ValueError, match="dropout_p must be in"): q.scaled_dot_product_attention(q, q, dropout_p=bad)
+  with pytest.raises(TypeError, match="dropout_p must be a float"): q.scaled_dot_product_attention(q, q, dropout_p="0.1")
