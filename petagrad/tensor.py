@@ -104,40 +104,28 @@ def lazy_tensors() -> list[Tensor]:
   for k in dead: del _lazy_tensors[k]
   return out
 
-def _pending_writes(roots: list[UOp]) -> list[UOp]:
-  """The ASSIGNs in these graphs."""
-  out, seen, stack = [], set(), list(roots)
+def _reads_buffers(root: UOp, bufs: set[Any], clean: set[UOp]) -> bool:
+  """Does root's graph read the present value of one of bufs? clean: nodes known not to (the writes being realized
+  are in it: what reads through them reads the new value); grows by the nodes of graphs that do not. An ASSIGN's
+  target is written, not read."""
+  seen, stack = set(), [root]
   while stack:
     n = stack.pop()
-    if n in seen: continue
+    if n in seen or n in clean: continue
     seen.add(n)
-    if n.op is Ops.ASSIGN: out.append(n)
-    stack.extend(n.src)
-  return out
+    if n.op is Ops.BUFFER:
+      if n.buffer in bufs: return True
+    else: stack.extend(n.src[1:] if n.op is Ops.ASSIGN else n.src)
+  clean |= seen
+  return False
 
-def _reads_buffers(root: UOp, bufs: set[Any], memo: dict[UOp, bool]) -> bool:
-  """Does root's graph read the present value of one of bufs? (memo: node -> answer; the writes being realized are in
-  it as False: what reads through them reads the new value.) An ASSIGN's target is written, not read."""
-  stack = [(root, False)]
-  while stack:
-    n, ready = stack.pop()
-    if n in memo: continue
-    srcs = n.src[1:] if n.op is Ops.ASSIGN else n.src
-    if n.op is Ops.BUFFER: memo[n] = n.buffer in bufs
-    elif ready: memo[n] = any(memo[x] for x in srcs)
-    else: stack += [(n, True)] + [(x, False) for x in srcs if x not in memo]
-  return memo[root]
-
-def _old_value_readers(todo: list[Tensor]) -> list[Tensor]:
-  """The live lazy tensors that compute from a buffer a write in todo overwrites: computed in the same realize, before
-  the write (the scheduler orders old reads first), they hold what they would have held computed at once, as in
-  PyTorch (`loss.backward(); opt.step(); loss.item()` is the loss before the step). A plain view of the buffer (movement
-  ops only) is not computed: like a PyTorch view it shows the new values."""
-  writes = _pending_writes([t.uop for t in todo])
-  if not writes: return []
-  bufs = {w.src[0].base.buffer for w in writes}
-  skip, memo = {id(t) for t in todo}, dict.fromkeys(writes, False)
-  return [t for t in lazy_tensors() if id(t) not in skip and t.uop.base.op is not Ops.BUFFER and _reads_buffers(t.uop, bufs, memo)]
+def _old_value_readers(todo: list[Tensor], writes: list[UOp]) -> list[Tensor]:
+  """The live lazy tensors that compute from a buffer one of writes (the ASSIGNs a realize of todo makes) overwrites:
+  computed in the same realize, before the write (the scheduler orders old reads first), they hold what they would
+  have held computed at once, as in PyTorch (`loss.backward(); opt.step(); loss.item()` is the loss before the step).
+  A plain view of the buffer (movement ops only) is not computed: like a PyTorch view it shows the new values."""
+  bufs, clean, skip = {w.src[0].base.buffer for w in writes}, set(writes), {id(t) for t in todo}
+  return [t for t in lazy_tensors() if id(t) not in skip and t.uop.base.op is not Ops.BUFFER and _reads_buffers(t.uop, bufs, clean)]
 
 # while a TinyJit call runs: id -> (weak reference to the tensor, its uop before its first change in the call), for
 # tensors that viewed a buffer when they changed (the JIT writes their new value back into that buffer)
@@ -406,17 +394,19 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     """Compute every tensor given (in one schedule: shared work is done once)."""
     todo = [t for t in tensors if computed_view(t.uop) is None]
     if not todo: return
-    todo += _old_value_readers(todo)
     done: dict[UOp, UOp] = {}
     targets: list[UOp] = []
     checks: list[UOp] = []
-    for t in todo:
+    given = len(todo)
+    for i, t in enumerate(todo):   # (todo grows below while this runs)
       tgt = _forward(t.uop, done, checks)
       # a tensor is its own memory: two tensors of one graph (two Tensor.zeros(3), the same sum built twice) are one
       # node, a target twice here, or already the buffer another tensor holds; sharing that buffer would let an
       # in-place write to one change the other, so this one gets a copy
       if (tgt.base.op is Ops.BUFFER and _has_views(tgt.base.buffer)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
       targets.append(tgt)
+      # the given tensors forwarded (done holds their graphs): the tensors that read what they write come along
+      if i == given - 1 and (writes := [n for n in done if n.op is Ops.ASSIGN]): todo += _old_value_readers(todo, writes)
     # the conditions of the data checks in these graphs are computed in the same schedule (a condition's own graph
     # may hold checks too)
     oks: dict[UOp, UOp] = {}
