@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 from petagrad import Tensor
 from helpers import helper_test_op
 
@@ -178,3 +179,35 @@ def test_sdpa_dropout_errors(device):
   for bad in (1.5, -0.1):
     with pytest.raises(ValueError, match="dropout_p must be in"): q.scaled_dot_product_attention(q, q, dropout_p=bad)
   with pytest.raises(TypeError, match="dropout_p must be a float"): q.scaled_dot_product_attention(q, q, dropout_p="0.1")
+
+# ------------------------------------------------------------------ 5. user errors: ValueError (and the other Python types) and RuntimeError
+ERRORS = {
+  # name: (petagrad call, torch call or None, the Python type)
+  "matmul inner dims": (lambda T: T.ones(2, 3) @ T.ones(4, 5), ValueError),
+  "matmul batch dims": (lambda T: T.ones(2, 2, 3) @ T.ones(3, 3, 4), ValueError),
+  "matmul 1-d": (lambda T: T.ones(3) @ T.ones(4), ValueError),
+  "dot 2-d 1-d": (lambda T: T.ones(2, 3).dot(T.ones(4)) if T is Tensor else T.ones(2, 3).matmul(T.ones(4)), ValueError),
+  "add not broadcastable": (lambda T: T.ones(2, 3) + T.ones(4, 5), ValueError),
+  "mul not broadcastable": (lambda T: T.ones(2, 3) * T.ones(2), ValueError),
+  "maximum not broadcastable": (lambda T: T.ones(2, 3).maximum(T.ones(4)), ValueError),
+  "pow not broadcastable": (lambda T: T.ones(2, 3) ** T.ones(4), ValueError),
+  "where not broadcastable": (lambda T: T.where(T.ones(2, 3) > 0, T.ones(4), T.ones(4)), ValueError),
+  "bmm batch": (lambda T: T.ones(2, 3, 4).bmm(T.ones(3, 4, 5)), ValueError),
+  "linear in features": (lambda T: T.ones(2, 3).linear(T.ones(4, 5)) if T is Tensor else F.linear(T.ones(2, 3), T.ones(4, 5)), ValueError),
+  "einsum sizes": (lambda T: T.einsum("ij,jk->ik", T.ones(2, 3), T.ones(4, 5)), ValueError),
+  "mse_loss shapes": (lambda T: T.ones(2, 3).mse_loss(T.ones(4)) if T is Tensor else F.mse_loss(T.ones(2, 3), T.ones(4)), ValueError),
+  "layer_norm shape": (lambda T: T.ones(2, 3).layer_norm(4) if T is Tensor else F.layer_norm(T.ones(2, 3), (4,)), ValueError),
+  "cross_entropy target": (lambda T: T.ones(2, 3).cross_entropy(T.tensor([0, 1, 2]) if T is torch else Tensor([0, 1, 2]))
+                           if T is Tensor else F.cross_entropy(T.ones(2, 3), T.tensor([0, 1, 2])), ValueError),
+  "softmax dim": (lambda T: T.ones(2).softmax(3), IndexError),
+}
+
+@pytest.mark.parametrize("name", list(ERRORS))
+def test_user_errors_catch_both_ways(name):
+  f, pytype = ERRORS[name]
+  with pytest.raises((RuntimeError, IndexError, ValueError)): f(torch)   # torch raises for the same call (RuntimeError mostly)
+  with pytest.raises(RuntimeError): f(Tensor)   # a torch user's `except RuntimeError`
+  with pytest.raises(pytype): f(Tensor)         # a tinygrad / Python user's `except ValueError` (IndexError for a dim)
+  try: f(Tensor)
+  except RuntimeError as e:
+    assert isinstance(e, pytype) and "operands" in str(e), f"{type(e).__mro__}: {e}"
