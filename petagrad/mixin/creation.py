@@ -6,13 +6,20 @@ one). These are class methods: `Tensor.zeros(2, 3)`; the tensors they make are o
 from __future__ import annotations
 import math
 from petagrad.device import Device
-from petagrad.dtype import DType, dtypes, DTypeOverflowError
+from petagrad.dtype import DType, dtypes, DTypeOverflowError, fit_error
 from petagrad.helpers import prod
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.uop.graph import new_buffer
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import Scalar, MAX_NUMEL, _fail, _check_fits, _shape_arg, _int_arg, _scalar_arg, _dtype_arg, _is_tensor
+
+def _sizes(op: str, shape: tuple, size) -> tuple[int, ...]:
+  """The shape of zeros/ones/empty/rand & co: positional ints, one sequence, or torch's `size=` keyword."""
+  if size is not None:
+    if shape: raise _fail(TypeError, op, f"got a shape both positionally {shape!r} and as size={size!r}")
+    shape = (size,)
+  return _shape_arg(op, shape)
 
 class CreationMixin(TensorMixin):
   __slots__ = ()
@@ -35,15 +42,17 @@ class CreationMixin(TensorMixin):
     c = UOp.const(dt, fill_value, cls._dev(device))
     return cls(c.reshape((1,) * len(shape)).expand(shape) if shape else c, requires_grad=requires_grad)
   @classmethod
-  def zeros(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    return cls.full(_shape_arg("zeros", shape), 0.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
+  def zeros(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
+    """Zeros: `Tensor.zeros(2, 3)`, `Tensor.zeros((2, 3))` or torch's `Tensor.zeros(size=(2, 3))`."""
+    return cls.full(_sizes("zeros", shape, size), 0.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
   @classmethod
-  def ones(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    return cls.full(_shape_arg("ones", shape), 1.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
+  def ones(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
+    """Ones: `Tensor.ones(2, 3)`, `Tensor.ones((2, 3))` or torch's `Tensor.ones(size=(2, 3))`."""
+    return cls.full(_sizes("ones", shape, size), 1.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
   @classmethod
-  def empty(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    """Uninitialized memory (here: a fresh buffer, zero-filled by the allocator)."""
-    shape = _shape_arg("empty", shape)
+  def empty(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
+    """Uninitialized memory (here: a fresh buffer, zero-filled by the allocator). Shapes as for zeros."""
+    shape = _sizes("empty", shape, size)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     return cls(new_buffer(cls._dev(device), prod(shape), dt).reshape(shape), requires_grad=requires_grad)
   def full_like(self, fill_value: Scalar, dtype=None, device=None) -> Tensor:
@@ -63,13 +72,22 @@ class CreationMixin(TensorMixin):
 
   # ------------------------------------------------------------ ranges and grids
   @classmethod
-  def arange(cls, start: Scalar, stop: Scalar | None = None, step: Scalar = 1, dtype=None, device=None, requires_grad=None) -> Tensor:
-    """Values from start (inclusive) to stop (exclusive) by step, like torch.arange; a range that runs against the
-    step is empty (like numpy; torch raises), a value that does not fit the dtype raises.
+  def arange(cls, start: Scalar | None = None, stop: Scalar | None = None, step: Scalar = 1, dtype=None, device=None, requires_grad=None, *,
+             end: Scalar | None = None) -> Tensor:
+    """Values from start (inclusive) to stop (exclusive) by step, like torch.arange (torch's `end=` is tinygrad's
+    `stop=`); a range that runs against the step is empty (like numpy and tinygrad; torch raises), a value that does
+    not fit the dtype raises. Int arguments give dtypes.default_int, or int64 when the range does not fit it (a
+    DEFAULT_INT=int32 range past 2**31, as tinygrad); a float argument gives the default float.
 
     >>> Tensor.arange(1, 7, 2).tolist()
     [1, 3, 5]
     """
+    if end is not None:
+      if stop is not None: raise _fail(TypeError, "arange", "got both stop= and end= (they are the same argument)")
+      stop = end
+    if start is None:
+      if stop is None: raise _fail(TypeError, "arange", "missing the end of the range")
+      start = 0
     if stop is None: start, stop = 0, start
     start, stop, step = (_scalar_arg("arange", k, v) for k, v in (("start", start), ("end", stop), ("step", step)))
     if step == 0: raise _fail(ValueError, "arange", "step must be nonzero")
@@ -79,14 +97,25 @@ class CreationMixin(TensorMixin):
     if n > MAX_NUMEL: raise _fail(DTypeOverflowError, "arange", f"{n} elements cannot be counted in int64 without overflow (at most {MAX_NUMEL})")
     n = max(0, math.ceil(n))
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.from_py([start, stop, step])
+    if dtype is None and dt.is_int and n and any(fit_error(v, dt) for v in (start, start + (n - 1) * step)): dt = dtypes.int64
     for v in ((start, start + (n - 1) * step) if n else ()): _check_fits("arange", v, dt)   # the first and the last value
     dev = cls._dev(device)
     idx = cls(UOp(Ops.IOTA, dtypes.int64, (UOp(Ops.DEVICE, dtypes.bool, (), dev),), n))
     if dt.is_float: return cls((idx.cast(dt) * step + start).uop if step != 1 or start else idx.cast(dt).uop, requires_grad=requires_grad)
     return cls((idx * step + start).cast(dt).uop if step != 1 or start else idx.cast(dt).uop, requires_grad=requires_grad)
   @classmethod
-  def linspace(cls, start: Scalar, stop: Scalar, steps: int, dtype=None, device=None) -> Tensor:
-    """`steps` evenly spaced values from start to stop, both included."""
+  def linspace(cls, start: Scalar, stop: Scalar | None = None, steps: int | None = None, dtype=None, device=None, requires_grad=None, *,
+               end: Scalar | None = None) -> Tensor:
+    """`steps` evenly spaced values from start to stop, both included (torch's `end=` is tinygrad's `stop=`).
+
+    >>> Tensor.linspace(start=0, end=1, steps=5).tolist()
+    [0.0, 0.25, 0.5, 0.75, 1.0]
+    """
+    if end is not None:
+      if stop is not None: raise _fail(TypeError, "linspace", "got both stop= and end= (they are the same argument)")
+      stop = end
+    if stop is None or steps is None: raise _fail(TypeError, "linspace", "needs start, end (stop) and steps")
+    if requires_grad is not None: return cls(cls.linspace(start, stop, steps, dtype, device).uop, requires_grad=requires_grad)
     steps = _int_arg("linspace", "steps", steps)
     start, stop = _scalar_arg("linspace", "start", start), _scalar_arg("linspace", "end", stop)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float

@@ -14,6 +14,13 @@ from petagrad.uop.uop import UOp
 from petagrad.engine import rng
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import _fail, _is_int, _shape_arg, _int_arg, _check_fits, _dtype_arg
+from petagrad.mixin.creation import _sizes
+
+def _generator(op: str, generator) -> None:
+  """torch's generator= argument: None (the global stream, the only one petagrad has) is accepted."""
+  if generator is not None:
+    raise _fail(TypeError, op, f"generator={type(generator).__name__} is not supported: petagrad has one random stream "
+                "(seed it with Tensor.manual_seed); pass generator=None")
 
 def _hash32_t(x: Tensor) -> Tensor:
   # the same mixing function as _hash32, as uint32 tensor ops (runs inside the kernel)
@@ -71,13 +78,14 @@ class RandomMixin(TensorMixin):
 
   # ------------------------------------------------------------ distributions
   @classmethod
-  def rand(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    """Uniform random numbers in [0, 1).
+  def rand(cls, *shape, dtype=None, device=None, requires_grad=None, size=None, generator=None) -> Tensor:
+    """Uniform random numbers in [0, 1). The shape: ints, one sequence, or torch's size=; generator=None is accepted.
 
     >>> Tensor.manual_seed(0); 0 <= Tensor.rand(3).max().item() < 1
     True
     """
-    shape = _shape_arg("rand", shape)
+    _generator("rand", generator)
+    shape = _sizes("rand", shape, size)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     if not dt.is_float: raise _fail(TypeError, "rand", f"dtype must be a float dtype, got {dt}")
     bits = cls._random_bits(shape, cls._dev(device))
@@ -87,28 +95,63 @@ class RandomMixin(TensorMixin):
     if dt.itemsize < 4: u = (u < 1.0).where(u, 0.0)   # rounding up to 1.0 in low precision
     return cls(u.uop, requires_grad=requires_grad)
   @classmethod
-  def randn(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
-    """Standard normal random numbers (Box-Muller)."""
-    shape = _shape_arg("randn", shape)
+  def randn(cls, *shape, dtype=None, device=None, requires_grad=None, size=None, generator=None) -> Tensor:
+    """Standard normal random numbers (Box-Muller). The shape: ints, one sequence, or torch's size=; generator=None
+    is accepted."""
+    _generator("randn", generator)
+    shape = _sizes("randn", shape, size)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     u = cls.rand(2, *shape, dtype=dtypes.float32, device=device)
     r = ((1 - u[0]).log() * -2).sqrt()
     out = r * (u[1] * (2 * math.pi)).cos()
     return cls(out.cast(dt).uop, requires_grad=requires_grad)
   @classmethod
-  def randint(cls, *shape, low: int = 0, high: int = 10, dtype=dtypes.int32, device=None) -> Tensor:
-    """Random integers in [low, high); both bounds must fit the dtype (like torch), high - low <= 2**32."""
+  def randint(cls, *args, low: int | None = None, high: int | None = None, size=None, dtype=None, device=None, generator=None,
+              requires_grad=None) -> Tensor:
+    """Random integers in [low, high), in dtypes.default_int unless dtype is given. Both call forms work:
+      * torch's: `randint(high, size)`, `randint(low, high, size)` (size a tuple or list), or size= / low= / high= keywords;
+      * tinygrad's: `randint(*shape, low=0, high=10)` (positional ints are the shape; its defaults are [0, 10)).
+    Both bounds must fit the dtype (like torch), high - low <= 2**32.
+
+    >>> Tensor.randint(2, 3, low=5, high=10).shape, Tensor.randint(5, 10, (4,)).shape
+    ((2, 3), (4,))
+    """
+    _generator("randint", generator)
+    if size is not None or (args and isinstance(args[-1], (tuple, list))):   # torch: (high, size) or (low, high, size)
+      if size is None: args, size = args[:-1], args[-1]
+      if len(args) > 2: raise _fail(TypeError, "randint", f"takes (high, size) or (low, high, size), got {len(args)} bounds {args!r}")
+      bounds = ([low] if low is not None else []) + list(args) + ([high] if high is not None else [])
+      if len(bounds) == 1: bounds = [0] + bounds
+      if len(bounds) != 2: raise _fail(TypeError, "randint", f"needs high (and optionally low), got low={low!r}, high={high!r} and {args!r}")
+      low, high = bounds
+      shape = _shape_arg("randint", (size,) if not isinstance(size, (tuple, list)) else tuple(size))
+    else:   # tinygrad: randint(*shape, low=0, high=10)
+      shape = _shape_arg("randint", args)
+      low, high = (0 if low is None else low), (10 if high is None else high)
     low, high = _int_arg("randint", "low", low, minimum=None), _int_arg("randint", "high", high, minimum=None)
     if high <= low: raise _fail(ValueError, "randint", f"high ({high}) must be > low ({low})")
-    shape, dt = _shape_arg("randint", shape), _dtype_arg(dtype)
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_int
     for v in (low, high - 1): _check_fits("randint", v, dt)
     if high - low > 1 << 32: raise _fail(ValueError, "randint", f"high - low ({high - low}) must be at most 2**32 (32 random bits per value)")
     bits = cls._random_bits(shape, cls._dev(device)).cast(dtypes.uint64)
-    return ((bits * (high - low)) >> 32).cast(dtypes.int64).add(low).cast(_dtype_arg(dtype))
+    out = ((bits * (high - low)) >> 32).cast(dtypes.int64).add(low).cast(dt)
+    return out if requires_grad is None else cls(out.uop, requires_grad=requires_grad)
   @classmethod
   def uniform(cls, *shape, low: float = 0.0, high: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     return cls((cls.rand(*shape, dtype=dt, device=device) * (high - low) + low).uop, requires_grad=requires_grad)
+  @classmethod
+  def scaled_uniform(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """tinygrad's initializer: uniform in [-1, 1) scaled by 1/sqrt(prod(shape)). A class method, so tinygrad's
+    instance calls (`x.scaled_uniform(8, 8)`) work too; the shape: ints or one sequence.
+
+    >>> (Tensor.scaled_uniform(4, 4).abs().max() <= 0.25).item()
+    True
+    """
+    shape = _shape_arg("scaled_uniform", shape)
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
+    u = cls.uniform(shape, low=-1.0, high=1.0, dtype=dt, device=device) * (prod(shape) ** -0.5 if prod(shape) else 1.0)
+    return cls(u.uop, requires_grad=requires_grad)
   @classmethod
   def normal(cls, *shape, mean: float = 0.0, std: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
@@ -118,9 +161,12 @@ class RandomMixin(TensorMixin):
   def randn_like(self, dtype=None, device=None) -> Tensor:
     return type(self).randn(self.shape, dtype=dtype or (self.dtype if self.dtype.is_float else None), device=device or self.device)
   @classmethod
-  def randperm(cls, n: int, dtype=dtypes.int64, device=None, requires_grad=None) -> Tensor:
-    """A random permutation of 0..n-1: the ranks of n random keys, from O(n^2) pairwise comparisons (ties broken by
-    position; one fused reduce, faster than a sort for small n); above 4096 elements an argsort of the keys."""
+  def randperm(cls, n: int, dtype=None, device=None, requires_grad=None, generator=None) -> Tensor:
+    """A random permutation of 0..n-1, in dtypes.default_int unless dtype is given (torch's int64, tinygrad's int32):
+    the ranks of n random keys, from O(n^2) pairwise comparisons (ties broken by position; one fused reduce, faster
+    than a sort for small n); above 4096 elements an argsort of the keys."""
+    _generator("randperm", generator)
+    dtype = _dtype_arg(dtype) if dtype is not None else dtypes.default_int
     T = cls
     if not _is_int(n) or n < 0: raise _fail(ValueError, "randperm", f"n must be a non-negative int, got {n!r}")
     if n == 0: return T.zeros(0, dtype=dtype, device=device)
@@ -130,11 +176,12 @@ class RandomMixin(TensorMixin):
     ar = T.arange(n, device=device)
     before = (kj < ki) | ((kj == ki) & (ar.reshape(1, n) < ar.reshape(n, 1)))
     return T(before.sum(1).cast(dtype).uop, requires_grad=requires_grad)
-  def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
-    """Sample class indices from unnormalized non-negative weights (C,) or (B, C), like torch.multinomial.
+  def multinomial(self, num_samples: int = 1, replacement: bool = False, *, generator=None) -> Tensor:
+    """Sample class indices (dtypes.default_int) from unnormalized non-negative weights (C,) or (B, C), like torch.multinomial.
     With replacement: inverse CDF (cumsum, then count the CDF entries below a uniform draw). Without: Gumbel keys and
     num_samples rounds of argmax that mask the chosen class (fine for small num_samples)."""
     op = "multinomial"
+    _generator(op, generator)
     if self.ndim not in (1, 2): raise _fail(ValueError, op, f"probabilities must be 1-d or 2-d, got shape {self.shape}", self)
     if not _is_int(num_samples) or num_samples < 1: raise _fail(ValueError, op, f"num_samples must be a positive int, got {num_samples!r}", self)
     C = self.shape[-1]
@@ -158,7 +205,7 @@ class RandomMixin(TensorMixin):
         picks.append(a)
         keys = (ar == a).where(-float("inf"), keys)
       out = picks[0].cat(*picks[1:], dim=-1)
-    out = out.cast(dtypes.int64)
+    out = out.cast(dtypes.default_int)
     return out if self.ndim == 2 else out.reshape(num_samples)
   def bernoulli(self, p: float | None = None) -> Tensor:
     """0/1 samples: with probability self (torch.bernoulli(input)), or with probability p for every element

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from petagrad import Tensor, dtypes, TinyJit
+from petagrad import Tensor, dtypes, Context, TinyJit
 from helpers import helper_test_op, compare
 
 def _i(v, lib): return torch.tensor(v) if lib is torch else Tensor(v)
@@ -322,3 +322,134 @@ def test_pool_positional_order_is_tinygrads():
                  lambda x: x.max_pool1d(kernel_size=3, stride=2, padding=1, dilation=2))
   helper_test_op([(1, 2, 5, 5, 5)], lambda x: F.avg_pool3d(x, kernel_size=2, stride=1, padding=1, ceil_mode=True),
                  lambda x: x.avg_pool3d(kernel_size=2, stride=1, padding=1, ceil_mode=True))
+
+# ====================================================================== 4. DEFAULT_INT: the index-producing ops follow dtypes.default_int
+def _index_ops():
+  x = Tensor([[1.0, 0.0, 3.0], [0.0, 5.0, 6.0]])
+  return {
+    "arange": Tensor.arange(3), "arange_neg": Tensor.arange(5, 0, -2), "nonzero": x.nonzero(), "nonzero_tuple": x.nonzero(as_tuple=True)[1],
+    "nonzero_size": x.nonzero(size=5), "one_hot": Tensor([0, 2]).one_hot(3),
+    "max_pool_indices": x.reshape(1, 1, 2, 3).max_pool2d(2, 1, return_indices=True)[1],
+    "adaptive_max_pool_indices": x.reshape(1, 2, 3).adaptive_max_pool1d(2, return_indices=True)[1], "randint": Tensor.randint(4, low=0, high=3),
+    "randint_torch": Tensor.randint(0, 3, (4,)), "randperm": Tensor.randperm(5), "multinomial": Tensor([1.0, 2.0, 3.0]).multinomial(2),
+    "multinomial_replacement": Tensor([[1.0, 2.0], [3.0, 1.0]]).multinomial(3, replacement=True),
+  }
+
+@pytest.mark.parametrize("name", list(_index_ops()))
+def test_default_int_index_ops(name):
+  assert _index_ops()[name].dtype == dtypes.int64   # torch's
+  with Context(DEFAULT_INT="int32"):   # tinygrad's
+    t = _index_ops()[name]
+    assert t.dtype == dtypes.int32
+    t.realize()
+  with Context(DEFAULT_INT="int64"): assert _index_ops()[name].dtype == dtypes.int64
+
+def test_default_int_values_unchanged():
+  with Context(DEFAULT_INT="int32"):
+    x = Tensor([[1.0, 0.0, 3.0], [0.0, 5.0, 6.0]])
+    assert x.nonzero().tolist() == [[0, 0], [0, 2], [1, 1], [1, 2]]
+    assert Tensor([0, 2]).one_hot(3).tolist() == [[1, 0, 0], [0, 0, 1]]
+    assert sorted(Tensor.randperm(6).tolist()) == list(range(6))
+    assert x.reshape(1, 1, 2, 3).max_pool2d(2, 1, return_indices=True)[1].tolist() == [[[[4, 5]]]]
+
+def test_arange_default_int_widens_when_the_range_does_not_fit():
+  # tinygrad: an int range too large for default_int picks int64; an explicit dtype that cannot hold it raises
+  with Context(DEFAULT_INT="int32"):
+    t = Tensor.arange(2**31 - 2, 2**31 + 1)
+    assert t.dtype == dtypes.int64 and t.tolist() == [2**31 - 2, 2**31 - 1, 2**31]
+    assert Tensor.arange(-2**31 - 1, -2**31 + 1).dtype == dtypes.int64
+    assert Tensor.arange(2**31 - 1).dtype == dtypes.int32
+    assert Tensor.arange(3, 2**40, 2**39).dtype == dtypes.int64
+    with pytest.raises(OverflowError): Tensor.arange(2**31 - 1, 2**31 + 1, dtype=dtypes.int32)
+  assert Tensor.arange(2**40, 2**40 + 2).dtype == dtypes.int64
+
+# ====================================================================== 3. creation and random forms
+@pytest.mark.parametrize("args,kwargs", [((5,), {}), ((1, 7, 2), {}), ((0, 1, 0.25), {}), ((5, 0, -1), {}), ((1, -1, -0.5), {}),
+                                         ((-3.5, 2.0, 0.7), {}), ((10, 0, -3), {}), ((), {"end": 5}), ((1,), {"end": 5, "step": 2}),
+                                         ((), {"start": 2, "end": 9, "step": 3}), ((0.5, 3), {"dtype": torch.float64})], ids=str)
+def test_arange_forms(device, args, kwargs):
+  pk = {k: (getattr(dtypes, str(v).replace("torch.", "")) if k == "dtype" else v) for k, v in kwargs.items()}
+  compare("arange", Tensor.arange(*args, **pk), torch.arange(*args, **kwargs), 1e-6, 1e-6)
+
+def test_arange_tinygrad_stop_keyword_and_empty_ranges():
+  assert Tensor.arange(1, stop=5).tolist() == [1, 2, 3, 4]
+  assert Tensor.arange(5, 0).tolist() == [] and Tensor.arange(5, 0).dtype == dtypes.int64   # numpy / tinygrad: empty (torch raises)
+  with pytest.raises(TypeError): Tensor.arange(0, stop=3, end=3)
+
+@pytest.mark.parametrize("args,kwargs", [((0, 1, 5), {}), ((-2.5, 7, 11), {}), ((3, -1, 4), {}), ((0, 1, 1), {}), ((0, 1, 0), {}),
+                                         ((), {"start": 0, "end": 1, "steps": 5}), ((0,), {"end": 10, "steps": 4, "dtype": torch.int64}),
+                                         ((1, 2, 3), {"dtype": torch.float64})], ids=str)
+def test_linspace_forms(device, args, kwargs):
+  pk = {k: (getattr(dtypes, str(v).replace("torch.", "")) if k == "dtype" else v) for k, v in kwargs.items()}
+  compare("linspace", Tensor.linspace(*args, **pk), torch.linspace(*args, **kwargs), 1e-6, 1e-6)
+  assert Tensor.linspace(0, 1, 3, requires_grad=True).requires_grad
+
+@pytest.mark.parametrize("args,kwargs", [((3,), {}), ((2, 4), {}), ((), {"n": 3, "m": 2}), ((3,), {"dtype": torch.int32}), ((0,), {}),
+                                         ((3,), {"m": 1, "dtype": torch.bool})], ids=str)
+def test_eye_forms(device, args, kwargs):
+  pk = {k: (getattr(dtypes, str(v).replace("torch.", "")) if k == "dtype" else v) for k, v in kwargs.items()}
+  compare("eye", Tensor.eye(*args, **pk), torch.eye(*args, **kwargs), 0, 0)
+
+@pytest.mark.parametrize("fn", ["zeros", "ones", "empty"])
+def test_shape_forms(device, fn):
+  for args, kwargs in (((2, 3), {}), (((2, 3),), {}), (([2, 3],), {}), ((), {"size": (2, 3)}), ((), {"size": [2, 3]}), ((np.int64(2), 3), {})):
+    t = getattr(Tensor, fn)(*args, **kwargs)
+    assert t.shape == tuple(getattr(torch, fn)(*args, **kwargs).shape) == (2, 3) and t.dtype == dtypes.float32
+    if fn != "empty": assert t.tolist() == getattr(torch, fn)(*args, **kwargs).tolist()
+  assert getattr(Tensor, fn)(size=(2,), dtype=dtypes.int32).dtype == dtypes.int32
+  with pytest.raises(TypeError): getattr(Tensor, fn)(2, size=(2,))
+  for f in ("rand", "randn"): assert getattr(Tensor, f)(size=(2, 3)).shape == (2, 3)
+
+def test_like_forms(device):
+  x = Tensor([[1, 2, 3]])
+  tx = torch.tensor([[1, 2, 3]])
+  compare("full_like", x.full_like(3.5), torch.full_like(tx, 3.5), 0, 0)
+  compare("full_like", Tensor.full_like(x, 7, dtype=dtypes.float16), torch.full_like(tx, 7, dtype=torch.float16), 0, 0)
+  compare("ones_like", x.ones_like(dtype=dtypes.float32), torch.ones_like(tx, dtype=torch.float32), 0, 0)
+  compare("ones_like", Tensor.ones_like(x, dtype="int8"), torch.ones_like(tx, dtype=torch.int8), 0, 0)
+  compare("zeros_like", Tensor.zeros_like(x), torch.zeros_like(tx), 0, 0)
+  assert Tensor.empty_like(x).shape == (1, 3) and Tensor.empty_like(x, dtype=dtypes.float64).dtype == dtypes.float64
+
+def test_random_generator_none(device):
+  for t in (Tensor.randn(2, 3, generator=None), Tensor.rand(2, 3, generator=None), Tensor.randint(0, 5, (2, 3), generator=None),
+            Tensor.randperm(6, generator=None).reshape(2, 3), Tensor([[1.0, 2.0]]).multinomial(3, True, generator=None).reshape(1, 3)):
+    assert t.shape[1] == 3
+  with pytest.raises(TypeError, match="generator"): Tensor.randn(2, generator=torch.Generator())
+
+@pytest.mark.parametrize("form", ["torch_high_size", "torch_low_high_size", "torch_keywords", "torch_size_kw", "tinygrad_shape", "tinygrad_tuple",
+                                  "tinygrad_defaults"])
+def test_randint_forms(device, form):
+  call, shape, lo, hi = {
+    "torch_high_size": (lambda: Tensor.randint(7, (40,)), (40,), 0, 7),
+    "torch_low_high_size": (lambda: Tensor.randint(-3, 4, (5, 8)), (5, 8), -3, 4),
+    "torch_keywords": (lambda: Tensor.randint(low=2, high=9, size=(40,)), (40,), 2, 9),
+    "torch_size_kw": (lambda: Tensor.randint(3, 6, size=[40]), (40,), 3, 6),
+    "tinygrad_shape": (lambda: Tensor.randint(5, 8, low=5, high=10), (5, 8), 5, 10),
+    "tinygrad_tuple": (lambda: Tensor.randint((5, 8), low=-1, high=1), (5, 8), -1, 1),
+    "tinygrad_defaults": (lambda: Tensor.randint(50), (50,), 0, 10),
+  }[form]
+  Tensor.manual_seed(1)
+  t = call()
+  v = t.numpy()
+  assert t.shape == shape and t.dtype == dtypes.int64 and v.min() >= lo and v.max() < hi
+  assert set(np.unique(v).tolist()) == set(range(lo, hi))   # every value appears (seeded)
+  assert Tensor.randint(0, 5, (3,), dtype=dtypes.int8).dtype == dtypes.int8
+
+def test_randint_bad_forms():
+  with pytest.raises(TypeError): Tensor.randint(1, 2, 3, (4,))
+  with pytest.raises(ValueError): Tensor.randint(5, 5, (3,))
+  with pytest.raises(TypeError): Tensor.randint(1.5, (3,))
+
+@pytest.mark.parametrize("form", ["class", "instance", "tuple", "kwargs"])
+def test_scaled_uniform(device, form):
+  # tinygrad: Tensor.uniform(*shape, low=-1, high=1) * prod(shape) ** -0.5, a class method tinygrad code also calls on a tensor
+  Tensor.manual_seed(0)
+  t = {"class": lambda: Tensor.scaled_uniform(64, 32), "instance": lambda: Tensor.ones(1).scaled_uniform(64, 32),
+       "tuple": lambda: Tensor.scaled_uniform((64, 32)),
+       "kwargs": lambda: Tensor.scaled_uniform(64, 32, dtype=dtypes.float16, requires_grad=True)}[form]()
+  bound = (64 * 32) ** -0.5
+  v = t.numpy().astype(np.float64)
+  assert t.shape == (64, 32) and t.dtype == (dtypes.float16 if form == "kwargs" else dtypes.float32)
+  assert v.min() >= -bound - 1e-3 and v.max() < bound + 1e-3 and v.max() > 0.9 * bound and v.min() < -0.9 * bound
+  assert abs(v.mean()) < 0.05 * bound and abs(v.std() - bound / 3 ** 0.5) < 0.05 * bound   # uniform: std = bound / sqrt(3)
+  if form == "kwargs": assert t.requires_grad
