@@ -2,7 +2,7 @@
 from __future__ import annotations
 from petagrad.helpers import prod
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _is_int, _resolve_axis, _shapes, _check_tensor, _check_axes
+from petagrad.mixin.args import _fail, _is_int, _resolve_axis, _shapes, _check_tensor, _check_axes, axis_keywords
 _FLOAT_EPS = {"float16": 2.0 ** -10, "bfloat16": 2.0 ** -7, "float32": 2.0 ** -23, "float64": 2.0 ** -52}
 
 class NormMixin(TensorMixin):
@@ -131,8 +131,18 @@ class NormMixin(TensorMixin):
     shape = (1, C) + (1,) * (self.ndim - 2)
     if weight is not None: x = x * weight.reshape(shape)
     return x + bias.reshape(shape) if bias is not None else x
+  @axis_keywords
   def normalize(self, p: float = 2.0, dim: int = 1, eps: float = 1e-12) -> Tensor:
-    """torch.nn.functional.normalize: x / max(||x||_p, eps) along dim."""
+    """torch.nn.functional.normalize: x / max(||x||_p, eps) along dim (axis= works too). A zero vector gives 0 with
+    torch's finite gradient (upstream / eps): the norm's own gradient is 0 where the norm is 0, not 0 / 0.
+
+    >>> Tensor([[0.0, 0.0], [3.0, 4.0]]).normalize(dim=1).tolist()
+    [[0.0, 0.0], [0.6000000238418579, 0.800000011920929]]
+    """
     x = self._float("normalize")
-    n = x.abs().pow(p).sum(dim, keepdim=True).pow(1 / p) if p != 2 else x.square().sum(dim, keepdim=True).sqrt()
-    return x / n.maximum(eps)
+    _check_axes("normalize", dim, x)
+    s = x.square().sum(dim, keepdim=True) if p == 2 else x.abs().pow(p).sum(dim, keepdim=True)
+    zero = s == 0
+    safe = zero.where(1.0, s)   # the root's gradient at 0 is inf (times a 0 upstream: nan): take it at 1, where unused
+    n = zero.where(0.0, safe.sqrt() if p == 2 else safe.pow(1 / p))
+    return x / n.clamp_min(eps)   # clamp_min: the gradient passes at n == eps, as torch's

@@ -211,3 +211,46 @@ def test_user_errors_catch_both_ways(name):
   try: f(Tensor)
   except RuntimeError as e:
     assert isinstance(e, pytype) and "operands" in str(e), f"{type(e).__mro__}: {e}"
+
+# ------------------------------------------------------------------ 2. extreme inputs: no NaN forward or backward
+EXTREME = [-1000.0, -100.0, -88.0, -20.0, -1.0, 0.0, 1.0, 20.0, 88.0, 100.0, 1000.0]
+EXTREME_FNS = {
+  "sigmoid": (lambda x: x.sigmoid(), None),
+  "logsigmoid": (lambda x: F.logsigmoid(x), lambda x: x.logsigmoid()),
+  "softplus": (lambda x: F.softplus(x), lambda x: x.softplus()),
+  "softplus_beta": (lambda x: F.softplus(x, beta=2.0, threshold=10.0), lambda x: x.softplus(beta=2.0, threshold=10.0)),
+  "tanh": (lambda x: x.tanh(), None),
+  "silu": (lambda x: F.silu(x), lambda x: x.silu()),
+  "log_softmax": (lambda x: x.log_softmax(-1), None),
+  "softmax": (lambda x: x.softmax(-1), None),
+  "bce_logits": (lambda x: F.binary_cross_entropy_with_logits(x, (x > 0).type_as(x)),
+                 lambda x: x.binary_cross_entropy_with_logits((x > 0).type_as(x))),
+}
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("name", list(EXTREME_FNS))
+def test_extreme_inputs_no_nan(device, name, dtype):
+  tf, pf = EXTREME_FNS[name]
+  vals = [v for v in EXTREME if dtype not in ("float16",) or abs(v) < 65504]
+  pout, _ = helper_test_op(None, tf, pf, vals=[vals], dtype=dtype, atol=1e-6 if dtype in ("float32", "float64") else None)
+  assert not np.isnan(pout.float().numpy()).any()
+
+def test_sigmoid_extreme_grad_finite(device):
+  for dt in ("float32", "float16", "bfloat16"):
+    x = Tensor([-1000.0, -88.0, 88.0, 1000.0], dtype=dt, requires_grad=True)
+    for f in (Tensor.sigmoid, Tensor.logsigmoid, Tensor.softplus, Tensor.tanh, Tensor.silu):
+      x.grad = None
+      y = f(x)
+      y.sum().backward()
+      assert np.isfinite(y.float().numpy()).all() and np.isfinite(x.grad.float().numpy()).all(), (f.__name__, dt, y.tolist(), x.grad.tolist())
+
+def test_normalize_zero_vector(device):
+  # torch clamps the norm to eps: the output is 0 and the gradient finite (upstream / eps)
+  vals = [[[0.0, 0.0, 0.0], [3.0, 4.0, 0.0]]]
+  helper_test_op(None, lambda x: F.normalize(x, dim=1), lambda x: x.normalize(dim=1), vals=vals, grad_rtol=1e-5)
+  helper_test_op(None, lambda x: F.normalize(x, dim=-1), lambda x: x.normalize(dim=-1), vals=vals, grad_rtol=1e-5)
+  helper_test_op(None, lambda x: F.normalize(x, p=1.0, dim=1), lambda x: x.normalize(p=1.0, dim=1), vals=vals, grad_rtol=1e-5)
+  helper_test_op(None, lambda x: F.normalize(x, dim=0, eps=1e-6), lambda x: x.normalize(dim=0, eps=1e-6), vals=[[[0.0, 1.0], [0.0, 2.0]]])
+  x = Tensor([[0.0, 0.0, 0.0]], requires_grad=True)
+  x.normalize(dim=1).sum().backward()
+  assert np.isfinite(x.grad.numpy()).all() and abs(x.grad.numpy()[0, 0] - 1e12) < 1e6
