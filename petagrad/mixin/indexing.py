@@ -29,7 +29,8 @@ from petagrad.helpers import prod, flatten as flatten_list
 from petagrad.uop.ops import Ops
 from petagrad.engine.jit import jit_active
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg, axis_keywords
+from petagrad.mixin.args import TensorIndexError, _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg
+from petagrad.mixin.args import axis_keywords
 
 def _fill(op: str, value: Any, t: Tensor) -> Any:
   """A scalar written into t: a number that fits t's dtype (no wrapping, like torch), checked with op named."""
@@ -106,7 +107,8 @@ def _checked_index(op: str, index: Tensor, n: int, dim: int, negative_ok: bool, 
   if not index.numel(): return index
   i = index.cast(dtypes.int64)   # n may not fit the index's own dtype
   ok = i < n if index.dtype.is_unsigned else (i >= lo) & (i < n)
-  return index._checked(ok, IndexError, op, f"an index is out of bounds for dim {dim} with size {n} (valid: {lo} <= index < {n})", *operands)
+  # TensorIndexError: the error raised when the check fails is an IndexError and a RuntimeError, as one raised at the call
+  return index._checked(ok, TensorIndexError, op, f"an index is out of bounds for dim {dim} with size {n} (valid: {lo} <= index < {n})", *operands)
 
 def _mask_positions(mask: Tensor) -> list[int]:
   """Realize a mask and return the flat positions of its True elements (row-major)."""
@@ -354,8 +356,9 @@ class IndexingMixin(TensorMixin):
     >>> Tensor([[1, 2, 3]]).index_select(1, Tensor([2, 0])).tolist()
     [[3, 1]]
     """
-    if not isinstance(index, TensorMixin) or not index.dtype.is_int or index.ndim > 1:
+    if not isinstance(index, TensorMixin) or not index.dtype.is_int:
       raise _fail(TypeError, "index_select", "index must be a 0-d or 1-D integer Tensor", self, index)
+    if index.ndim > 1: raise _fail(IndexError, "index_select", f"index must be a 0-d or 1-D tensor (a vector), got {index.ndim}-d", self, index)
     if index.device != self.device: raise _fail(RuntimeError, "index_select", f"index is on {index.device}, tensor on {self.device}", self, index)
     x = self.reshape(1) if self.ndim == 0 else self
     d = _resolve("index_select", dim, x.ndim, self)
@@ -541,7 +544,7 @@ class IndexingMixin(TensorMixin):
       raise _fail(IndexError, "one_hot", f"class value {bad} is out of range for num_classes={num_classes}", self)
     x = self.cast(dtypes.int64)
     if known is None and self.numel():
-      x = x._checked((x >= 0) & (x < num_classes), IndexError, "one_hot", f"a class value is out of range for num_classes={num_classes}", self)
+      x = x._checked((x >= 0) & (x < num_classes), TensorIndexError, "one_hot", f"a class value is out of range for num_classes={num_classes}", self)
     return (x.unsqueeze(-1) == type(self).arange(num_classes, device=self.device)).cast(dtypes.default_int)
 
 

@@ -208,9 +208,10 @@ class PoolMixin(TensorMixin):
     'linear' is tinygrad's n-linear: linear along every resized dim, so on a 4-d or 5-d input it is torch's bilinear
     or trilinear (3-d: torch's linear); the torch names check the input rank as torch does.
     tinygrad's forms work too: `interpolate(size, "linear", align_corners)` (mode second, where torch has
-    scale_factor) and a `size` tuple shorter or longer than the spatial dims, which resizes the last len(size) dims
-    of any input (tinygrad takes 0 to N batch dims). align_corners=False is accepted with every mode (torch raises
-    for any value but None with the non-linear modes; tinygrad takes False).
+    scale_factor) and a `size` tuple longer than the spatial dims, which resizes the last len(size) dims of an input
+    with fewer than 2 leading dims (tinygrad takes 0 to N batch dims; a shorter size raises, as in torch).
+    align_corners=False is accepted with every mode (torch raises for any value but None with the non-linear modes;
+    tinygrad takes False).
     Each dim is a multiply-sum with a small (out, in) interpolation matrix (one reduce kernel per resized dim)."""
     op = "interpolate"
     if isinstance(scale_factor, str):   # tinygrad's positional order: interpolate(size, mode, align_corners)
@@ -220,8 +221,8 @@ class PoolMixin(TensorMixin):
     modes = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
     if not isinstance(mode, str) or mode not in modes: raise _fail(ValueError, op, f"mode must be one of {tuple(modes)}, got {mode!r}", self)
     n = self.ndim - 2
-    if isinstance(size, (tuple, list)) and len(size) != n and 0 < len(size) <= self.ndim and mode in ("linear", "nearest", "nearest-exact"):
-      n = len(size)   # tinygrad: the last len(size) dims, whatever comes before them
+    if isinstance(size, (tuple, list)) and n < len(size) <= self.ndim and mode in ("linear", "nearest", "nearest-exact"):
+      n = len(size)   # tinygrad: the last len(size) dims of an input with fewer than 2 leading dims (torch raises)
     elif n < 1: raise _fail(ValueError, op, f"input must be (N, C, *spatial) with at least one spatial dim, got shape {self.shape}", self)
     if mode != "linear" and modes[mode] is not None and modes[mode] != n:
       raise _fail(ValueError, op, f"mode {mode!r} needs a {modes[mode] + 2}-d input, got {self.ndim}-d ('linear' works on any rank)", self)

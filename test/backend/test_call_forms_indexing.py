@@ -453,3 +453,37 @@ def test_scaled_uniform(device, form):
   assert v.min() >= -bound - 1e-3 and v.max() < bound + 1e-3 and v.max() > 0.9 * bound and v.min() < -0.9 * bound
   assert abs(v.mean()) < 0.05 * bound and abs(v.std() - bound / 3 ** 0.5) < 0.05 * bound   # uniform: std = bound / sqrt(3)
   if form == "kwargs": assert t.requires_grad
+
+# ====================================================================== 5. errors: the Python type and RuntimeError (what torch code catches)
+ERRORS = {
+  "gather_known_index": (IndexError, lambda: Tensor([[1, 2]]).gather(1, Tensor([[5]]))),
+  "gather_lazy_index": (IndexError, lambda: Tensor([[1, 2]]).gather(1, Tensor([[5]]) + 0).realize()),
+  "getitem_lazy_index": (IndexError, lambda: Tensor([1.0, 2.0])[Tensor([3]) * 1].realize()),
+  "one_hot_lazy_class": (IndexError, lambda: (Tensor([5]) + 0).one_hot(3).realize()),
+  "gather_float_index": (TypeError, lambda: Tensor([[1, 2]]).gather(1, Tensor([[0.0]]))),
+  "gather_ndim": (ValueError, lambda: Tensor([[1, 2]]).gather(1, Tensor([0]))),
+  "scatter_bad_reduce": (ValueError, lambda: Tensor([1.0]).scatter(0, Tensor([0]), 1.0, reduce="max")),
+  "scatter_no_src": (TypeError, lambda: Tensor([1.0]).scatter(0, Tensor([0]))),
+  "scatter_src_and_value": (TypeError, lambda: Tensor([1.0]).scatter(0, Tensor([0]), 1.0, value=2.0)),
+  "index_select_2d": (IndexError, lambda: Tensor([1.0]).index_select(0, Tensor([[0]]))),
+  "masked_select_size": (ValueError, lambda: Tensor([1]).masked_select(Tensor([True]), size=-1)),
+  "nonzero_size_type": (TypeError, lambda: Tensor([1]).nonzero(size=2.5)),
+  "nonzero_fill_overflow": (OverflowError, lambda: Tensor([1]).nonzero(size=2, fill_value=2**70)),
+  "interpolate_modes": (TypeError, lambda: Tensor.ones(1, 1, 4).interpolate(2, "linear", "area")),
+  "interpolate_rank": (ValueError, lambda: Tensor.ones(1, 1, 4).interpolate(2, mode="bilinear")),
+  "max_pool_kernel": (ValueError, lambda: Tensor.ones(1, 1, 2, 2).max_pool2d(3)),
+  "arange_stop_and_end": (TypeError, lambda: Tensor.arange(0, 3, end=3)),
+  "arange_step_0": (ValueError, lambda: Tensor.arange(0, 3, 0)),
+  "linspace_missing": (TypeError, lambda: Tensor.linspace(0, 1)),
+  "zeros_size_twice": (TypeError, lambda: Tensor.zeros(2, size=(2,))),
+  "randint_bounds": (ValueError, lambda: Tensor.randint(5, 5, (2,))),
+  "randint_args": (TypeError, lambda: Tensor.randint(1, 2, 3, (4,))),
+  "randn_generator": (TypeError, lambda: Tensor.randn(2, generator=object())),
+  "scaled_uniform_shape": (ValueError, lambda: Tensor.scaled_uniform(-1, 2)),
+}
+
+@pytest.mark.parametrize("name", list(ERRORS))
+def test_errors_are_runtime_errors(name):
+  exc, fn = ERRORS[name]
+  with pytest.raises(exc) as e: fn()
+  assert isinstance(e.value, RuntimeError), type(e.value).__mro__
