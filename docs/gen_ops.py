@@ -106,7 +106,8 @@ SAMPLES: dict[str, str] = {
   "adaptive_max_pool2d": "s.mk(1, 2, 4, 4).adaptive_max_pool2d(2)", "adaptive_max_pool3d": "s.mk(1, 1, 2, 2, 2).adaptive_max_pool3d(1)",
   "max_unpool1d": "s.mk(1, 1, 2).max_unpool1d(s.T([[[1, 2]]]))", "max_unpool2d": "s.mk(1, 1, 1, 2).max_unpool2d(s.T([[[[1, 2]]]]))",
   "max_unpool3d": "s.mk(1, 1, 1, 1, 1).max_unpool3d(s.T([[[[[3]]]]]))",
-  "interpolate": "s.mk(1, 1, 3).interpolate(scale_factor=2)", "unfold": "s.mk(1, 1, 3, 3).unfold(2)",
+  "interpolate": "s.mk(1, 1, 3).interpolate(scale_factor=2)", "im2col": "s.mk(1, 1, 3, 3).im2col(2)",
+  "unfold": "s.x.unfold(1, 2, 1)", "rearrange": "s.x.rearrange('a b -> b a')", "pad_to": "s.x.pad_to(3, 4)", "shrink_to": "s.x.shrink_to(1, 2)",
   "fold": "s.mk(1, 4, 4).fold((3, 3), 2)", "scaled_dot_product_attention": "s.mk(1, 2, 3).scaled_dot_product_attention(s.mk(1, 2, 3), s.mk(1, 2, 3))",
   # plumbing
   "assign": "s.x.contiguous().realize().assign(s.y)", "to": "s.x.to('CPU')", "gradient": "(s.x * s.x).sum().gradient(s.x)",

@@ -4,13 +4,14 @@
                   rounding, remainders, nan/inf checks
   math.py         exp/log, trig, hyperbolic and their inverses, erf and other special functions
   activation.py   relu, gelu, sigmoid, softplus & co
-  movement.py     reshape, permute, expand, pad (and its modes), shrink, flip, squeeze, cat, stack, split, repeat, roll
+  movement.py     reshape, permute, expand, pad (and its modes), shrink, flip, squeeze, cat, stack, split, repeat, roll,
+                  unfold (the sliding window), rearrange, pad_to/shrink_to
   indexing.py     __getitem__/__setitem__, gather, scatter, index_*, masked ops, one_hot
   reduce.py       sum, mean, var, max, argmax, any/all, logsumexp, softmax
   linalg.py       matmul and the other products, einsum, norms, cross, cdist, attention
   creation.py     full/zeros/ones/arange/linspace/eye, *_like, new_*, meshgrid
   random.py       manual_seed, rand/randn/randint/uniform/normal, dropout, multinomial, initializers
-  conv.py         sliding windows, convolution and its transpose, unfold/fold
+  conv.py         sliding windows, convolution and its transpose, im2col (F.unfold) and fold
   pool.py         max/avg/adaptive pooling and unpooling, interpolate
   norm.py         layer/batch/instance/group/rms norm, normalize
   loss.py         cross entropy and the other losses

@@ -1,4 +1,4 @@
-"""Convolution: sliding windows, conv1d/2d/3d, conv_transpose1d/2d/3d, unfold (im2col) and fold (col2im).
+"""Convolution: sliding windows, conv1d/2d/3d, conv_transpose1d/2d/3d, im2col (F.unfold) and fold (col2im).
 
 The central trick is `_pool`: it turns the last n dims of a tensor into sliding windows (..., *out, *kernel) with
 movement ops only (pad/reshape/expand/shrink/permute: no copy), so that convolution is `(windows * weight).sum(...)`
@@ -227,19 +227,19 @@ class ConvMixin(TensorMixin):
     return self.conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding)
 
   # ------------------------------------------------------------ im2col and col2im
-  def unfold(self, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
+  def im2col(self, kernel_size, dilation=1, padding=0, stride=1) -> Tensor:
     """torch.nn.functional.unfold (im2col): (N, C, *spatial) -> (N, C*prod(kernel), L) sliding blocks.
-    Note: this is F.unfold, not torch.Tensor.unfold(dimension, size, step)."""
+    It is F.unfold; Tensor.unfold(dimension, size, step) is torch.Tensor.unfold, the sliding window of one dim."""
     n = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
-    if self.ndim == n + 1: return self.unsqueeze(0).unfold(kernel_size, dilation, padding, stride).squeeze(0)
+    if self.ndim == n + 1: return self.unsqueeze(0).im2col(kernel_size, dilation, padding, stride).squeeze(0)
     if self.ndim != n + 2:
-      raise _fail(ValueError, "unfold", f"expected a {n + 1}-d or {n + 2}-d input for a {n}-d kernel, got shape {self.shape}", self)
-    k_ = _tuple("unfold", "kernel_size", kernel_size, n, self)
-    d_, s_ = _tuple("unfold", "dilation", dilation, n, self), _tuple("unfold", "stride", stride, n, self)
-    pads = _resolve_pads("unfold", padding, n, self)
-    if any(p < 0 for pr in pads for p in pr): raise _fail(ValueError, "unfold", f"padding must be >= 0, got {padding!r}", self)
+      raise _fail(ValueError, "im2col", f"expected a {n + 1}-d or {n + 2}-d input for a {n}-d kernel, got shape {self.shape}", self)
+    k_ = _tuple("im2col", "kernel_size", kernel_size, n, self)
+    d_, s_ = _tuple("im2col", "dilation", dilation, n, self), _tuple("im2col", "stride", stride, n, self)
+    pads = _resolve_pads("im2col", padding, n, self)
+    if any(p < 0 for pr in pads for p in pr): raise _fail(ValueError, "im2col", f"padding must be >= 0, got {padding!r}", self)
     for L, (pb, pa), k, d in zip(self.shape[2:], pads, k_, d_):
-      if L + pb + pa < d * (k - 1) + 1: raise _fail(ValueError, "unfold", f"kernel {k_} (dilation {d_}) is larger than the padded input", self)
+      if L + pb + pa < d * (k - 1) + 1: raise _fail(ValueError, "im2col", f"kernel {k_} (dilation {d_}) is larger than the padded input", self)
     x = self.pad(((0, 0), (0, 0)) + tuple(pads))._pool(k_, s_, d_)   # (N, C, *O, *K)
     N, C, O = x.shape[0], x.shape[1], x.shape[2:2 + n]
     x = x.permute(0, 1, *range(2 + n, 2 + 2 * n), *range(2, 2 + n))

@@ -240,7 +240,7 @@ class LinalgMixin(TensorMixin):
       # 1: max over columns of the column sums; inf: max over rows of the row sums
       sum_dim, red_dim = (d0, d1) if ord in (1, -1) else (d1, d0)
       s = x.abs().sum(sum_dim, keepdim=True)
-      r = s.max(red_dim, keepdim=True) if ord > 0 else s.min(red_dim, keepdim=True)
+      r = s.amax(red_dim, keepdim=True) if ord > 0 else s.amin(red_dim, keepdim=True)
       return r if keepdim else r.squeeze((d0, d1))
     raise _fail(ValueError, "norm", f"unsupported matrix norm ord {ord!r}", self)
   def _vector_norm(self, ord, dim, keepdim: bool) -> Tensor:
@@ -250,8 +250,8 @@ class LinalgMixin(TensorMixin):
       dims = range(self.ndim) if dim is None else (dim,) if isinstance(dim, int) else dim
       if any(self.shape[d] == 0 for d in dims):
         raise _fail(RuntimeError, "norm", f"cannot compute the {ord} norm over an empty dim (no identity)", self)
-    if ord == math.inf: return a.max(dim, keepdim)
-    if ord == -math.inf: return a.min(dim, keepdim)
+    if ord == math.inf: return a.amax(dim, keepdim)
+    if ord == -math.inf: return a.amin(dim, keepdim)
     if ord == 0: return (a != 0).cast(self.dtype).sum(dim, keepdim)
     if ord == 1: return a.sum(dim, keepdim)
     if ord == 2: return (self * self).sum(dim, keepdim).sqrt()

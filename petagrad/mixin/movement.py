@@ -9,7 +9,7 @@ from petagrad.dtype import dtypes, promote
 from petagrad.helpers import prod, argfix, flatten as flatten_list
 from petagrad.uop.uop import UOp
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _check_fits, _shape_arg, _int_arg, _scalar_arg, _tensor_arg
+from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _check_fits, _shape_arg, _int_arg, _scalar_arg, _tensor_arg, axis_keywords
 
 class MovementMixin(TensorMixin):
   __slots__ = ()
@@ -23,11 +23,16 @@ class MovementMixin(TensorMixin):
       if s != n and s != 1: raise _fail(ValueError, op, f"shapes are not broadcastable: {self.shape} to {shape}", self, *others)
     return self._new(self.uop.reshape(padded).expand(shape), self)
   def reshape(self, *shape) -> Tensor:
-    """Same elements, new shape; one dimension may be -1.
+    """Same elements, new shape; one dimension may be -1, and None keeps the input's size of that dim (tinygrad).
 
     >>> Tensor.arange(6).reshape(2, -1).shape
     (2, 3)
     """
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)): shape = tuple(shape[0])
+    if any(s is None for s in shape):   # tinygrad: None keeps that dim
+      if any(s is None for s in shape[self.ndim:]):
+        raise _fail(ValueError, "reshape", f"None at dim >= {self.ndim} in {shape}: no input dim to keep", self)
+      shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
     shape = _shape_arg("reshape", shape, self, wildcard=True, name="shape")
     if shape.count(-1) > 1: raise _fail(ValueError, "reshape", f"only one dimension can be -1, got {shape}", self)
     if -1 in shape:
@@ -93,7 +98,14 @@ class MovementMixin(TensorMixin):
     if self.ndim < 2: raise _fail(ValueError, "mT", f"needs at least 2 dims, got shape {self.shape}", self)
     return self.transpose(-2, -1)
   mH = mT   # no complex dtypes: the conjugate transpose is the transpose
-  def flip(self, *axis) -> Tensor:
+  def flip(self, *axis, dims=None, dim=None, **kw) -> Tensor:
+    """Reverse the order along the given dims: x.flip(0, 1), x.flip((0, 1)), x.flip(dims=(0,)) (torch), x.flip(axis=0) (tinygrad)."""
+    if "axis" in kw: kws = [("axis", kw.pop("axis"))]
+    else: kws = []
+    if kw: raise _fail(TypeError, "flip", f"got an unexpected keyword argument {next(iter(kw))!r}", self)
+    kws += [(n, v) for n, v in (("dims", dims), ("dim", dim)) if v is not None]
+    if len(kws) + bool(axis) > 1: raise _fail(TypeError, "flip", "give the dims once (positional, dims=, dim= or axis=)", self)
+    if kws: axis = (kws[0][1],)
     axis = argfix(*axis)
     axes = {_resolve_axis("flip", a, self.ndim, self) for a in axis}
     return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))), self)
@@ -147,6 +159,24 @@ class MovementMixin(TensorMixin):
     for (b, e), s in zip(pairs, self.shape):
       if not 0 <= b <= e <= s: raise _fail(ValueError, "shrink", f"bounds {pairs} are out of range for shape {self.shape}", self)
     return self._new(self.uop.shrink(pairs), self)
+  def _to_shape(self, op: str, shape: tuple) -> tuple:
+    shape = argfix(*shape)
+    if len(shape) != self.ndim: raise _fail(ValueError, op, f"shape {shape} must have one size per dim ({self.ndim})", self)
+    return tuple(s if n is None else _int_arg(op, "size", n, self) for s, n in zip(self.shape, shape))
+  def pad_to(self, shape, *args, value: Scalar = 0) -> Tensor:
+    """Pad at the end of each dim up to `shape` (tinygrad's pad_to; None keeps a dim), with `value`.
+
+    >>> Tensor([[1, 2]]).pad_to(2, None).tolist()
+    [[1, 2], [0, 0]]
+    """
+    new = self._to_shape("pad_to", (shape,) + args)
+    if any(n < s for s, n in zip(self.shape, new)): raise _fail(ValueError, "pad_to", f"cannot pad {self.shape} to the smaller {new}", self)
+    return self.pad(tuple((0, n - s) for s, n in zip(self.shape, new)), value=value) if new != self.shape else self
+  def shrink_to(self, shape, *args) -> Tensor:
+    """Keep the first `shape[i]` elements of each dim (tinygrad's shrink_to; None keeps a dim)."""
+    new = self._to_shape("shrink_to", (shape,) + args)
+    if any(n > s for s, n in zip(self.shape, new)): raise _fail(ValueError, "shrink_to", f"cannot shrink {self.shape} to the larger {new}", self)
+    return self.shrink(tuple((0, n) for n in new)) if new != self.shape else self
   def pad(self, padding: Sequence, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
     """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
     form (last dim first: left, right, top, bottom, ...). Negative padding crops. `value` must fit the dtype."""
@@ -268,16 +298,23 @@ class MovementMixin(TensorMixin):
     idx = [i for i, r in enumerate(reps) for _ in range(r)]
     it = type(self)(idx, dtype=dtypes.int64, device=self.device) if idx else type(self).zeros(0, dtype=dtypes.int64, device=self.device)
     return x.index_select(d, it)
-  def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
-    """Concatenate along dim: each piece is padded into place and the pieces added (one kernel). Also callable
-    torch-style, as Tensor.cat([a, b], dim=...). Mixed dtypes promote (like torch.cat)."""
-    if isinstance(self, (list, tuple)):   # Tensor.cat([a, b]): the sequence came in as self
+  @axis_keywords
+  def cat(self=None, *others: Tensor, dim: int = 0, tensors=None) -> Tensor:
+    """Concatenate along dim: each piece is padded into place and the pieces added (one kernel). The call forms:
+    a.cat(b, c, dim=1) and Tensor.cat(a, b) (tinygrad), Tensor.cat([a, b]), Tensor.cat([a, b], 1) and
+    Tensor.cat(tensors=[a, b], dim=1) (torch.cat); axis= for dim=. Mixed dtypes promote (like torch.cat)."""
+    if self is None and tensors is not None: self = tensors
+    elif tensors is not None: raise _fail(TypeError, "cat", "got the tensors twice (positional and tensors=)")
+    if isinstance(self, (list, tuple)):   # Tensor.cat([a, b]) / Tensor.cat([a, b], 1): the sequence came in as self
+      dim = _seq_dim("cat", others, dim)
       if not self: raise _fail(ValueError, "cat", "needs at least one tensor")
-      return MovementMixin.cat(*self, *others, dim=dim)
+      return MovementMixin.cat(*self, dim=dim)
+    if self is None: raise _fail(TypeError, "cat", "needs the tensors to concatenate")
     ts = (self,) + others
     for t in ts:
       if not isinstance(t, TensorMixin):
-        raise _fail(TypeError, "cat", f"expected Tensors, got {type(t).__name__}", *[u for u in ts if isinstance(u, TensorMixin)])
+        hint = " (pass the dim as dim=)" if isinstance(t, int) else ""
+        raise _fail(TypeError, "cat", f"expected Tensors, got {type(t).__name__}{hint}", *[u for u in ts if isinstance(u, TensorMixin)])
     if self.ndim == 0: raise _fail(ValueError, "cat", "a 0-d tensor cannot be concatenated (unsqueeze it, or use stack)", *ts)
     d = _resolve_axis("cat", dim, self.ndim, self)
     for t in ts:
@@ -298,14 +335,19 @@ class MovementMixin(TensorMixin):
       out = p if out is None else (out | p if dt.is_bool else out + p)
     assert out is not None
     return out
-  @classmethod
-  def stack(cls, tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Join same-shaped tensors along a new dim (torch.stack: one sequence of Tensors)."""
-    if isinstance(tensors, TensorMixin):
-      raise _fail(TypeError, "stack", "expects a sequence of Tensors, got one Tensor (Tensor.stack([a, b]))", tensors)
-    if not isinstance(tensors, (list, tuple)): raise _fail(TypeError, "stack", f"expects a sequence of Tensors, got {type(tensors).__name__}")
+  @axis_keywords
+  def stack(self=None, *others: Tensor, dim: int = 0, tensors=None) -> Tensor:
+    """Join same-shaped tensors along a new dim. The call forms: Tensor.stack([a, b], dim), Tensor.stack([a, b], 1)
+    and Tensor.stack(tensors=[a, b]) (torch.stack), Tensor.stack(a, b, dim=1) and a.stack(b, c) (tinygrad)."""
+    if self is None and tensors is not None: self = tensors
+    elif tensors is not None: raise _fail(TypeError, "stack", "got the tensors twice (positional and tensors=)")
+    if isinstance(self, TensorMixin): tensors = (self,) + others
+    elif isinstance(self, (list, tuple)): tensors, dim = self, _seq_dim("stack", others, dim)
+    else: raise _fail(TypeError, "stack", f"expects a sequence of Tensors, got {type(self).__name__}")
     for t in tensors:
-      if not isinstance(t, TensorMixin): raise _fail(TypeError, "stack", f"expects a sequence of Tensors, got a {type(t).__name__} in it")
+      if not isinstance(t, TensorMixin):
+        hint = " (pass the dim as dim=)" if isinstance(t, int) else ""
+        raise _fail(TypeError, "stack", f"expects Tensors, got a {type(t).__name__}{hint}", *[u for u in tensors if isinstance(u, TensorMixin)])
     if not tensors: raise _fail(ValueError, "stack", "needs at least one tensor")
     d = _resolve_axis("stack", dim, tensors[0].ndim + 1, tensors[0])
     for t in tensors:
@@ -337,3 +379,96 @@ class MovementMixin(TensorMixin):
     if self.ndim == 0: raise _fail(IndexError, "unbind", "a 0-d tensor has no dim to unbind", self)
     d = _resolve_axis("unbind", dim, self.ndim, self)
     return tuple(self.shrink(tuple((i, i + 1) if k == d else None for k in range(self.ndim))).squeeze(d) for i in range(self.shape[d]))
+
+  # ------------------------------------------------------------ windows and einops
+  def unfold(self, dimension: int, size: int, step: int) -> Tensor:
+    """The windows of `size` elements, `step` apart, along `dimension`: that dim becomes the number of windows
+    (L - size) // step + 1 and a last dim of `size` is added (torch.Tensor.unfold, tinygrad's unfold; a view).
+    torch.nn.functional.unfold (im2col) is `im2col`.
+
+    >>> Tensor.arange(5).unfold(0, 2, 2).tolist()
+    [[0, 1], [2, 3]]
+    """
+    size, step = _int_arg("unfold", "size", size, self), _int_arg("unfold", "step", step, self, minimum=1)
+    if self.ndim == 0:
+      _resolve_axis("unfold", dimension, 0, self)
+      if size > 1: raise _fail(ValueError, "unfold", f"size {size} is larger than the 1 element of a 0-d tensor", self)
+      return self.reshape(1).shrink(((0, size),))
+    d = _resolve_axis("unfold", dimension, self.ndim, self)
+    L = self.shape[d]
+    if size > L: raise _fail(ValueError, "unfold", f"size {size} is larger than dim {d} (size {L})", self)
+    n = (L - size) // step + 1
+    if size == 0:
+      return self.shrink(tuple((0, 0) if i == d else None for i in range(self.ndim))).reshape(self.shape[:d] + (n,) + self.shape[d + 1:] + (0,))
+    rest = [i for i in range(self.ndim) if i != d]
+    w = self.permute(*rest, d)._pool((size,), step)                                     # (*rest, n, size)
+    return w.permute(*range(d), self.ndim - 1, *range(d, self.ndim - 1), self.ndim)
+  def rearrange(self, formula: str, **sizes: int) -> Tensor:
+    """einops-style rearrange (as tinygrad 0.14's): 'b c h w -> b (c h w)', '(b n) c -> b n c' with sizes=
+    (`n=2`), '...' for the dims not named, '1' or '()' for a dim of size 1. Reshapes and a permute (a view).
+
+    >>> Tensor.arange(6).reshape(2, 3).rearrange("a b -> b a").shape
+    (3, 2)
+    >>> Tensor.arange(6).rearrange("(a b) -> b a", a=2).tolist()
+    [[0, 3], [1, 4], [2, 5]]
+    """
+    if not isinstance(formula, str) or formula.count("->") != 1:
+      raise _fail(ValueError, "rearrange", f"formula must be a string with one '->', got {formula!r}", self)
+    lhs, rhs = (_einops_side(self, side, formula) for side in formula.split("->"))
+    lnames, rnames = _einops_names(lhs), _einops_names(rhs)
+    if len(set(lnames)) != len(lnames) or sorted(lnames) != sorted(rnames):
+      raise _fail(ValueError, "rearrange", f"each axis name must appear once on each side of {formula!r}", self)
+    for k, v in sizes.items():
+      if k not in lnames: raise _fail(ValueError, "rearrange", f"size given for {k!r}, which the left side of {formula!r} does not name", self)
+      _int_arg("rearrange", k, v, self)
+    if "..." in lnames:   # the dims the ellipsis stands for, each its own name
+      if "..." not in lhs: raise _fail(ValueError, "rearrange", f"'...' inside parentheses on the left of {formula!r}", self)
+      k = self.ndim - (len(lhs) - 1)
+      if k < 0: raise _fail(ValueError, "rearrange", f"{formula!r} names {len(lhs) - 1} dims, the input has {self.ndim}", self)
+      ell = [f"...{i}" for i in range(k)]
+      lhs = [x for g in lhs for x in ([[e] for e in ell] if g == "..." else [g])]
+      rhs = [x for g in rhs for x in ([[e] for e in ell] if g == "..." else [[e for n in g for e in (ell if n == "..." else [n])]])]
+      lnames, rnames = _einops_names(lhs), _einops_names(rhs)
+    if len(lhs) != self.ndim: raise _fail(ValueError, "rearrange", f"{formula!r} names {len(lhs)} dims, the input has {self.ndim}", self)
+    size: dict[str, int] = {}
+    for g, L in zip(lhs, self.shape):
+      known = prod(sizes[n] for n in g if n in sizes)
+      unknown = [n for n in g if n not in sizes]
+      if len(unknown) > 1: raise _fail(ValueError, "rearrange", f"cannot infer the sizes of {unknown} in a dim of size {L}; give all but one", self)
+      if unknown and (known == 0 or L % known):
+        raise _fail(ValueError, "rearrange", f"sizes {dict((n, sizes[n]) for n in g if n in sizes)} do not divide {L}", self)
+      if not unknown and known != L: raise _fail(ValueError, "rearrange", f"the dim of size {L} is not {' * '.join(g) or '1'} = {known}", self)
+      size.update({n: sizes.get(n, L // known if n in unknown else 0) for n in g})
+    x = self.reshape(tuple(size[n] for n in lnames)).permute(*[lnames.index(n) for n in rnames])
+    return x.reshape(tuple(prod(size[n] for n in g) for g in rhs))
+
+def _seq_dim(op: str, extra: tuple, dim: Any) -> Any:
+  """Tensor.cat([a, b], 1): the dim given positionally after the sequence."""
+  if not extra: return dim
+  if len(extra) > 1 or isinstance(extra[0], TensorMixin) or (dim != 0):
+    raise _fail(TypeError, op, f"takes one sequence of Tensors and a dim, got {len(extra) + 1} positional arguments{' and dim=' if dim != 0 else ''}")
+  return extra[0]
+
+def _einops_names(side: list) -> list[str]: return [n for g in side for n in (["..."] if g == "..." else g)]
+
+def _einops_side(t: Any, side: str, formula: str) -> list:
+  """One side of a rearrange formula -> its dims, each the list of axis names it groups ([] is a dim of size 1), or
+  the string '...' for an ellipsis outside parentheses (the dims it covers)."""
+  toks = side.replace("\u2026", "...").replace("(", " ( ").replace(")", " ) ").split()
+  out: list = []
+  group: list[str] | None = None
+  for tok in toks:
+    if tok == "(":
+      if group is not None: raise _fail(ValueError, "rearrange", f"nested parentheses in {formula!r}", t)
+      group = []
+    elif tok == ")":
+      if group is None: raise _fail(ValueError, "rearrange", f"unbalanced parentheses in {formula!r}", t)
+      out.append(group); group = None
+    elif tok == "1": out.append([]) if group is None else None
+    elif tok == "..." and group is None: out.append("...")
+    elif tok == "..." or (tok.isidentifier() and not tok.startswith("_") and not tok.endswith("_")):
+      out.append([tok]) if group is None else group.append(tok)
+    else: raise _fail(ValueError, "rearrange", f"invalid axis name {tok!r} in {formula!r}", t)
+  if group is not None: raise _fail(ValueError, "rearrange", f"unbalanced parentheses in {formula!r}", t)
+  if _einops_names(out).count("...") > 1: raise _fail(ValueError, "rearrange", f"more than one '...' on a side of {formula!r}", t)
+  return out

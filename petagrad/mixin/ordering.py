@@ -19,11 +19,11 @@ the call (so do `one_hot(-1)`, indexing.py, and `repeat_interleave` with per-ele
 """
 from __future__ import annotations
 import math
-from typing import Any
+from typing import Any, NamedTuple
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _is_tensor, _resolve_axis as _resolve, _int_arg
+from petagrad.mixin.args import _fail, _is_tensor, _resolve_axis as _resolve, _int_arg, axis_keywords
 
 def _int(op: str, name: str, v: Any, t: Any = None, minimum: int | None = None) -> int:
   return _int_arg(op, name, v, t, minimum)
@@ -39,10 +39,22 @@ def _tri(T, n: int, device: str) -> Tensor:
   """(n_i, n_j) mask j <= i: the window of a cumulative op."""
   return T.arange(n, device=device).reshape(1, n) <= T.arange(n, device=device).reshape(n, 1)
 
+class _ValuesIndices(NamedTuple):
+  values: Any
+  indices: Any
+  def __repr__(self) -> str: return f"{self._op}(values={self.values!r}, indices={self.indices!r})"
+# what sort, topk, cummax, cummin and median(dim) return: (values, indices) with .values and .indices, like torch.return_types
+class SortResult(_ValuesIndices): _op = "sort"
+class TopkResult(_ValuesIndices): _op = "topk"
+class CummaxResult(_ValuesIndices): _op = "cummax"
+class CumminResult(_ValuesIndices): _op = "cummin"
+class MedianResult(_ValuesIndices): _op = "median"
+
 class OrderingMixin(TensorMixin):
   __slots__ = ()
 
   # ------------------------------------------------------------------ sorting
+  @axis_keywords
   def sort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> tuple[Tensor, Tensor]:
     """(values, indices) sorted along `dim`. Always stable (equal values keep their order, so the result
     is torch's with stable=True; with stable=False torch may order ties differently, the values agree);
@@ -56,26 +68,28 @@ class OrderingMixin(TensorMixin):
     T = type(self)
     if self.ndim == 0:
       _resolve("sort", dim, 0, self)
-      return self, T.zeros((), dtype=dtypes.int64, device=self.device)
+      return SortResult(self, T.zeros((), dtype=dtypes.default_int, device=self.device))
     d = _resolve("sort", dim, self.ndim, self)
     x = self.transpose(d, -1)
     n = x.shape[-1]
-    if n == 0 or x.numel() == 0: return self, T.zeros(self.shape, dtype=dtypes.int64, device=self.device)
+    if n == 0 or x.numel() == 0: return SortResult(self, T.zeros(self.shape, dtype=dtypes.default_int, device=self.device))
     if n > SORT_DIRECT:
       values, indices = _bitonic(x, descending)
-      return values.transpose(d, -1), indices.transpose(d, -1)
+      return SortResult(values.transpose(d, -1), indices.transpose(d, -1).cast(dtypes.default_int))
     rank = _rank(x, descending)                                           # (..., n)
     oh = rank.unsqueeze(-2) == T.arange(n, device=self.device).reshape(n, 1)   # (..., n_r, n_i)
     values = _pick(x.unsqueeze(-2), oh, -1)
-    indices = _pick(T.arange(n, device=self.device).reshape((1,) * (x.ndim - 1) + (1, n)), oh, -1)
-    return values.transpose(d, -1), indices.transpose(d, -1)
+    indices = _pick(T.arange(n, device=self.device, dtype=dtypes.default_int).reshape((1,) * (x.ndim - 1) + (1, n)), oh, -1)
+    return SortResult(values.transpose(d, -1), indices.transpose(d, -1))
 
+  @axis_keywords
   def argsort(self, dim: int = -1, descending: bool = False, stable: bool = True) -> Tensor:
     """Indices that sort `dim` (stable)."""
     return self.sort(dim, descending, stable)[1]
 
   def msort(self) -> Tensor: return self.sort(0)[0]
 
+  @axis_keywords
   def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
     """(values, indices) of the k largest (or smallest) elements along `dim`, in sorted order."""
     if not isinstance(k, int) or isinstance(k, bool): raise _fail(TypeError, "topk", f"k must be an int, got {k!r}", self)
@@ -83,9 +97,9 @@ class OrderingMixin(TensorMixin):
     n = self.shape[d] if self.ndim else 1
     if not 0 <= k <= n: raise _fail(IndexError, "topk", f"k ({k}) is out of range for a dimension of size {n}", self)
     v, i = self.sort(dim, descending=largest)
-    if not self.ndim: return v, i
+    if not self.ndim: return TopkResult(v, i)
     sl = tuple((0, k) if a == d else None for a in range(self.ndim))
-    return v.shrink(sl), i.shrink(sl)
+    return TopkResult(v.shrink(sl), i.shrink(sl))
 
   # ------------------------------------------------------------------ scans
   def _scan_input(self, op: str, dim: int) -> tuple[Tensor, int]:
@@ -99,6 +113,7 @@ class OrderingMixin(TensorMixin):
   def _scan_output(self, out: Tensor, d: int) -> Tensor:
     return out.reshape(()) if self.ndim == 0 else out.transpose(d, -1)
 
+  @axis_keywords
   def cumsum(self, dim: int = 0, dtype=None) -> Tensor:
     """Cumulative sum along `dim` (ints and bools give int64, like torch). See the module doc for the cost.
 
@@ -110,6 +125,7 @@ class OrderingMixin(TensorMixin):
     if x.dtype.is_bool or (x.dtype.is_int and dtype is None): x = x.cast(dtypes.int64 if not x.dtype.is_unsigned or x.dtype.itemsize < 8 else x.dtype)
     return self._scan_output(_scan(x, "sum") if x.numel() else x, d)
 
+  @axis_keywords
   def cumprod(self, dim: int = 0, dtype=None) -> Tensor:
     """Cumulative product along `dim` (ints and bools give int64)."""
     x, d = self._scan_input("cumprod", dim)
@@ -121,22 +137,23 @@ class OrderingMixin(TensorMixin):
     T = type(self)
     x, d = self._scan_input(op, dim)
     n = x.shape[-1]
-    if x.numel() == 0: return self, T.zeros(self.shape, dtype=dtypes.int64, device=self.device)
-    j = T.arange(n, device=self.device)
+    R = CummaxResult if largest else CumminResult
+    if x.numel() == 0: return R(self, T.zeros(self.shape, dtype=dtypes.default_int, device=self.device))
+    j = T.arange(n, device=self.device, dtype=dtypes.default_int)
     if n <= SCAN_DIRECT:
       m = _tri(T, n, self.device)
       xj = x.unsqueeze(-2)                                                 # (..., 1, n_j)
       xd = xj.detach()
       ident = x.dtype.min if largest else x.dtype.max
       masked = m.where(xd, ident)
-      ext = masked.max(-1, keepdim=True) if largest else masked.min(-1, keepdim=True)   # (..., n_i, 1)
+      ext = masked.amax(-1, keepdim=True) if largest else masked.amin(-1, keepdim=True)   # (..., n_i, 1)
       hit = xd == ext
       if x.dtype.is_float:   # a NaN wins from where it appears on, like torch
         isnan = xd != xd
         hit = (m & isnan).any(-1, keepdim=True).where(isnan, hit)
-      idx = (m & hit).where(j.reshape(1, n), -1).max(-1)                  # the last position that attains it
+      idx = (m & hit).where(j.reshape(1, n), -1).amax(-1)                  # the last position that attains it
       values = _pick(xj, j.reshape(1, n) == idx.unsqueeze(-1), -1)         # gradient goes to that element, like torch
-      return self._scan_output(values, d), self._scan_output(idx, d)
+      return R(self._scan_output(values, d), self._scan_output(idx, d))
     # long rows: the running extreme by a blocked scan (detached); the index is the running max of the positions
     # where x equals its running extreme; the values are x at that index, forward-filled by a blocked scan, so the
     # gradient of each output goes to the element at its index, like torch (also with ties)
@@ -151,16 +168,19 @@ class OrderingMixin(TensorMixin):
       hit = key == v
     idx = _scan(hit.where(j, -1), "max")
     values = _ffill(x, idx == j)[0]
-    return self._scan_output(values, d), self._scan_output(idx, d)
+    return R(self._scan_output(values, d), self._scan_output(idx, d))
 
+  @axis_keywords
   def cummax(self, dim: int = 0) -> tuple[Tensor, Tensor]:
     """(values, indices) of the running maximum along `dim`; the index is the last position attaining it."""
     return self._cum_extreme("cummax", dim, True)
 
+  @axis_keywords
   def cummin(self, dim: int = 0) -> tuple[Tensor, Tensor]:
     """(values, indices) of the running minimum along `dim`; the index is the last position attaining it."""
     return self._cum_extreme("cummin", dim, False)
 
+  @axis_keywords
   def logcumsumexp(self, dim: int = 0) -> Tensor:
     """log(cumsum(exp(x))) along `dim`, computed stably (each prefix shifted by its own max)."""
     x, d = self._scan_input("logcumsumexp", dim)
@@ -251,8 +271,9 @@ class OrderingMixin(TensorMixin):
     out = [u]
     if return_inverse or return_counts:
       eq = x.unsqueeze(1) == u.unsqueeze(0)                    # (n, u)
-      if return_inverse: out.append(eq.where(type(self).arange(u.shape[0], device=self.device), 0).sum(1).reshape(self.shape))
-      if return_counts: out.append(eq.cast(dtypes.int64).sum(0))
+      ii = dtypes.default_int
+      if return_inverse: out.append(eq.where(type(self).arange(u.shape[0], device=self.device, dtype=ii), 0).sum(1, dtype=ii).reshape(self.shape))
+      if return_counts: out.append(eq.cast(ii).sum(0, dtype=ii))
     return out[0] if len(out) == 1 else tuple(out)
 
   def _unique_dim(self, dim: int, return_inverse: bool, return_counts: bool):
@@ -263,7 +284,7 @@ class OrderingMixin(TensorMixin):
     if 0 in rest: raise _fail(RuntimeError, "unique", f"dims of size 0 other than dim {d} leave no slices to compare", self)
     x = self.permute(d, *[k for k in range(self.ndim) if k != d])
     m = prod(rest)
-    i64 = dtypes.int64
+    i64 = dtypes.default_int
     if n == 0:
       out = [self]
       if return_inverse: out.append(type(self).zeros(0, dtype=i64, device=self.device))
@@ -277,7 +298,7 @@ class OrderingMixin(TensorMixin):
       if p.dtype.is_float: return (p < q) | ((p == p) & (q != q))
       return p < q
     c = type(self).arange(m, device=self.device)
-    first_diff = eq.logical_not().where(c, m).min(-1, keepdim=True)       # (n, n, 1): the first column where a, b differ
+    first_diff = eq.logical_not().where(c, m).amin(-1, keepdim=True)       # (n, n, 1): the first column where a, b differ
     at_first = c == first_diff
     b_lt_a, a_lt_b = (at_first & less(b, a)).any(-1), (at_first & less(a, b)).any(-1)   # (n, n)
     same = first_diff.squeeze(-1) == m                                    # (n, n): equal slices
@@ -285,7 +306,7 @@ class OrderingMixin(TensorMixin):
     first = (same & (ib < ia)).any(1).logical_not()                       # (n,): the first slice of its kind
     # b before a: lexicographically, or incomparable (NaN) and earlier
     before = b_lt_a | (b_lt_a.logical_not() & a_lt_b.logical_not() & same.logical_not() & (ib < ia))
-    rank = (first.reshape(1, n) & before).cast(i64).sum(1)                # (n,): the output slot of each slice
+    rank = (first.reshape(1, n) & before).cast(i64).sum(1, dtype=i64)                # (n,): the output slot of each slice
     u = int(first.cast(i64).sum().item())
     oh = (rank.reshape(1, n) == type(self).arange(u, device=self.device).reshape(u, 1))   # (u, n)
     picked = _pick(x.reshape(n, m).unsqueeze(0), (oh & first.reshape(1, n)).unsqueeze(-1), 1)   # (u, m)
@@ -293,10 +314,11 @@ class OrderingMixin(TensorMixin):
     res = res.permute(*range(1, d + 1), 0, *range(d + 1, self.ndim))
     out = [res]
     if return_inverse: out.append(rank)
-    if return_counts: out.append(oh.cast(i64).sum(1))
+    if return_counts: out.append(oh.cast(i64).sum(1, dtype=i64))
     return out[0] if len(out) == 1 else tuple(out)
 
   # ------------------------------------------------------------------ order statistics and searching
+  @axis_keywords
   def median(self, dim: int | None = None, keepdim: bool = False):
     """The lower median (element (n - 1) // 2 of the sorted values). dim None: of all elements (a 0-d tensor);
     with dim: (values, indices) like torch.median. A NaN in the row makes the result NaN (its index: the
@@ -311,8 +333,8 @@ class OrderingMixin(TensorMixin):
       return x._median_along(0, False)[0]
     d = _resolve("median", dim, self.ndim, self) if self.ndim else 0
     if self.ndim and self.shape[d] == 0: raise _fail(IndexError, "median", f"cannot take the median of an empty dim {d}", self)
-    if self.ndim == 0: return self, type(self).zeros((), dtype=dtypes.int64, device=self.device)
-    return self._median_along(d, keepdim)
+    if self.ndim == 0: return MedianResult(self, type(self).zeros((), dtype=dtypes.default_int, device=self.device))
+    return MedianResult(*self._median_along(d, keepdim))
 
   def _median_along(self, d: int, keepdim: bool) -> tuple[Tensor, Tensor]:
     T = type(self)
@@ -329,6 +351,7 @@ class OrderingMixin(TensorMixin):
       vals, idx = v.shrink(sl), i.shrink(sl)
     return (vals, idx) if keepdim else (vals.squeeze(d), idx.squeeze(d))
 
+  @axis_keywords
   def quantile(self, q, dim: int | None = None, keepdim: bool = False, interpolation: str = "linear") -> Tensor:
     """The q-th quantiles (q a float or a 1-D list/tensor of floats in [0, 1]) along dim (all elements when
     None), with torch's interpolation modes 'linear', 'lower', 'higher', 'nearest', 'midpoint'. A 1-D q adds
@@ -395,7 +418,8 @@ class OrderingMixin(TensorMixin):
     s = seq.unsqueeze(-2) if seq.ndim > 1 else seq.reshape((1,) * v.ndim + seq.shape)
     vv = v.unsqueeze(-1)
     hit = (s <= vv) if right else (s < vv)
-    return hit.cast(dtypes.int32 if out_int32 else dtypes.int64).sum(-1, dtype=dtypes.int32 if out_int32 else dtypes.int64)
+    it = dtypes.int32 if out_int32 else dtypes.default_int
+    return hit.cast(it).sum(-1, dtype=it)
 
   def bucketize(self, boundaries: Tensor, right: bool = False, out_int32: bool = False) -> Tensor:
     """The bucket of each element among the sorted 1-D `boundaries` (torch.bucketize): the count of boundaries
@@ -414,13 +438,14 @@ class OrderingMixin(TensorMixin):
       raise _fail(TypeError, "bincount", f"weights must be a Tensor, got {type(weights).__name__}", self)
     if self.numel() and int(self.min().item()) < 0: raise _fail(ValueError, "bincount", "values must be non-negative", self)
     n = max(int(self.max().item()) + 1 if self.numel() else 0, minlength)
-    oh = self.cast(dtypes.int64).unsqueeze(-1) == type(self).arange(n, device=self.device)   # (len, n)
-    if weights is None: return oh.cast(dtypes.int64).sum(0, dtype=dtypes.int64)
+    oh = self.cast(dtypes.int64).unsqueeze(-1) == type(self).arange(n, device=self.device, dtype=dtypes.int64)   # (len, n)
+    if weights is None: return oh.cast(dtypes.default_int).sum(0, dtype=dtypes.default_int)
     if weights.shape != self.shape:
       raise _fail(ValueError, "bincount", f"weights must have the input's shape {self.shape}, got {weights.shape}", self, weights)
     w = weights if weights.dtype.is_float else weights.cast(dtypes.float64)
     return oh.where(w.unsqueeze(-1), 0).sum(0)
 
+  @axis_keywords
   def diff(self, n: int = 1, dim: int = -1, prepend: Tensor | None = None, append: Tensor | None = None) -> Tensor:
     """The n-th forward difference along dim (torch.diff); bools use xor. prepend/append are concatenated first.
 
@@ -490,8 +515,8 @@ def _scan(x: Tensor, op: str) -> Tensor:
     xj = x.unsqueeze(-2)
     if op == "sum": return m.where(xj, 0).sum(-1, dtype=x.dtype)
     if op == "prod": return m.where(xj, 1).prod(-1, dtype=x.dtype)
-    if op == "max": return m.where(xj, x.dtype.min).max(-1)
-    mx = m.where(xj, -math.inf).max(-1, keepdim=True).detach()          # (..., n_i, 1)
+    if op == "max": return m.where(xj, x.dtype.min).amax(-1)
+    mx = m.where(xj, -math.inf).amax(-1, keepdim=True).detach()          # (..., n_i, 1)
     mx = (mx.abs() == math.inf).where(0.0, mx)
     return (m.where(xj - mx, -math.inf).exp().sum(-1, keepdim=True).log() + mx).squeeze(-1)
   B = SCAN_BLOCK
@@ -532,7 +557,7 @@ def _ffill(x: Tensor, hit: Tensor) -> tuple[Tensor, Tensor]:
   n, lead = x.shape[-1], x.shape[:-1]
   if n <= SCAN_DIRECT:
     j = T.arange(n, device=x.device).reshape(1, n)
-    last = (_tri(T, n, x.device) & hit.unsqueeze(-2)).where(j, -1).max(-1)    # (..., n_i)
+    last = (_tri(T, n, x.device) & hit.unsqueeze(-2)).where(j, -1).amax(-1)    # (..., n_i)
     return _pick(x.unsqueeze(-2), j == last.unsqueeze(-1), -1), last >= 0
   B = SCAN_BLOCK
   nb = -(-n // B)

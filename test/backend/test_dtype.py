@@ -216,7 +216,7 @@ def test_int_arith(device, d):
   helper_test_op([(12,), (12,)], lambda x, y: x / y, dtype=d, low=lo, high=hi, seed=3)
   helper_test_op(None, stacked(lambda x, y: x // y, lambda x, y: x % y), vals=[[7, 9, 0, 12, 3], [2, 4, 5, 5, 7]], dtype=d)
   helper_test_op([(3, 4)], lambda x: x.sum(1), dtype=d, low=lo, high=hi)
-  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(0), dtype=d, low=lo, high=hi)
+  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(axis=0), dtype=d, low=lo, high=hi)
 
 @pytest.mark.parametrize("d", ["uint16", "uint32", "uint64"])
 def test_uint_wide_arith(device, d):
@@ -245,7 +245,7 @@ def test_float_arith(device, d):
                  dtype=d, low=0.5, high=3)
   helper_test_op([(12,), (12,)], lambda x, y: x < y, dtype=d, low=0.5, high=3)
   helper_test_op([(3, 4)], lambda x: x.sum(1), dtype=d)
-  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(0), dtype=d)
+  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(axis=0), dtype=d)
 
 @pytest.mark.parametrize("d", FLOATS)
 def test_float_unary(device, d):

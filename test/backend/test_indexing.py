@@ -398,7 +398,7 @@ def _chain_ops():
     ("slice", lambda x: x[1:], lambda a: a[1:], lambda s: len(s) >= 1 and s[0] >= 2),
     ("stride", lambda x: x[::2], lambda a: a[::2], lambda s: len(s) >= 1),
     ("sum0", lambda x: x.sum(0), lambda a: a.sum(0), lambda s: len(s) >= 2),
-    ("max-1", lambda x: x.max(-1, keepdim=True), lambda a: a.max(-1, keepdims=True), lambda s: len(s) >= 1 and s[-1] >= 1),
+    ("max-1", lambda x: x.max(axis=-1, keepdim=True), lambda a: a.max(-1, keepdims=True), lambda s: len(s) >= 1 and s[-1] >= 1),
     ("take", lambda x: x[Tensor([0, -1, 0])], lambda a: a[[0, -1, 0]], lambda s: len(s) >= 1 and s[0] >= 1),
     ("take_last", lambda x: x[..., Tensor([1, 0])], lambda a: a[..., [1, 0]], lambda s: len(s) >= 1 and s[-1] >= 2),
     ("mask", lambda x: x[x > 0], lambda a: a[a > 0], lambda s: True),

@@ -72,7 +72,7 @@ def test_movement_chain(device, seed):
     ax = rng.randrange(a.ndim); log.append(f"sum({ax})")
     t, a = t.sum(ax), a.sum(ax, dtype=np.int64 if a.dtype == np.int32 else np.float32)
   elif end < 0.45 and a.ndim and a.shape[0]:
-    log.append("max(0)"); t, a = t.max(0), a.max(0)
+    log.append("max(0)"); t, a = t.max(axis=0), a.max(0)
   elif end < 0.55:
     log.append("contiguous+1"); t, a = t.contiguous() + 1, a + 1
   got = t.numpy()

@@ -100,9 +100,9 @@ def test_conv_transpose1d_3d(device):
   helper_test_op([(1, 1, 2, 2, 2), (1, 2, 2, 2, 2)], lambda x, w: F.conv_transpose3d(x, w, stride=2),
                  lambda x, w: x.conv_transpose3d(w, stride=2), atol=1e-5, forward_only=True)
 
-def test_unfold(device):
-  helper_test_op([(1, 2, 4, 5)], lambda x: F.unfold(x, (2, 3)), lambda x: x.unfold((2, 3)))
-  helper_test_op([(2, 1, 5, 5)], lambda x: F.unfold(x, 3, dilation=2, padding=1, stride=2), lambda x: x.unfold(3, dilation=2, padding=1, stride=2))
+def test_im2col(device):
+  helper_test_op([(1, 2, 4, 5)], lambda x: F.unfold(x, (2, 3)), lambda x: x.im2col((2, 3)))
+  helper_test_op([(2, 1, 5, 5)], lambda x: F.unfold(x, 3, dilation=2, padding=1, stride=2), lambda x: x.im2col(3, dilation=2, padding=1, stride=2))
 
 def test_fold(device):
   helper_test_op([(1, 6, 4)], lambda x: F.fold(x, (3, 4), (2, 3)), lambda x: x.fold((3, 4), (2, 3)))
@@ -667,7 +667,7 @@ def test_errors_at_call(device):
   check_error(ValueError, lambda: Tensor.zeros(1, 2, 5).conv1d(Tensor.zeros(2, 2, 9)), "conv1d", "larger")
   check_error(ValueError, lambda: x.max_pool2d(6), "max_pool2d", (1, 3, 5, 5), "larger")
   check_error(ValueError, lambda: x.avg_pool2d((2, 2), padding=2), "avg_pool2d", "half of effective kernel")
-  check_error(ValueError, lambda: x.unfold(7), "unfold", "larger")
+  check_error(ValueError, lambda: x.im2col(7), "im2col", "larger")
   check_error(ValueError, lambda: x.cross_entropy(Tensor([0, 1])), "cross_entropy", (1, 3, 5, 5), (2,))
   check_error(ValueError, lambda: x.l1_loss(Tensor.zeros(3)), "l1_loss", (1, 3, 5, 5), (3,))
   check_error(ValueError, lambda: x.group_norm(2), "group_norm", "(3)")

@@ -690,20 +690,20 @@ def test_max_min(device):
 
 def test_max_min_ties_grad(device):
   # torch amax/amin split the gradient evenly between tied maxima
-  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(1), vals=[[[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]])
-  helper_test_op(None, lambda x: x.amin(1), lambda x: x.min(1), vals=[[[1.0, 1.0, 3.0], [2.0, 2.0, 2.0]]])
+  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(axis=1), vals=[[[1.0, 3.0, 3.0], [2.0, 2.0, 2.0]]])
+  helper_test_op(None, lambda x: x.amin(1), lambda x: x.min(axis=1), vals=[[[1.0, 1.0, 3.0], [2.0, 2.0, 2.0]]])
 
 def test_max_min_int(device):
-  helper_test_op([(3, 4)], lambda x: x.amax(1), lambda x: x.max(1), dtype="int32", low=-100, high=100)
-  helper_test_op([(3, 4)], lambda x: x.amin(1), lambda x: x.min(1), dtype="int32", low=-100, high=100)
+  helper_test_op([(3, 4)], lambda x: x.amax(1), lambda x: x.max(axis=1), dtype="int32", low=-100, high=100)
+  helper_test_op([(3, 4)], lambda x: x.amin(1), lambda x: x.min(axis=1), dtype="int32", low=-100, high=100)
   helper_test_op([(3, 4)], lambda x: x.amin(), lambda x: x.min(), dtype="uint8", low=0, high=255)
   helper_test_op([(3, 4)], lambda x: x.amax(), lambda x: x.max(), dtype="int8", low=-128, high=127)
-  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(0), dtype="bool")
-  helper_test_op([(3, 4)], lambda x: x.amin(0), lambda x: x.min(0), dtype="bool")
+  helper_test_op([(3, 4)], lambda x: x.amax(0), lambda x: x.max(axis=0), dtype="bool")
+  helper_test_op([(3, 4)], lambda x: x.amin(0), lambda x: x.min(axis=0), dtype="bool")
 
 def test_max_nan_inf(device):
-  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(1), vals=[[[1.0, float("-inf")], [float("inf"), 2.0]]], forward_only=True)
-  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(1), vals=[[[1.0, float("nan")], [3.0, 2.0]]], forward_only=True)
+  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(axis=1), vals=[[[1.0, float("-inf")], [float("inf"), 2.0]]], forward_only=True)
+  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(axis=1), vals=[[[1.0, float("nan")], [3.0, 2.0]]], forward_only=True)
 
 def test_mean(device):
   helper_test_op([(3, 4, 5)], lambda x: x.mean())
@@ -766,14 +766,14 @@ def test_any_all_empty(device):
 
 def test_reduce_after_movement(device):
   helper_test_op([(3, 4)], lambda x: x.T.sum(1))
-  helper_test_op([(3, 4)], lambda x: x.flip(0)[:, 1:].amax(0), lambda x: x[::-1, 1:].max(0))
+  helper_test_op([(3, 4)], lambda x: x.flip(0)[:, 1:].amax(0), lambda x: x[::-1, 1:].max(axis=0))
   helper_test_op([(3, 1)], lambda x: x.expand(3, 4).sum(0))
   helper_test_op([(3, 4)], lambda x: F.pad(x, (1, 1)).sum(1), lambda x: x.pad((1, 1)).sum(1))
 
 def test_reduce_fp16(device):
   helper_test_op([(4, 8)], lambda x: x.sum(1), dtype="float16")
   helper_test_op([(4, 8)], lambda x: x.mean(), dtype="float16")
-  helper_test_op([(4, 8)], lambda x: x.amax(1), lambda x: x.max(1), dtype="float16")
+  helper_test_op([(4, 8)], lambda x: x.amax(1), lambda x: x.max(axis=1), dtype="float16")
 
 # ------------------------------------------------------------------ matmul
 
@@ -879,8 +879,8 @@ def test_pow_bool(device):
 def test_nan_propagation(device):
   nan = float("nan")
   helper_test_op(None, lambda x: x.argmax(1), vals=[[[1.0, nan, 3.0], [nan, nan, 1.0]]])
-  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(1), vals=[[[1.0, nan, 3.0], [3.0, 1.0, nan]]], forward_only=True)
-  helper_test_op(None, lambda x: x.amin(1), lambda x: x.min(1), vals=[[[1.0, nan, 3.0], [3.0, 1.0, nan]]], forward_only=True)
+  helper_test_op(None, lambda x: x.amax(1), lambda x: x.max(axis=1), vals=[[[1.0, nan, 3.0], [3.0, 1.0, nan]]], forward_only=True)
+  helper_test_op(None, lambda x: x.amin(1), lambda x: x.min(axis=1), vals=[[[1.0, nan, 3.0], [3.0, 1.0, nan]]], forward_only=True)
   helper_test_op(None, lambda x, y: x.maximum(y), vals=[[1.0, nan, nan], [nan, 1.0, nan]], forward_only=True)
   helper_test_op(None, lambda x, y: x.minimum(y), vals=[[1.0, nan, nan], [nan, 1.0, nan]], forward_only=True)
   helper_test_op(None, lambda x: x.bool(), vals=[[1.0, nan, 0.0, -0.0]])
@@ -937,7 +937,7 @@ LARGE = {
   "sum_10007": ([(10007,)], lambda x: x.sum(), None, {"atol": 1e-3}),
   "sum_axis0_odd": ([(129, 67)], lambda x: x.sum(0), None, {"atol": 1e-4}),
   "sum_axis1_odd": ([(129, 67)], lambda x: x.sum(1), None, {"atol": 1e-4}),
-  "max_axis0_odd": ([(129, 67)], lambda x: x.amax(0), lambda x: x.max(0), {}),
+  "max_axis0_odd": ([(129, 67)], lambda x: x.amax(0), lambda x: x.max(axis=0), {}),
   "argmax": ([(33, 257)], lambda x: x.argmax(1), None, {}),
   "softmax": ([(31, 127)], lambda x: x.softmax(-1), None, {}),
   "log_softmax_3d": ([(5, 31, 17)], lambda x: x.log_softmax(1), None, {}),
@@ -956,8 +956,8 @@ LARGE = {
   "mlp": ([(16, 32), (32, 64), (64,), (64, 10)], lambda x, w1, b1, w2: ((x @ w1 + b1).relu() @ w2).log_softmax(-1).mean(), None, {"atol": 1e-5}),
   "int32_sum": ([(1001,)], lambda x: x.sum(), None, {"dtype": "int32", "low": -100, "high": 100}),
   "int8_sum": ([(1001,)], lambda x: x.sum(), None, {"dtype": "int8", "low": -100, "high": 100}),
-  "int16_max": ([(77, 33)], lambda x: x.amax(0), lambda x: x.max(0), {"dtype": "int16", "low": -1000, "high": 1000}),
-  "uint8_min": ([(77, 33)], lambda x: x.amin(1), lambda x: x.min(1), {"dtype": "uint8", "low": 0, "high": 255}),
+  "int16_max": ([(77, 33)], lambda x: x.amax(0), lambda x: x.max(axis=0), {"dtype": "int16", "low": -1000, "high": 1000}),
+  "uint8_min": ([(77, 33)], lambda x: x.amin(1), lambda x: x.min(axis=1), {"dtype": "uint8", "low": 0, "high": 255}),
   "bitwise": ([(61, 47), (61, 47)], lambda x, y: (x ^ y) & 0xff | (x << 3), None, {"dtype": "int32", "low": 0, "high": 10000}),
   "floordiv_mod": ([(61, 47), (61, 47)], lambda x, y: x // (y.abs() + 1) + x % (y.abs() + 1), None, {"dtype": "int32", "low": -10000, "high": 10000}),
   "int64_mul": ([(61, 47), (61, 47)], lambda x, y: x * y * 1000003, None, {"dtype": "int64", "low": -10**6, "high": 10**6}),

@@ -95,7 +95,6 @@ def test_mnist_cnn_train_steps(literal):
   assert_close("eval logits", model(X), tm.eval()(tx), atol=1e-4, rtol=1e-4)
 
 # ====================================================================== (b) LLaMA-style block with RoPE + KV cache
-MISSING_LLAMA = "Tensor.stack(a, b, dim=-1) (varargs form)"
 
 def precompute_freqs_cis(dim: int, end: int, literal: bool, theta: float = 10000.0) -> Tensor:
   freqs = 1.0 / (theta ** (Tensor.arange(0, dim, 2)[:(dim // 2)] / dim))
@@ -189,7 +188,7 @@ def _torch_block(p: dict, x, start_pos, cache, n_heads, n_kv_heads, eps, max_con
   return h + ff
 
 @pytest.mark.parametrize("n_kv_heads", [2, 1], ids=["plain_attention", "grouped_attention"])
-@pytest.mark.parametrize("literal", [False, pytest.param(True, marks=xf(MISSING_LLAMA))])
+@pytest.mark.parametrize("literal", [False, True])
 def test_llama_block_kv_cache(literal, n_kv_heads):
   dim, hidden, n_heads, eps, max_context, bsz = 8, 16, 2, 1e-5, 8, 2
   Tensor.manual_seed(0)
@@ -501,19 +500,19 @@ FORMS = [
   ("Tensor.training = True", f_training_flag, None),
   ("loss.backward() returns self", f_backward_returns_self, None),
   ("x.sequential(layers)", f_sequential, xf("Tensor.sequential: missing", AttributeError)),
-  ("Tensor.stack(a, b, dim=1)", f_stack_varargs, xf("Tensor.stack(*tensors, dim=) varargs form: TypeError got multiple values for argument 'dim'", TypeError)),
-  ("a.stack(b, dim=1)", f_stack_method, xf("a.stack(b) method form: TypeError expects a sequence of Tensors", TypeError)),
+  ("Tensor.stack(a, b, dim=1)", f_stack_varargs, None),
+  ("a.stack(b, dim=1)", f_stack_method, None),
   ("Tensor.stack([a, b], dim=1)", f_stack_list, None),
   ("a.cat(b, dim=1)", f_cat_method, None),
   ("x.sum(axis=1)", f_sum_axis, None),
   ("x.sum(axis=(0, 1))", f_sum_axis_tuple, None),
   ("x.max(axis=-1)", f_max_axis, None),
   ("x.mean(axis=0, keepdim=True)", f_mean_axis_keepdim, None),
-  ("x.reshape(None, 3, 2)", f_reshape_none, xf("reshape with None (keep that dim): TypeError shape must be ints", TypeError)),
+  ("x.reshape(None, 3, 2)", f_reshape_none, None),
   ("x.reshape(-1, 6)", f_reshape_minus1, None),
-  ("x.rearrange(...)", f_rearrange, xf("Tensor.rearrange (einops-style): missing", AttributeError)),
-  ("x.pad_to(4, 6)", f_pad_to, xf("Tensor.pad_to: missing", AttributeError)),
-  ("x.pad_to(None, 6)", f_pad_to_none, xf("Tensor.pad_to with None: missing", AttributeError)),
+  ("x.rearrange(...)", f_rearrange, None),
+  ("x.pad_to(4, 6)", f_pad_to, None),
+  ("x.pad_to(None, 6)", f_pad_to_none, None),
   ("x.shrink(((0,2),(1,3)))", f_shrink, None),
   ("x.shrink((None,(1,3)))", f_shrink_none, None),
   ("x.pad(((1,0),(0,2)))", f_pad_tuple_pairs, None),
@@ -521,13 +520,13 @@ FORMS = [
   ("x.scaled_uniform(8, 8)", f_scaled_uniform_method, None),
   ("Tensor.glorot_uniform", f_glorot_uniform, None),
   ("x.dot(w)", f_dot, None),
-  ("x.cumsum(axis=1)", f_cumsum_axis, xf("cumsum(axis=...) keyword: TypeError unexpected keyword argument 'axis' (cumsum only takes dim)", TypeError)),
+  ("x.cumsum(axis=1)", f_cumsum_axis, None),
   ("x.cumsum(1)", f_cumsum_pos, None),
   ("x.clip(0, 1)", f_clip_pos, None),
   ("x.one_hot(10)", f_one_hot, None),
   ("x.sparse_categorical_crossentropy(y)", f_sparse_cce, None),
   ("sparse_cce(label_smoothing=0.1)", f_sparse_cce_smoothing, None),
-  ("x.unfold(1, 2, 1) (tinygrad 0.14 = torch sliding window)", f_unfold_sliding, xf("Tensor.unfold(dim, size, step): petagrad's unfold is F.unfold (im2col); ValueError expected a 3-d or 4-d input", ValueError)),
+  ("x.unfold(1, 2, 1) (tinygrad 0.14 = torch sliding window)", f_unfold_sliding, None),
   ("x.interpolate(size, mode='linear') 4-d", f_interpolate_linear_4d, None),
   ("x.interpolate(mode='linear', align_corners=True) 4-d", f_interpolate_linear_4d_align, None),
   ("Tensor.einsum('...ij,...jk', a, b)", f_einsum_implicit, None),
