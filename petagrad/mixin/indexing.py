@@ -603,7 +603,7 @@ def _scatter_flat(x: Tensor, pos: Tensor, v: Tensor, last_wins: bool) -> Tensor:
   if m == 0 or n == 0: return x
   oh = pos.unsqueeze(1) == T.arange(n, device=x.device)          # (m, n)
   j1 = T.arange(1, m + 1, device=x.device).unsqueeze(1)          # (m, 1)
-  win = oh.where(j1, 0).max(0)                                    # (n,), 0: nobody writes here
+  win = oh.where(j1, 0).amax(0)                                    # (n,), 0: nobody writes here
   val = _pick(v.unsqueeze(1), oh & (j1 == win), 0)
   return (win > 0).where(val, x)
 
@@ -635,7 +635,7 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
   hit = oh.any(d, keepdim=True)                                    # I[:d] + (1, n) + I[d+1:]
   if reduce is None:
     jj = type(self).arange(1, index.shape[d] + 1, device=self.device).reshape((index.shape[d],) + (1,) * (index.ndim - d))
-    win = oh.where(jj, 0).max(d, keepdim=True)
+    win = oh.where(jj, 0).amax(d, keepdim=True)
     val = _pick(s, oh & (jj == win), d, keepdim=True)
     # torch's gradient: every src element gets the gradient of its target, also the ones a duplicate overwrote
     if s.dtype.is_float: val = val + (oh & (jj != win)).where(_zero_value(s), 0).sum(d, keepdim=True)
@@ -645,7 +645,7 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
     val = oh.where(s, 1).prod(d, keepdim=True, dtype=self.dtype if not self.dtype.is_bool else None)
   else:
     lo = self.dtype.min if reduce == "amax" else self.dtype.max
-    val = oh.where(s, lo).max(d, keepdim=True) if reduce == "amax" else oh.where(s, lo).min(d, keepdim=True)
+    val = oh.where(s, lo).amax(d, keepdim=True) if reduce == "amax" else oh.where(s, lo).amin(d, keepdim=True)
   # I[:d] + (1, n) + I[d+1:] -> n in dim d, then pad the other dims up to self's sizes
   val = val.squeeze(d)
   hit = hit.squeeze(d)
