@@ -90,8 +90,9 @@ class OrderingMixin(TensorMixin):
   def msort(self) -> Tensor: return self.sort(0)[0]
 
   @axis_keywords
-  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True) -> tuple[Tensor, Tensor]:
-    """(values, indices) of the k largest (or smallest) elements along `dim`, in sorted order."""
+  def topk(self, k: int, dim: int = -1, largest: bool = True, sorted: bool = True, *, sorted_: bool | None = None) -> tuple[Tensor, Tensor]:
+    """(values, indices) of the k largest (or smallest) elements along `dim`, in sorted order (also with sorted=False,
+    which torch leaves unspecified; tinygrad spells it sorted_=)."""
     if not isinstance(k, int) or isinstance(k, bool): raise _fail(TypeError, "topk", f"k must be an int, got {k!r}", self)
     d = _resolve("topk", dim, self.ndim, self) if self.ndim else 0
     n = self.shape[d] if self.ndim else 1

@@ -56,6 +56,7 @@ KW_NOGRAD = {
   "sort_axis": (lambda x: x.sort(dim=0), lambda x: x.sort(axis=0)),
   "argsort_dim": (lambda x: x.argsort(dim=0, descending=True), None),
   "topk_axis": (lambda x: x.topk(2, dim=1), lambda x: x.topk(2, axis=1)),
+  "topk_sorted_": (lambda x: x.topk(2, dim=0, sorted=True), lambda x: x.topk(2, dim=0, sorted_=True)),
   "median_axis": (lambda x: x.median(dim=1), lambda x: x.median(axis=1)),
   "quantile_axis": (lambda x: x.quantile(0.3, dim=1, keepdim=True), lambda x: x.quantile(0.3, axis=1, keepdims=True)),
 }
