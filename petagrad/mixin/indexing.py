@@ -356,9 +356,8 @@ class IndexingMixin(TensorMixin):
     >>> Tensor([[1, 2, 3]]).index_select(1, Tensor([2, 0])).tolist()
     [[3, 1]]
     """
-    if not isinstance(index, TensorMixin) or not index.dtype.is_int:
+    if not isinstance(index, TensorMixin) or not index.dtype.is_int or index.ndim > 1:
       raise _fail(TypeError, "index_select", "index must be a 0-d or 1-D integer Tensor", self, index)
-    if index.ndim > 1: raise _fail(IndexError, "index_select", f"index must be a 0-d or 1-D tensor (a vector), got {index.ndim}-d", self, index)
     if index.device != self.device: raise _fail(RuntimeError, "index_select", f"index is on {index.device}, tensor on {self.device}", self, index)
     x = self.reshape(1) if self.ndim == 0 else self
     d = _resolve("index_select", dim, x.ndim, self)

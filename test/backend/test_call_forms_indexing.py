@@ -465,7 +465,7 @@ ERRORS = {
   "scatter_bad_reduce": (ValueError, lambda: Tensor([1.0]).scatter(0, Tensor([0]), 1.0, reduce="max")),
   "scatter_no_src": (TypeError, lambda: Tensor([1.0]).scatter(0, Tensor([0]))),
   "scatter_src_and_value": (TypeError, lambda: Tensor([1.0]).scatter(0, Tensor([0]), 1.0, value=2.0)),
-  "index_select_2d": (IndexError, lambda: Tensor([1.0]).index_select(0, Tensor([[0]]))),
+  "index_select_2d": (TypeError, lambda: Tensor([1.0]).index_select(0, Tensor([[0]]))),
   "masked_select_size": (ValueError, lambda: Tensor([1]).masked_select(Tensor([True]), size=-1)),
   "nonzero_size_type": (TypeError, lambda: Tensor([1]).nonzero(size=2.5)),
   "nonzero_fill_overflow": (OverflowError, lambda: Tensor([1]).nonzero(size=2, fill_value=2**70)),
