@@ -377,7 +377,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     Checks run on every device and in JIT replays."""
     err = _fail(exc, op, msg, *operands)
     okall = ok.all() if ok.shape else ok
-    return self._new(UOp(Ops.CHECK, self.dtype, (self.uop, okall.uop), (exc, str(err))), self)
+    return self._new(UOp(Ops.CHECK, self.dtype, (self.uop, okall.uop), (type(err), str(err))), self)
   def _c(self, x: Scalar, dtype: DType | None = None) -> UOp:
     """A broadcast constant with this tensor's shape."""
     c = UOp.const(dtype or self.dtype, x, self.device)
