@@ -2,7 +2,7 @@
 from __future__ import annotations
 import math
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _resolve_axis
+from petagrad.mixin.args import _fail, _resolve_axis, axis_keywords
 
 class ActivationMixin(TensorMixin):
   __slots__ = ()
@@ -53,12 +53,16 @@ class ActivationMixin(TensorMixin):
   def logsigmoid(self) -> Tensor: return -(-self).softplus()
   def mish(self) -> Tensor: return self * self.softplus().tanh()
   def quick_gelu(self) -> Tensor: return self * (self * 1.702).sigmoid()
+  @axis_keywords
   def glu(self, dim: int = -1) -> Tensor:
     d = _resolve_axis("glu", dim, self.ndim, self)
     if self.shape[d] % 2: raise _fail(RuntimeError, "glu", f"halving dimension must be even, but dimension {d} is size {self.shape[d]}", self)
     a, b = self.chunk(2, d)
     return a * b.sigmoid()
-  def softmin(self, axis: int = -1) -> Tensor: return (-self).softmax(axis)
+  @axis_keywords
+  def softmin(self, axis: int = -1, dtype=None) -> Tensor:
+    """softmax(-x) along axis (torch's dim= works too; dtype: the dtype to compute in, as torch)."""
+    return (-self).softmax(axis, dtype=dtype)
   def tanhshrink(self) -> Tensor: return self - self.tanh()
   def hardshrink(self, lambd: float = 0.5) -> Tensor: return (self.abs() > lambd).where(self, 0)
   def softshrink(self, lambd: float = 0.5) -> Tensor:

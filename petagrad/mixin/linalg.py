@@ -12,7 +12,7 @@ from petagrad.helpers import prod
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg, _tensor_arg, _broadcast_shape, _check_tensor
+from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg, _tensor_arg, _broadcast_shape, _check_tensor, axis_keywords
 
 class LinalgMixin(TensorMixin):
   __slots__ = ()
@@ -49,12 +49,38 @@ class LinalgMixin(TensorMixin):
     if x.ndim == 1: out = out.reshape(out.shape[:-2] + out.shape[-1:])
     if w.ndim == 1: out = out.reshape(out.shape[:-1])
     return x._new(out, w)
-  def dot(self, w: Tensor) -> Tensor: return self.matmul(w)
+  def dot(self, w: Tensor, dtype=None) -> Tensor:
+    """self @ w (tinygrad's dot, torch.matmul's rules): 1-d . 1-d is a scalar, 2-d . 1-d a vector (n,), 1-d . 2-d a
+    vector (m,), and batched operands broadcast. dtype: the result's dtype (tinygrad's accumulate dtype).
+
+    >>> Tensor([1.0, 2.0]).dot(Tensor([3.0, 4.0])).item(), Tensor([[1.0, 2.0]]).dot(Tensor([3.0, 4.0])).tolist()
+    (11.0, [11.0])
+    """
+    return self.matmul(w, dtype=dtype)
   def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+    """self @ weight.T + bias, like torch.nn.functional.linear: weight is (out_features, in_features), as
+    nn.Linear.weight (tinygrad's x.linear(w, b) takes w as (in, out): write x @ w + b for that); a 1-d weight
+    multiplies elementwise (tinygrad).
+
+    >>> Tensor([[1.0, 2.0]]).linear(Tensor([[1.0, 1.0], [0.0, 2.0], [1.0, 0.0]]), Tensor([0.5, 0.5, 0.5])).tolist()
+    [[3.5, 4.5, 1.5]]
+    """
     _tensor_arg("linear", "weight", weight, self)
     if bias is not None: _tensor_arg("linear", "bias", bias, self)
     x = self.matmul(weight.T) if weight.ndim > 1 else self * weight
     return x + bias if bias is not None else x
+  def sequential(self, ll: list) -> Tensor:
+    """Apply each callable of ll in order: x.sequential([f, g]) is g(f(x)) (tinygrad; layers, Tensor methods such as
+    Tensor.relu, or lambdas).
+
+    >>> Tensor([-1.0, 2.0]).sequential([lambda x: x * 2, Tensor.relu]).tolist()
+    [0.0, 4.0]
+    """
+    if not isinstance(ll, (list, tuple)) or not all(callable(f) for f in ll):
+      raise _fail(TypeError, "sequential", f"expects a list of callables, got {ll!r}", self)
+    x = self
+    for f in ll: x = f(x)
+    return x
   def _check_nd(self, op: str, other: Any, nd: int, other_nd: int) -> None:
     if not isinstance(other, TensorMixin): raise _fail(TypeError, op, f"expected a Tensor, got {type(other).__name__}", self)
     if self.ndim != nd or other.ndim != other_nd:
@@ -211,17 +237,26 @@ class LinalgMixin(TensorMixin):
     return t.expand(tuple(size[c] for c in out)) if out else t
 
   # ------------------------------------------------------------ norms and distances
-  def norm(self, ord=None, dim=None, keepdim: bool = False, dtype=None) -> Tensor:
-    """Vector and matrix norms, torch.linalg.norm style.
+  @axis_keywords
+  def norm(self, ord=None, dim=None, keepdim: bool = False, dtype=None, p=None) -> Tensor:
+    """Vector and matrix norms, torch.linalg.norm style (axis= works for dim=).
 
     dim None: the whole tensor as a vector (ord None/'fro' is the 2-norm = Frobenius norm).
     dim an int: vector norms, ord in {None (2), p (any float), inf, -inf, 0}.
     dim a pair: matrix norms, ord in {None/'fro', 1, -1, inf, -inf}; 'nuc', 2, -2 need an SVD
     (NotImplementedError).
+    p= (torch.Tensor.norm's keyword): a number is the vector p-norm over all of dim (a pair too), 'fro'/'nuc' as ord.
 
-    >>> Tensor([3.0, 4.0]).norm().item()
-    5.0
+    >>> Tensor([3.0, 4.0]).norm().item(), Tensor([[1.0, -2.0], [3.0, 4.0]]).norm(p=1, dim=(0, 1)).item()
+    (5.0, 10.0)
     """
+    if p is not None:
+      if ord is not None: raise _fail(TypeError, "norm", "got both ord= and p= (give one)", self)
+      if not isinstance(p, str):
+        x = self._float("norm") if dtype is None else self.cast(dtype)
+        for a in (() if dim is None else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)): _resolve_axis("norm", a, self.ndim, self)
+        return x._vector_norm(p, dim, keepdim)
+      ord = p
     x = self._float("norm") if dtype is None else self.cast(dtype)
     for a in (() if dim is None else tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)): _resolve_axis("norm", a, self.ndim, self)
     if dim is None and ord == "nuc":   # torch.Tensor.norm('nuc') of a matrix: the nuclear norm
@@ -254,9 +289,13 @@ class LinalgMixin(TensorMixin):
     if ord == -math.inf: return a.amin(dim, keepdim)
     if ord == 0: return (a != 0).cast(self.dtype).sum(dim, keepdim)
     if ord == 1: return a.sum(dim, keepdim)
-    if ord == 2: return (self * self).sum(dim, keepdim).sqrt()
     if not isinstance(ord, (int, float)) or isinstance(ord, bool): raise _fail(ValueError, "norm", f"unsupported vector norm ord {ord!r}", self)
-    return a.pow(float(ord)).sum(dim, keepdim).pow(1.0 / ord)
+    s = (self * self).sum(dim, keepdim) if ord == 2 else a.pow(float(ord)).sum(dim, keepdim)
+    if ord < 0: return s.pow(1.0 / ord)
+    # the gradient at a zero vector is 0, as torch's (not the root's inf times 0): the root is taken at 1 there
+    zero = s == 0
+    safe = zero.where(1.0, s)
+    return zero.where(0.0, safe.sqrt() if ord == 2 else safe.pow(1.0 / ord))
   def cross(self, other: Tensor, dim: int = -1) -> Tensor:
     """Cross product of 3-vectors along `dim` (default -1, like torch.linalg.cross), with broadcasting."""
     a, b = self._operands("cross", other)

@@ -254,3 +254,136 @@ def test_normalize_zero_vector(device):
   x = Tensor([[0.0, 0.0, 0.0]], requires_grad=True)
   x.normalize(dim=1).sum().backward()
   assert np.isfinite(x.grad.numpy()).all() and abs(x.grad.numpy()[0, 0] - 1e12) < 1e6
+
+# ------------------------------------------------------------------ 4. call forms (torch and tinygrad spellings), forward and gradients
+def test_dot_forms(device):
+  helper_test_op([(4,), (4,)], lambda a, b: a.dot(b))                                  # 1-d . 1-d: a scalar
+  helper_test_op([(3, 4), (4,)], lambda a, b: a.matmul(b), lambda a, b: a.dot(b))      # 2-d . 1-d: (3,)
+  helper_test_op([(3,), (3, 4)], lambda a, b: a.matmul(b), lambda a, b: a.dot(b))      # 1-d . 2-d: (4,)
+  helper_test_op([(3, 4), (4, 5)], lambda a, b: a.matmul(b), lambda a, b: a.dot(b))
+  helper_test_op([(2, 3, 4), (4,)], lambda a, b: a.matmul(b), lambda a, b: a.dot(b))
+  helper_test_op([(4,), (2, 4, 5)], lambda a, b: a.matmul(b), lambda a, b: a.dot(b))
+  assert Tensor.ones(4).dot(Tensor.ones(4)).shape == ()
+  assert Tensor.ones(3, 4).dot(Tensor.ones(4, 2), dtype="float64").dtype.name == "float64"
+
+@pytest.mark.parametrize("form", ["min=", "max=", "min=max=", "pos", "clip(0, 1)", "clamp_min", "clamp_max", "tensor min=", "tensor max=",
+                                  "tensor both", "clamp_min tensor", "clamp_max tensor", "tinygrad min_="])
+def test_clip_forms(device, form):
+  cases = {
+    "min=": ([(3, 4)], lambda x: x.clamp(min=0.2), lambda x: x.clip(min=0.2)),
+    "max=": ([(3, 4)], lambda x: x.clip(max=-0.3), lambda x: x.clamp(max=-0.3)),
+    "min=max=": ([(3, 4)], lambda x: x.clamp(min=-0.5, max=0.5), None),
+    "pos": ([(3, 4)], lambda x: x.clamp(-0.5, 0.5), lambda x: x.clip(-0.5, 0.5)),
+    "clip(0, 1)": ([(3, 4)], lambda x: x.clip(0, 1), None),
+    "clamp_min": ([(3, 4)], lambda x: x.clamp_min(0.1), None),
+    "clamp_max": ([(3, 4)], lambda x: x.clamp_max(0.1), None),
+    "tensor min=": ([(3, 4), (4,)], lambda x, m: x.clamp(min=m), None),
+    "tensor max=": ([(3, 4), (3, 1)], lambda x, m: x.clip(max=m), None),
+    "tensor both": ([(3, 4), (4,), (4,)], lambda x, lo, hi: x.clamp(lo - 1, hi + 1), None),
+    "clamp_min tensor": ([(3, 4), (4,)], lambda x, m: x.clamp_min(m), None),
+    "clamp_max tensor": ([(3, 4), (4,)], lambda x, m: x.clamp_max(m), None),
+    "tinygrad min_=": ([(3, 4)], lambda x: x.clamp(-0.5, 0.5), lambda x: x.clip(min_=-0.5, max_=0.5)),
+  }
+  shapes, tf, pf = cases[form]
+  helper_test_op(shapes, tf, pf)
+
+def test_clip_needs_a_bound():
+  with pytest.raises(ValueError, match="at least one"): Tensor.ones(2).clip()
+  with pytest.raises(RuntimeError): Tensor.ones(2).clamp()
+
+@pytest.mark.parametrize("formula,shapes", [
+  ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)]),
+  ("...ij,...jk->...ik", [(2, 1, 3, 4), (5, 4, 2)]),     # the ellipsis dims broadcast (2, 1) with (5,)
+  ("...ij,...jk", [(2, 3, 4), (4, 5)]),                  # implicit output: ... first, then the letters used once
+  ("b...,b...->b", [(3, 4, 2), (3, 4, 2)]),
+  ("...i,...i->...", [(3, 4), (4,)]),
+  ("i...->...", [(3, 2, 2)]),
+  ("...ii->...i", [(2, 3, 3)]),
+  ("ij,jk", [(3, 4), (4, 5)]),
+  ("ij->ji", [(3, 4)]),
+  ("bij,bjk->bik", [(2, 3, 4), (2, 4, 5)]),
+])
+def test_einsum_forms(device, formula, shapes):
+  helper_test_op(shapes, lambda *xs: torch.einsum(formula, *xs), lambda *xs: Tensor.einsum(formula, *xs), atol=1e-5)
+  helper_test_op(shapes, lambda *xs: torch.einsum(formula, list(xs)), lambda *xs: Tensor.einsum(formula, list(xs)), atol=1e-5)   # tinygrad: a list
+
+def test_einsum_list_tinygrad(device):
+  helper_test_op([(3, 4), (4, 5)], lambda a, b: torch.einsum("ij,jk->ik", [a, b]), lambda a, b: Tensor.einsum("ij,jk->ik", [a, b]))
+  helper_test_op([(3, 4), (4, 5)], lambda a, b: torch.einsum("ij,jk->ik", (a, b)), lambda a, b: Tensor.einsum("ij,jk->ik", (a, b)))
+
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax", "softmin"])
+def test_softmax_dim_forms(device, fn):
+  tf = {"softmax": F.softmax, "log_softmax": F.log_softmax, "softmin": F.softmin}[fn]
+  helper_test_op([(3, 4, 5)], lambda x: tf(x, dim=1), lambda x: getattr(x, fn)(dim=1))
+  helper_test_op([(3, 4, 5)], lambda x: tf(x, dim=0), lambda x: getattr(x, fn)(axis=0))   # tinygrad's axis=
+  helper_test_op([(3, 4, 5)], lambda x: tf(x, -1), lambda x: getattr(x, fn)(-1))
+  helper_test_op([(3, 4)], lambda x: tf(x, dim=-1, dtype=torch.float64), lambda x: getattr(x, fn)(dim=-1, dtype="float64"))
+  if fn != "softmin": helper_test_op([(3, 4)], lambda x: getattr(x, fn)(dim=0))   # the torch.Tensor method
+
+LOSS_CASES = {
+  # name: (torch function, petagrad method, keywords)
+  "ce": (F.cross_entropy, "cross_entropy", {}),
+  "ce label_smoothing": (F.cross_entropy, "cross_entropy", {"label_smoothing": 0.1}),
+  "ce ignore_index": (F.cross_entropy, "cross_entropy", {"ignore_index": 2}),
+  "ce reduction=sum": (F.cross_entropy, "cross_entropy", {"reduction": "sum"}),
+  "ce reduction=none": (F.cross_entropy, "cross_entropy", {"reduction": "none"}),
+  "ce all": (F.cross_entropy, "cross_entropy", {"ignore_index": 0, "label_smoothing": 0.2, "reduction": "sum"}),
+  "nll": (lambda x, t, **kw: F.nll_loss(x.log_softmax(-1), t, **kw), None, {"ignore_index": 1, "reduction": "mean"}),
+  "sparse_cce (tinygrad)": (F.cross_entropy, "sparse_categorical_crossentropy", {"label_smoothing": 0.1}),
+}
+
+@pytest.mark.parametrize("name", list(LOSS_CASES))
+def test_loss_keywords(device, name):
+  rng = np.random.default_rng(1)
+  x = rng.standard_normal((5, 4))
+  t = np.array([0, 2, 3, 2, 1])
+  tf, meth, kw = LOSS_CASES[name]
+  pf = (lambda a, b: getattr(a, meth)(b, **kw)) if meth else (lambda a, b: a.log_softmax(-1).nll_loss(b, **kw))
+  helper_test_op(None, lambda a, b: tf(a, b, **kw), pf, vals=[x, t], dtype=["float32", "int64"], atol=1e-5)
+
+def test_ce_probability_target_and_weight(device):
+  rng = np.random.default_rng(2)
+  x, p = rng.standard_normal((5, 4)), rng.dirichlet(np.ones(4), 5)
+  helper_test_op(None, lambda a, b: F.cross_entropy(a, b, label_smoothing=0.1), lambda a, b: a.cross_entropy(b, label_smoothing=0.1),
+                 vals=[x, p], atol=1e-5)
+  w = np.array([0.5, 1.0, 2.0, 1.5], dtype=np.float32)
+  helper_test_op(None, lambda a, t: F.cross_entropy(a, t, weight=torch.tensor(w), ignore_index=3),
+                 lambda a, t: a.cross_entropy(t, weight=Tensor(w), ignore_index=3), vals=[x, np.array([0, 2, 3, 2, 1])], dtype=["float32", "int64"],
+                 atol=1e-5)
+
+def test_norm_keywords(device):
+  w, b = [(4,), (4,)]
+  helper_test_op([(3, 4), w, b], lambda x, g, bb: F.layer_norm(x, normalized_shape=(4,), weight=g, bias=bb, eps=1e-3),
+                 lambda x, g, bb: x.layer_norm(normalized_shape=(4,), weight=g, bias=bb, eps=1e-3), atol=1e-5)
+  helper_test_op([(2, 3, 4)], lambda x: F.layer_norm(x, [3, 4]), lambda x: x.layer_norm([3, 4]), atol=1e-5)
+  helper_test_op([(3, 4), w], lambda x, g: F.rms_norm(x, normalized_shape=[4], weight=g, eps=1e-3),
+                 lambda x, g: x.rms_norm(normalized_shape=[4], weight=g, eps=1e-3), atol=1e-5)
+  helper_test_op([(2, 3, 4)], lambda x: F.rms_norm(x, (3, 4)), lambda x: x.rms_norm((3, 4)), atol=1e-5)
+  helper_test_op([(3, 4)], lambda x: F.layer_norm(x, (4,)), lambda x: x.layernorm(axis=-1, eps=1e-5), atol=1e-5)   # tinygrad's layernorm
+  helper_test_op([(3, 4)], lambda x: F.normalize(x, dim=0), lambda x: x.normalize(dim=0))
+  helper_test_op([(3, 4)], lambda x: F.normalize(x, p=3.0, dim=-1), lambda x: x.normalize(p=3.0, axis=-1))
+  helper_test_op([(3, 4)], lambda x: F.glu(x, dim=1), lambda x: x.glu(dim=1))
+
+def test_tensor_norm_p_keyword(device):
+  helper_test_op([(3, 4)], lambda x: x.norm(p=1, dim=1, keepdim=True))
+  helper_test_op([(3, 4)], lambda x: x.norm(p=1, dim=(0, 1)))   # torch.Tensor.norm: a vector norm over both dims
+  helper_test_op([(3, 4)], lambda x: x.norm(p="fro", dim=(0, 1)))
+  helper_test_op([(3, 4)], lambda x: x.norm(p=3))
+  helper_test_op([(3, 4)], lambda x: torch.linalg.norm(x, ord=1, dim=(0, 1)), lambda x: x.norm(1, (0, 1)))   # ord: linalg's matrix norm
+  helper_test_op([(3, 4)], lambda x: x.norm(dim=1), lambda x: x.norm(axis=1))
+  helper_test_op(None, lambda x: x.norm(dim=1), vals=[[[0.0, 0.0], [3.0, 4.0]]])   # gradient 0 at a zero vector, as torch
+  with pytest.raises(TypeError, match="both ord= and p="): Tensor.ones(3).norm(2, p=2)
+
+def test_linear_torch_layout(device):
+  # petagrad follows F.linear: weight (out, in) like nn.Linear.weight (tinygrad's x.linear takes (in, out)), by design
+  helper_test_op([(3, 4), (5, 4), (5,)], lambda x, w, b: F.linear(x, w, b), lambda x, w, b: x.linear(w, b))
+  helper_test_op([(3, 4), (5, 4)], lambda x, w: F.linear(x, w), lambda x, w: x.linear(w))
+
+def test_sequential(device):
+  helper_test_op([(3, 4)], lambda x: torch.relu(x * 2).tanh(), lambda x: x.sequential([lambda t: t * 2, Tensor.relu, Tensor.tanh]))
+  from petagrad import nn
+  lin = nn.Linear(4, 3)
+  x = Tensor.ones(2, 4)
+  np.testing.assert_allclose(x.sequential([lin, Tensor.relu]).numpy(), lin(x).relu().numpy())
+  assert x.sequential([]) is x
+  with pytest.raises(TypeError, match="sequential"): x.sequential(Tensor.relu)
