@@ -220,8 +220,8 @@ def _ops() -> dict[str, np.ndarray]:
   y = x.conv2d(w, padding=1).max_pool2d()
   y.sum().backward()
   h = a.cast(dtypes.float16)
-  return {"matmul": (a @ b).numpy(), "softmax": a.softmax(-1).numpy(), "sum0": a.sum(0).numpy(), "max1": a.max(1).numpy(),
-          "conv_pool": y.numpy(), "wgrad": w.grad.numpy(), "half_max0": h.max(0).numpy(), "bf16": a.cast(dtypes.bfloat16).exp().numpy(),
+  return {"matmul": (a @ b).numpy(), "softmax": a.softmax(-1).numpy(), "sum0": a.sum(0).numpy(), "max1": a.max(axis=1).numpy(),
+          "conv_pool": y.numpy(), "wgrad": w.grad.numpy(), "half_max0": h.max(axis=0).numpy(), "bf16": a.cast(dtypes.bfloat16).exp().numpy(),
           "gather": a[Tensor([3, 1, 30])].numpy(), "pad": a.pad(((1, 2), (3, 0))).numpy(), "cumsum": a.cumsum(1).numpy(),
           "argmax": a.argmax(0).numpy(), "flip": a.flip(1)[::3].numpy()}
 
