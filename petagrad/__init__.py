@@ -15,4 +15,6 @@ from petagrad.helpers import Context, GlobalCounters, DEBUG, getenv, fetch
 from petagrad.engine.jit import TinyJit
 from petagrad import nn   # after Tensor: petagrad.nn imports petagrad.tensor
 no_grad = Tensor.no_grad   # `with petagrad.no_grad(): ...` (torch.no_grad())
-__all__ = ["Tensor", "TinyJit", "dtypes", "DType", "Device", "Context", "GlobalCounters", "DEBUG", "getenv", "fetch", "nn", "no_grad"]
+inference_mode = Tensor.inference_mode   # torch.inference_mode()
+__all__ = ["Tensor", "TinyJit", "dtypes", "DType", "Device", "Context", "GlobalCounters", "DEBUG", "getenv", "fetch", "nn", "no_grad",
+           "inference_mode"]
