@@ -108,6 +108,17 @@ class ConvMixin(TensorMixin):
     return x._new(UOp(Ops.CUSTOM_GRAD, x.dtype, (x.uop, self.uop), ("pool", tuple(k_), s_, d_)), self)
 
   # ------------------------------------------------------------ convolution
+  def _conv_checks(self, kind: str, weight: Any, groups: Any, layout: str) -> tuple[str, int]:
+    """The op's name (conv2d, conv_transpose1d, ...) and its number of spatial dims n, after checking the weight
+    (layout: its first two dims), an input of n + 2 (batched) or n + 1 dims, and groups."""
+    op = {1: f"{kind}1d", 2: f"{kind}2d", 3: f"{kind}3d"}.get(getattr(weight, "ndim", 4) - 2, kind)
+    _check_tensor(op, "weight", weight, self)
+    if weight.ndim < 3: raise _fail(ValueError, op, f"weight must be ({layout}, *kernel), got shape {weight.shape}", self, weight)
+    n = weight.ndim - 2
+    if self.ndim not in (n + 1, n + 2):
+      raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
+    if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
+    return op, n
   def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
     """N-d convolution (cross-correlation) like torch.nn.functional.conv2d; the number of spatial dims comes from
     the weight (cout, cin/groups, *kernel). Input (N, cin, *spatial) or unbatched (cin, *spatial).
@@ -117,14 +128,8 @@ class ConvMixin(TensorMixin):
     >>> Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
     [[[[4.0, 4.0], [4.0, 4.0]]]]
     """
-    op = {1: "conv1d", 2: "conv2d", 3: "conv3d"}.get(getattr(weight, "ndim", 4) - 2, "conv")
-    _check_tensor(op, "weight", weight, self)
-    if weight.ndim < 3: raise _fail(ValueError, op, f"weight must be (cout, cin/groups, *kernel), got shape {weight.shape}", self, weight)
-    n = weight.ndim - 2
+    op, n = self._conv_checks("conv", weight, groups, "cout, cin/groups")
     if self.ndim == n + 1: return self.unsqueeze(0).conv2d(weight, bias, groups, stride, dilation, padding, dtype).squeeze(0)
-    if self.ndim != n + 2:
-      raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
-    if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
     (bs, cin_), (cout, cin), HW = self.shape[:2], weight.shape[:2], weight.shape[2:]
     if cin * groups != cin_:
       raise _fail(ValueError, op, f"input has {cin_} channels but the weight expects {cin} x groups={groups} = {cin * groups}", self, weight)
@@ -182,14 +187,8 @@ class ConvMixin(TensorMixin):
                        output_padding=0) -> Tensor:
     """N-d transposed convolution like torch.nn.functional.conv_transpose2d; weight (cin, cout/groups, *kernel).
     Composed as a convolution of the stride-dilated input with the flipped, transposed weight."""
-    op = {1: "conv_transpose1d", 2: "conv_transpose2d", 3: "conv_transpose3d"}.get(getattr(weight, "ndim", 4) - 2, "conv_transpose")
-    _check_tensor(op, "weight", weight, self)
-    if weight.ndim < 3: raise _fail(ValueError, op, f"weight must be (cin, cout/groups, *kernel), got shape {weight.shape}", self, weight)
-    n = weight.ndim - 2
+    op, n = self._conv_checks("conv_transpose", weight, groups, "cin, cout/groups")
     if self.ndim == n + 1: return self.unsqueeze(0).conv_transpose2d(weight, bias, groups, stride, dilation, padding, output_padding).squeeze(0)
-    if self.ndim != n + 2:
-      raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
-    if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
     cin, rcout, HW = weight.shape[0], weight.shape[1], weight.shape[2:]
     if self.shape[1] != cin: raise _fail(ValueError, op, f"input has {self.shape[1]} channels but the weight expects {cin}", self, weight)
     if cin % groups: raise _fail(ValueError, op, f"in channels ({cin}) must be divisible by groups ({groups})", self, weight)

@@ -54,6 +54,10 @@ def _fans(op: str, shape: tuple[int, ...]) -> tuple[int, int]:
   rf = prod(shape[2:])
   return shape[1] * rf, shape[0] * rf
 
+def _kaiming_fan(op: str, shape: tuple[int, ...], mode: str) -> int:
+  if mode not in ("fan_in", "fan_out"): raise _fail(ValueError, op, f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
+  return _fans(op, shape)[0 if mode == "fan_in" else 1]
+
 class RandomMixin(TensorMixin):
   __slots__ = ()
 
@@ -233,9 +237,7 @@ class RandomMixin(TensorMixin):
                       requires_grad=None) -> Tensor:
     """torch.nn.init.kaiming_uniform_: U(-b, b), b = gain * sqrt(3 / fan); gain sqrt(2 / (1 + a^2)) for leaky_relu."""
     shape = argfix(*shape)
-    fan_in, fan_out = _fans("kaiming_uniform", shape)
-    if mode not in ("fan_in", "fan_out"): raise _fail(ValueError, "kaiming_uniform", f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
-    fan = fan_in if mode == "fan_in" else fan_out
+    fan = _kaiming_fan("kaiming_uniform", shape, mode)
     bound = _gain("kaiming_uniform", nonlinearity, a) * math.sqrt(3.0 / fan) if fan else 0.0
     return cls.uniform(shape, low=-bound, high=bound, dtype=dtype, device=device, requires_grad=requires_grad)
   @classmethod
@@ -243,9 +245,7 @@ class RandomMixin(TensorMixin):
                      requires_grad=None) -> Tensor:
     """torch.nn.init.kaiming_normal_: N(0, std^2), std = gain / sqrt(fan)."""
     shape = argfix(*shape)
-    fan_in, fan_out = _fans("kaiming_normal", shape)
-    if mode not in ("fan_in", "fan_out"): raise _fail(ValueError, "kaiming_normal", f"mode must be 'fan_in' or 'fan_out', got {mode!r}")
-    fan = fan_in if mode == "fan_in" else fan_out
+    fan = _kaiming_fan("kaiming_normal", shape, mode)
     std = _gain("kaiming_normal", nonlinearity, a) / math.sqrt(fan) if fan else 0.0
     return cls.normal(shape, mean=0.0, std=std, dtype=dtype, device=device, requires_grad=requires_grad)
   @classmethod

@@ -20,13 +20,6 @@ from petagrad.nn.state import get_parameters, get_state_dict, safe_save, safe_lo
 from petagrad.nn.optim import Adam, SGD, AdamW
 from porting_helpers import xf, to_np, pg_from, assert_close, copy_linear, copy_bn
 
-@pytest.fixture(autouse=True)
-def _eval_mode():
-  prev = Tensor.training
-  Tensor.training = False
-  yield
-  Tensor.training = prev
-
 def _seq(x: Tensor, layers, literal: bool) -> Tensor:
   if literal: return x.sequential(layers)
   return functools.reduce(lambda acc, f: f(acc), layers, x)

@@ -21,13 +21,6 @@ from porting_helpers import xf, pg_from, assert_close
 
 warnings.filterwarnings("ignore", message=".*degrees of freedom.*")
 
-@pytest.fixture(autouse=True)
-def _eval_mode():
-  prev = Tensor.training
-  Tensor.training = False
-  yield
-  Tensor.training = prev
-
 def op(shapes, fn, **kw):
   """fn(T, *xs): the same source on torch (T=torch) and petagrad (T=Tensor)."""
   return lambda: helper_test_op(shapes, lambda *xs: fn(torch, *xs), lambda *xs: fn(Tensor, *xs), **kw)
