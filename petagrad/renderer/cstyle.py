@@ -12,7 +12,7 @@ Vectors use GCC/clang vector extensions: +, -, *, / and bit ops are native, ever
 lane by lane (`(vec){f(a[0]), f(a[1]), ...}`), which is always correct.
 """
 from __future__ import annotations
-import math
+import copy, math
 from typing import Callable
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
@@ -94,6 +94,10 @@ class CStyleRenderer(Renderer):
 
   # ------------------------------------------------------------ the program
   def render(self, name: str, prog: LinearProgram, params: list[DType]) -> str:
+    # one device's renderer is shared by every Python thread that realizes; a render's state (names, counters, the
+    # outlined thread functions) lives on a copy of its own, so two renders at once never mix their lines
+    return copy.copy(self)._render(name, prog, params)
+  def _render(self, name: str, prog: LinearProgram, params: list[DType]) -> str:
     names: dict[UOp, str] = {}
     self._counter = 0
     self._vec_types: dict[str, tuple[str, int]] = {}

@@ -225,6 +225,28 @@ def test_two_python_threads_launch_at_once():
   assert not any(t.is_alive() for t in ts), "a launching thread hung"
   assert not errors, errors
 
+def test_concurrent_renders_do_not_mix():
+  # a device's renderer is shared by every Python thread; two renders at once mixed their outlined thread functions
+  # (a compile error: struct r_308_1000_a0 next to r_258_1000_t2), most often under SANITIZE (three passes a kernel)
+  def uops(n: int) -> list[UOp]:
+    g0, g1, r = _g(0), _g(1), _rng(0, n, "thread")
+    x = UOp(Ops.LOAD, dtypes.float32, (g1, r))
+    v = UOp(Ops.MUL, dtypes.float32, (x, UOp.const(dtypes.float32, 2.0)))
+    return [g0, g1, UOp.const(dtypes.float32, 2.0), r, x, v, UOp(Ops.STORE, dtypes.bool, (g0, r, v)), _end(r)]
+  r = CRenderer()
+  r.thread_pool = True
+  progs = {n: LinearProgram(uops(n)) for n in (1000 + i for i in range(6))}
+  with Context(THREADS=3):
+    want = {n: r.render(f"k{n}", p, [dtypes.float32] * 2) for n, p in progs.items()}
+    got: dict[int, set[str]] = {n: set() for n in progs}
+    def run() -> None:
+      for _ in range(80):
+        for n, p in progs.items(): got[n].add(r.render(f"k{n}", p, [dtypes.float32] * 2))
+    ts = [threading.Thread(target=run) for _ in range(4)]
+    for t in ts: t.start()
+    for t in ts: t.join(120)
+  assert all(got[n] == {want[n]} for n in progs)
+
 def test_shutdown_then_reuse():
   _check_two_loops()
   lib = _pool()
