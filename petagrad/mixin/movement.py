@@ -221,20 +221,24 @@ class MovementMixin(TensorMixin):
     if mode == "replicate": return self._pad_replicate(pairs)
     if mode == "circular": return self._pad_circular(pairs)
     raise _fail(ValueError, "pad", f"mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}", self)
-  def _pad_crop(self, pairs) -> tuple[Tensor, list[tuple[int, int]]]:
-    """Apply the negative parts of pairs (a crop); returns the cropped tensor and the remaining non-negative pairs."""
-    x = self
-    if any(b < 0 or a < 0 for b, a in pairs):
-      x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
-    return x, [(max(b, 0), max(a, 0)) for b, a in pairs]
   def _pad_each(self, pairs, piece, mode: str) -> Tensor:
-    x, pairs = self._pad_crop(pairs)
-    for ax, (b, a) in enumerate(pairs):
+    """The positive parts of pairs padded with piece(x, axis, length, pad, left) and the negative parts cropped, in
+    torch's order: reflect and replicate pad first (a side cropped by k shows the padded input from k on: reflect
+    [1 2] by (-1, 1) is [2 1]), circular crops first (it wraps the cropped input: [1 2 3] by (1, -1) is [2 1 2])."""
+    for ax, ((b, a), L) in enumerate(zip(pairs, self.shape)):
+      if (b or a) and L + b + a <= 0 and mode != "circular":   # (torch gives circular an empty output)
+        raise _fail(ValueError, "pad", f"{mode} padding {tuple(pairs)}: the input (size {L} in dim {ax}) is too small, "
+                                       f"the output would have size {L + b + a}", self)
+    def crop(x: Tensor) -> Tensor:
+      if not any(b < 0 or a < 0 for b, a in pairs): return x
+      return x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
+    x = crop(self) if mode == "circular" else self
+    for ax, (b, a) in enumerate((max(b, 0), max(a, 0)) for b, a in pairs):
       if not b and not a: continue
       L = x.shape[ax]
       parts = [p for p in (piece(x, ax, L, b, True), x, piece(x, ax, L, a, False)) if p is not None]
       x = parts[0].cat(*parts[1:], dim=ax)
-    return x
+    return x if mode == "circular" else crop(x)
   def _pad_reflect(self, pairs: Sequence[tuple[int, int]]) -> Tensor:
     """Reflect about the edge (the edge is not repeated): [a b c d] pad 2 -> [c b a b c d c b]."""
     for ax, ((b, a), L) in enumerate(zip(pairs, self.shape)):
