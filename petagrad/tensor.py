@@ -253,12 +253,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     return Context(TRAINING=int(bool(mode)))
   @staticmethod
   def test(mode: bool = True) -> Context:
-    """No gradients for a block (tinygrad's old Tensor.test(): Context(NO_GRAD=1))."""
-    return Context(NO_GRAD=int(bool(mode)))
-  @staticmethod
-  def inference_mode(mode: bool = True) -> Context:
-    """torch.inference_mode(): no gradients inside the block."""
-    return Context(NO_GRAD=int(bool(mode)))
+    """No gradients for a block (tinygrad's old Tensor.test(); torch.inference_mode()): Tensor.no_grad(mode)."""
+    return _GRAD_SWITCH(mode)
+  inference_mode = test
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     dt = _dtype_arg(dtype) if dtype is not None else None

@@ -16,27 +16,23 @@ Train/eval: layers read the global `Tensor.training` (Dropout, BatchNorm, Multih
 ['0.bias', '0.weight', '2.bias', '2.weight']
 """
 from __future__ import annotations
-import contextlib, math
+import math
 from typing import Any, Callable, Sequence
 from petagrad.tensor import Tensor, _fail, _int_arg, _shape_arg
 from petagrad.dtype import dtypes
-from petagrad.helpers import prod
+from petagrad.helpers import Context, prod
 from petagrad.nn import state, optim   # noqa: F401  (nn.state, nn.optim like tinygrad)
 from petagrad.nn.state import get_state_dict, get_parameters, load_state_dict   # noqa: F401
 
 # ====================================================================== train / eval
 
-class train(contextlib.ContextDecorator):
-  """`with nn.train(): ...` (or `@nn.train()`) runs with Tensor.training = mode and restores it after."""
-  def __init__(self, mode: bool = True): self.mode = mode
-  def __enter__(self):
-    self.prev, Tensor.training = Tensor.training, self.mode
-    return self
-  def __exit__(self, *exc) -> None: Tensor.training = self.prev
+def train(mode: bool = True) -> Context:
+  """`with nn.train(): ...` (or `@nn.train()`): training mode inside, restored after (Tensor.train, the TRAINING flag)."""
+  return Tensor.train(mode)
 
-def eval() -> train:   # noqa: A001  (torch's name)
+def eval() -> Context:   # noqa: A001  (torch's name)
   """`with nn.eval(): ...`: Tensor.training = False inside the block."""
-  return train(False)
+  return Tensor.train(False)
 
 # ====================================================================== helpers
 
