@@ -1,7 +1,7 @@
 """The CPU device's compile time is bounded: the renderer avoids the loop GCC optimizes for minutes, and any kernel that
 still takes longer than COMPILE_TIMEOUT seconds of compiler CPU time is built again with flags that compile fast."""
 from __future__ import annotations
-import ctypes, time
+import ctypes
 import numpy as np
 import pytest
 import torch
@@ -28,10 +28,11 @@ SLOW_SRC = """void k(float* data3, float* data4) {
 
 def test_slow_kernel_falls_back_to_fast_flags(tmp_path):
   c = ClangCompiler()
-  with Context(COMPILE_TIMEOUT=1):
-    st = time.perf_counter()
-    lib = c.compile(SLOW_SRC, "k")
-    assert time.perf_counter() - st < 60
+  used: list[list[str]] = []
+  orig = c._run
+  c._run = lambda flags, *a: (used.append(flags), orig(flags, *a))[1]   # type: ignore[method-assign]
+  with Context(COMPILE_TIMEOUT=1): lib = c.compile(SLOW_SRC, "k")
+  assert used[-1] == c.fast_flags() and "-O3" in used[0], used   # ran out of CPU time, then built with the fast flags
   (tmp_path / "k.so").write_bytes(lib)
   k = ctypes.CDLL(str(tmp_path / "k.so")).k
   src, dst = np.arange(16 * 4096 + 1024, dtype=np.float32), np.zeros(16 * 32 * 32, dtype=np.float32)
@@ -48,20 +49,19 @@ def test_conv_maxpool_weight_grad_compiles_fast(monkeypatch):
   # the report: this weight gradient kept gcc busy past its 300 s timeout (0.4 s without -fopenmp-simd)
   monkeypatch.setattr(device_mod, "_mem_cache", {})
   monkeypatch.setattr(realize_mod, "_kernel_cache", {})
-  runs: list[tuple[list[str], float]] = []
+  runs: list[list[str]] = []
   orig = ClangCompiler._run
-  def timed(self, flags, src, name, limit):
-    st = time.perf_counter()
-    try: return orig(self, flags, src, name, limit)
-    finally: runs.append((flags, time.perf_counter() - st))
-  monkeypatch.setattr(ClangCompiler, "_run", timed)
+  def recorded(self, flags, src, name, limit):
+    runs.append(flags)
+    return orig(self, flags, src, name, limit)
+  monkeypatch.setattr(ClangCompiler, "_run", recorded)
   xv, wv = np.random.default_rng(0).random((1, 1, 32, 32), dtype=np.float32), np.random.default_rng(1).random((16, 1, 3, 3), dtype=np.float32)
   with Context(DEV="CPU", DISABLE_DISK_CACHE=1, COMPILE_TIMEOUT=60):
     x, w = Tensor(xv), Tensor(wv, requires_grad=True)
     x.conv2d(w, padding=1).max_pool2d().sum().backward()
     got = w.grad.numpy()
-  assert runs and all("-O3" in f for f, _ in runs), "a kernel needed the fast flags"
-  assert max(t for _, t in runs) < 30, runs
+  # every kernel compiled with the full flags inside the 60 s CPU-time limit (none needed the fast-flag rebuild)
+  assert runs and all("-O3" in f for f in runs), "a kernel needed the fast flags"
   tw = torch.tensor(wv, requires_grad=True)
   F.max_pool2d(F.conv2d(torch.tensor(xv), tw, padding=1), 2).sum().backward()
   np.testing.assert_allclose(got, tw.grad.numpy(), rtol=1e-5, atol=1e-4)

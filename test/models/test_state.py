@@ -1,7 +1,7 @@
 """State dicts, safetensors (vs the safetensors package), torch checkpoints (vs torch.load), GGUF (vs a numpy
 reference dequantization), atomic saves and corrupt-file errors."""
 from __future__ import annotations
-import collections, io, json, os, pickle, random, re, signal, struct, subprocess, sys, time, zipfile
+import collections, io, json, os, pickle, random, re, signal, struct, subprocess, sys, zipfile
 import numpy as np
 import pytest
 import torch
@@ -407,9 +407,8 @@ def test_torch_load_expanded_is_lazy(tmp_path, zip_format):
              _use_new_zipfile_serialization=zip_format)
   assert os.path.getsize(p) < 10**5
   GlobalCounters.reset()
-  t0 = time.perf_counter()
   got = torch_load(p)
-  assert time.perf_counter() - t0 < 10 and GlobalCounters.launch_count == 0
+  assert GlobalCounters.launch_count == 0   # nothing ran, nothing was copied element by element
   assert got["w"].shape == (10**8,) and got["w"][10**8 - 3:].tolist() == [7.0] * 3 and got["w"][12345].item() == 7.0
   np.testing.assert_array_equal(got["t"].numpy(), torch.arange(6.0).reshape(2, 3).t().expand(4, 3, 2).numpy())
 
