@@ -14,6 +14,21 @@ from petagrad.uop.uop import UOp
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg, _tensor_arg, _broadcast_shape, _check_tensor, axis_keywords
 
+def _einsum_sublists(args: tuple) -> tuple[str, tuple]:
+  """torch.einsum's sublist form (op1, [0, 1], op2, [1, 2], ..., [0, 2]) -> ("ab,bc->ac", (op1, op2))."""
+  letters = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+  def subs(lst: Any) -> str:
+    if not isinstance(lst, (list, tuple)): raise _fail(TypeError, "einsum", f"a sublist must be a list of ints (or Ellipsis), got {lst!r}")
+    out = []
+    for d in lst:
+      if d is Ellipsis: out.append("...")
+      elif isinstance(d, int) and not isinstance(d, bool) and 0 <= d < len(letters): out.append(letters[d])
+      else: raise _fail(ValueError, "einsum", f"sublist entries must be ints in [0, {len(letters)}) or Ellipsis, got {d!r} in {lst!r}")
+    return "".join(out)
+  operands, ins = args[0::2][:len(args) // 2], [subs(lst) for lst in args[1::2][:len(args) // 2]]
+  formula = ",".join(ins) + ("->" + subs(args[-1]) if len(args) % 2 else "")
+  return formula, tuple(operands)
+
 class LinalgMixin(TensorMixin):
   __slots__ = ()
 
@@ -158,9 +173,15 @@ class LinalgMixin(TensorMixin):
 
     >>> Tensor.einsum("ij,j->i", Tensor([[1, 2], [3, 4]]), Tensor([1, 1])).tolist()
     [3, 7]
+
+    torch's sublist form (operand, [dims], operand, [dims], ..., [output dims]; ints 0-51, Ellipsis for '...') too:
+
+    >>> Tensor.einsum(Tensor([[1, 2], [3, 4]]), [0, 1], Tensor([1, 1]), [1], [0]).tolist()
+    [3, 7]
     """
+    if isinstance(formula, TensorMixin): formula, operands = _einsum_sublists((formula,) + operands)
     if not isinstance(formula, str):
-      raise _fail(TypeError, "einsum", f"the first argument must be the subscripts string, got {type(formula).__name__}")
+      raise _fail(TypeError, "einsum", f"the first argument must be the subscripts string or an operand, got {type(formula).__name__}")
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)): operands = tuple(operands[0])
     for t in operands:
       if not isinstance(t, TensorMixin): raise _fail(TypeError, "einsum", f"operands must be Tensors, got {type(t).__name__}")
@@ -290,7 +311,10 @@ class LinalgMixin(TensorMixin):
     if ord == 0: return (a != 0).cast(self.dtype).sum(dim, keepdim)
     if ord == 1: return a.sum(dim, keepdim)
     if not isinstance(ord, (int, float)) or isinstance(ord, bool): raise _fail(ValueError, "norm", f"unsupported vector norm ord {ord!r}", self)
-    s = (self * self).sum(dim, keepdim) if ord == 2 else a.pow(float(ord)).sum(dim, keepdim)
+    if ord < 1:   # |x|**p has an infinite slope at 0 for p < 1: torch's gradient there is 0, so the power is taken at 1 there
+      zero_el = a == 0
+      ap = zero_el.where(0.0 if ord > 0 else math.inf, zero_el.where(1.0, a).pow(float(ord)))
+    s = (self * self).sum(dim, keepdim) if ord == 2 else a.pow(float(ord)).sum(dim, keepdim) if ord >= 1 else ap.sum(dim, keepdim)
     if ord < 0: return s.pow(1.0 / ord)
     # the gradient at a zero vector is 0, as torch's (not the root's inf times 0): the root is taken at 1 there
     zero = s == 0

@@ -181,7 +181,14 @@ class MovementMixin(TensorMixin):
     """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
     form (last dim first: left, right, top, bottom, ...). Negative padding crops. `value` must fit the dtype."""
     pairs = self._pad_pairs(padding)
-    if mode != "constant": return self._pad_mode(pairs, mode)   # reflect / replicate / circular (below)
+    if mode != "constant":   # reflect / replicate / circular (below)
+      # the dims the padding names (the last len/2 of the flat form, the pairs that are not None): torch refuses to
+      # reflect or replicate an empty one even with zero pads
+      named = range(self.ndim - len(padding) // 2, self.ndim) if all(not isinstance(p, (tuple, list)) for p in padding) else \
+        [d for d, p in enumerate(padding) if p is not None]
+      if mode in ("reflect", "replicate") and (empty := [d for d in named if self.shape[d] == 0]):
+        raise _fail(ValueError, "pad", f"{mode} padding {tuple(padding)} names the empty dim {empty[0]} of {self.shape}", self)
+      return self._pad_mode(pairs, mode)
     value = _scalar_arg("pad", "value", value, self)
     _check_fits("pad", value, self.dtype, True, self)
     x = self
@@ -251,7 +258,7 @@ class MovementMixin(TensorMixin):
   def _pad_replicate(self, pairs: Sequence[tuple[int, int]]) -> Tensor:
     """Repeat the edge value: [a b c] pad 2 -> [a a a b c c c]."""
     for ax, ((b, a), L) in enumerate(zip(pairs, self.shape)):
-      if L == 0 and (b > 0 or a > 0): raise _fail(ValueError, "pad", f"cannot replicate-pad an empty dim {ax}", self)
+      if L == 0 and (b > 0 or a > 0): raise _fail(ValueError, "pad", f"cannot replicate-pad an empty dim {ax}", self)   # (pairs from pad_mode)
     def piece(x, ax, L, p, left):
       if not p: return None
       e = x.shrink(tuple(((0, 1) if left else (L - 1, L)) if i == ax else None for i in range(x.ndim)))

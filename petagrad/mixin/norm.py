@@ -141,8 +141,5 @@ class NormMixin(TensorMixin):
     """
     x = self._float("normalize")
     _check_axes("normalize", dim, x)
-    s = x.square().sum(dim, keepdim=True) if p == 2 else x.abs().pow(p).sum(dim, keepdim=True)
-    zero = s == 0
-    safe = zero.where(1.0, s)   # the root's gradient at 0 is inf (times a 0 upstream: nan): take it at 1, where unused
-    n = zero.where(0.0, safe.sqrt() if p == 2 else safe.pow(1 / p))
+    n = x.norm(p=p, dim=dim, keepdim=True)   # any p (inf too); its gradient is 0 at a zero vector, as torch's
     return x / n.clamp_min(eps)   # clamp_min: the gradient passes at n == eps, as torch's

@@ -244,13 +244,9 @@ def test_interpolate_area_any_rank():
 # padding of empty and size-1 dims: the value or the error torch gives, case by case
 PAD_CASES = [(mode, L, pads) for mode in ("reflect", "replicate", "circular") for L in (0, 1, 2, 3)
              for pads in ((0, 0), (1, 0), (0, 1), (1, 1), (2, 2), (3, 0), (0, 3), (4, 4), (-1, 1), (1, -1), (-1, -1))]
-# where petagrad's pad modes (petagrad/mixin/movement.py) still differ from torch: negative (cropping) pads with reflect /
-# replicate / circular, and torch's errors for an empty input or output dim with replicate
-PAD_DIFFERS = {("replicate", 0, (0, 0))}   # torch refuses replicate of any empty dim; petagrad's pairs cannot tell it was padded
 PAD_SKIP = {("circular", 1, (1, -1)), ("circular", 1, (-1, 1))}   # torch reads uninitialized memory here (its result changes run to run)
 
-@pytest.mark.parametrize("mode,L,pads", [pytest.param(*c, marks=pytest.mark.xfail(strict=True, reason="movement.py pad modes differ from torch"))
-                                         if c in PAD_DIFFERS else c for c in PAD_CASES if c not in PAD_SKIP], ids=str)
+@pytest.mark.parametrize("mode,L,pads", [c for c in PAD_CASES if c not in PAD_SKIP], ids=str)
 def test_pad_modes_small_dims(mode, L, pads):
   x = np.arange(2 * L, dtype=np.float32).reshape(1, 2, L) + 1
   try: want, terr = F.pad(torch.tensor(x), pads, mode=mode).numpy(), None

@@ -251,6 +251,9 @@ def test_normalize_zero_vector(device):
   helper_test_op(None, lambda x: F.normalize(x, dim=-1), lambda x: x.normalize(dim=-1), vals=vals, grad_rtol=1e-5)
   helper_test_op(None, lambda x: F.normalize(x, p=1.0, dim=1), lambda x: x.normalize(p=1.0, dim=1), vals=vals, grad_rtol=1e-5)
   helper_test_op(None, lambda x: F.normalize(x, dim=0, eps=1e-6), lambda x: x.normalize(dim=0, eps=1e-6), vals=[[[0.0, 1.0], [0.0, 2.0]]])
+  for p in (0.5, 3.0, math.inf, -1.0):   # every p torch takes, the max norm too; zero elements and a zero vector
+    helper_test_op(None, lambda x: F.normalize(x, p=p, dim=1), lambda x: x.normalize(p=p, dim=1), vals=vals, atol=1e-5, grad_atol=1e-5)
+  helper_test_op(None, lambda x: F.normalize(x, dim=(0, 1)), lambda x: x.normalize(dim=(0, 1)), vals=vals, grad_rtol=1e-5)
   x = Tensor([[0.0, 0.0, 0.0]], requires_grad=True)
   x.normalize(dim=1).sum().backward()
   assert np.isfinite(x.grad.numpy()).all() and abs(x.grad.numpy()[0, 0] - 1e12) < 1e6
@@ -310,6 +313,15 @@ def test_einsum_forms(device, formula, shapes):
 def test_einsum_list_tinygrad(device):
   helper_test_op([(3, 4), (4, 5)], lambda a, b: torch.einsum("ij,jk->ik", [a, b]), lambda a, b: Tensor.einsum("ij,jk->ik", [a, b]))
   helper_test_op([(3, 4), (4, 5)], lambda a, b: torch.einsum("ij,jk->ik", (a, b)), lambda a, b: Tensor.einsum("ij,jk->ik", (a, b)))
+
+def test_einsum_sublist_form(device):
+  # torch.einsum(op, [dims], op, [dims], ..., [out dims]): ints name the dims, Ellipsis is '...'
+  for shapes, subs in ((((2, 3, 4), (4, 5)), ([0, 1, 2], [2, 3], [0, 1, 3])), (((2, 3, 4), (4, 5)), ([..., 2], [2, 3])),
+                       (((3, 3),), ([0, 0], [0])), (((3, 4), (4,)), ([7, 51], [51], [7]))):
+    def call(einsum, *xs): return einsum(*[v for x, s in zip(xs, subs) for v in (x, s)], *subs[len(xs):])
+    helper_test_op(list(shapes), lambda *xs: call(torch.einsum, *xs), lambda *xs: call(Tensor.einsum, *xs), atol=1e-5)
+  with pytest.raises(ValueError, match="sublist entries"): Tensor.einsum(Tensor.ones(2), [52])
+  with pytest.raises(TypeError, match="sublist"): Tensor.einsum(Tensor.ones(2), "a")
 
 @pytest.mark.parametrize("fn", ["softmax", "log_softmax", "softmin"])
 def test_softmax_dim_forms(device, fn):
@@ -373,6 +385,11 @@ def test_tensor_norm_p_keyword(device):
   helper_test_op([(3, 4)], lambda x: x.norm(dim=1), lambda x: x.norm(axis=1))
   helper_test_op(None, lambda x: x.norm(dim=1), vals=[[[0.0, 0.0], [3.0, 4.0]]])   # gradient 0 at a zero vector, as torch
   with pytest.raises(TypeError, match="both ord= and p="): Tensor.ones(3).norm(2, p=2)
+
+@pytest.mark.parametrize("p", [0.5, 0.3, 1.5, 3.0, -1.0, -2.5])
+def test_norm_p_at_zero_elements(device, p):
+  # |x|**p for p < 1 has an infinite slope at 0; torch's gradient there is 0 (zero vectors and zero elements alike)
+  helper_test_op(None, lambda x: x.norm(p=p, dim=1), vals=[[[0.0, 0.0, 0.0], [0.0, 2.0, -1.0], [1.0, 2.0, 3.0]]], atol=1e-5, grad_atol=1e-5)
 
 def test_linear_torch_layout(device):
   # petagrad follows F.linear: weight (out, in) like nn.Linear.weight (tinygrad's x.linear takes (in, out)), by design

@@ -235,7 +235,6 @@ def test_inplace_on_realized_buffer(device):
   x /= 2
   assert x.tolist() == [1.75, 2.75, 3.75]
 
-@pytest.mark.xfail(reason="bug: in-place op / assign changes lazy results computed earlier from the same tensor", strict=False)
 def test_inplace_does_not_change_earlier_results(device):
   w = Tensor([1.0, 2.0]).realize()
   old = w * 10
