@@ -12,6 +12,7 @@ from petagrad.helpers import prod, flatten as flatten_list
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.uop.gradient import custom_backward, compute_gradient
+from petagrad.uop.graph import substitute
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import _fail, _is_int, _tuple, _resolve_pads, _check_tensor
 
@@ -30,7 +31,10 @@ def _conv_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]
   dx = dx.pad(((0, 0), (0, 0)) + tuple((0, L + pb + pa - F) for L, (pb, pa), F in zip(x.shape[2:], pads, dx.shape[2:])))
   dx = dx.shrink(((0, x.shape[0]), (0, x.shape[1])) + tuple((pb, pb + L) for L, (pb, _) in zip(x.shape[2:], pads)))
   if dx.dtype != x.dtype: dx = dx.cast(x.dtype)
-  return dx.uop, compute_gradient(value, ctx, {w}).get(w)
+  if x is w: return None, compute_gradient(value, ctx, {w}).get(w)   # x.conv2d(x): both paths are the weight's
+  # the weight's gradient through this conv alone: x is held constant (when x is computed from w, as in
+  # x.conv2d(w).conv2d(w), the path through x is dx's, which the outer walk carries on)
+  return dx.uop, compute_gradient(substitute(value, {x: UOp(Ops.DETACH, x.dtype, (x,))}), ctx, {w}).get(w)
 
 def _pool_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp]:
   """Gradient of the sliding-window view (..., *L) -> (..., *o, *k) (node = CUSTOM_GRAD(view, x)): every kernel

@@ -55,6 +55,22 @@ def test_conv2d_permuted_input(device):
 def test_conv2d_unbatched(device):
   helper_test_op([(2, 4, 4), (3, 2, 2, 2)], lambda x, w: F.conv2d(x, w), lambda x, w: x.conv2d(w), atol=1e-5, forward_only=True)
 
+@pytest.mark.parametrize("case", ["1x1 twice", "3x3 pad twice", "conv1d twice", "transpose then conv", "conv of itself", "conv + w.sum"])
+def test_conv_weight_used_twice(device, case):
+  # the weight's gradient through one conv holds its input constant: x.conv2d(w).conv2d(w) counts the path through the
+  # first conv's output once (it came twice: 7 and 13 where torch has 4.5 and 8)
+  shapes, tf, pf = {
+    "1x1 twice": ([(1, 4, 5, 5), (4, 4, 1, 1)], lambda x, w: F.conv2d(F.conv2d(x, w), w), lambda x, w: x.conv2d(w).conv2d(w)),
+    "3x3 pad twice": ([(2, 3, 5, 5), (3, 3, 3, 3)], lambda x, w: F.conv2d(F.conv2d(x, w, padding=1), w, padding=1),
+                      lambda x, w: x.conv2d(w, padding=1).conv2d(w, padding=1)),
+    "conv1d twice": ([(1, 2, 7), (2, 2, 3)], lambda x, w: F.conv1d(F.conv1d(x, w, padding=1), w, stride=2),
+                     lambda x, w: x.conv1d(w, padding=1).conv1d(w, stride=2)),
+    "transpose then conv": ([(1, 3, 4, 4), (3, 3, 2, 2)], lambda x, w: F.conv2d(F.conv_transpose2d(x, w, stride=2), w),
+                            lambda x, w: x.conv_transpose2d(w, stride=2).conv2d(w)),
+    "conv of itself": ([(1, 1, 1, 1)], lambda x: F.conv2d(x, x), lambda x: x.conv2d(x)),
+    "conv + w.sum": ([(1, 4, 5, 5), (4, 4, 1, 1)], lambda x, w: F.conv2d(x, w).sum() + w.sum(), lambda x, w: x.conv2d(w).sum() + w.sum())}[case]
+  helper_test_op(shapes, tf, pf, atol=1e-4, grad_atol=1e-3, grad_rtol=1e-3)
+
 def test_conv1d(device):
   helper_test_op([(2, 2, 7), (3, 2, 3), (3,)], lambda x, w, b: F.conv1d(x, w, b, stride=2, padding=1, dilation=1),
                  lambda x, w, b: x.conv1d(w, b, stride=2, padding=1), atol=1e-5)
