@@ -357,13 +357,28 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def requires_grad_(self, v: bool = True) -> Tensor:
     self.requires_grad = v
     return self
+  @property
+  def is_param(self) -> bool:
+    """tinygrad 0.14's flag: False for a buffer (no grad from backward(), skipped by optimizers): requires_grad=False."""
+    return self._requires_grad is not False
+  @is_param.setter
+  def is_param(self, v: bool) -> None: self.requires_grad = (None if self._requires_grad is False else self._requires_grad) if v else False
+  def is_param_(self, is_param: bool = True) -> Tensor:
+    """Set is_param and return self (tinygrad: `Tensor.zeros(3).is_param_(False)` is a buffer).
+
+    >>> Tensor.zeros(2).is_param_(False).requires_grad
+    False
+    """
+    self.is_param = is_param
+    return self
 
   # ------------------------------------------------------------ graph plumbing
   def _new(self, u: UOp, *parents: Tensor) -> Tensor:
     """A tensor computed from self (and parents) as u: needs grad (not a leaf) when one of them does."""
     t = Tensor.__new__(Tensor)   # what Tensor(u) does, without its argument checks: every op makes one
     t.grad, t._leaf, t._ctx = None, False, None
-    t._requires_grad = True if self._requires_grad or any(p._requires_grad for p in parents) else None
+    # (a comparison's or an int cast's result does not: gradients do not flow through it, as in PyTorch)
+    t._requires_grad = True if (self._requires_grad or any(p._requires_grad for p in parents)) and u.dtype.is_float else None
     if t._requires_grad and NO_GRAD.value:   # under no_grad: a result that gradients do not flow through
       t._requires_grad, u = None, UOp(Ops.DETACH, u.dtype, (u,))
     t.uop = u
@@ -403,7 +418,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
       if (tgt.base.op is Ops.BUFFER and _has_views(tgt.base.buffer)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
       targets.append(tgt)
       # the given tensors forwarded (done holds their graphs): the tensors that read what they write come along
-      if i == given - 1 and (writes := [n for n in done if n.op is Ops.ASSIGN]): todo += _old_value_readers(todo, writes)
+      if i == given - 1 and (writes := [n for n in done if n.op is Ops.ASSIGN]): todo += _drop_unset_grads(_old_value_readers(todo, writes))
     # the conditions of the data checks in these graphs are computed in the same schedule (a condition's own graph
     # may hold checks too)
     oks: dict[UOp, UOp] = {}
@@ -547,13 +562,26 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     return out
 
   def backward(self, gradient: Tensor | None = None) -> Tensor:
-    """Accumulate d(self)/d(leaf) into `.grad` of every tensor with requires_grad=True in the graph."""
+    """Accumulate d(self)/d(t) into `t.grad` of the tensors of the graph: those with requires_grad=True (PyTorch), and
+    every live float tensor whose requires_grad was never set (None: tinygrad 0.14's rule, where any tensor is a
+    parameter). requires_grad=False tensors get none. The grad of an unset tensor is dropped, not computed, when a
+    tensor it reads is written in place (an optimizer step): set requires_grad=True on what you read after a step.
+
+    >>> x = Tensor([1.0, 2.0])
+    >>> _ = (x * x).sum().backward(); x.grad.tolist()
+    [2.0, 4.0]
+    """
     nodes = self.uop.toposort()
-    leaves = [t for t in list(_grad_leaves.values()) if t.requires_grad and (t.uop in nodes or t._ctx in nodes)]
-    if not leaves: raise _fail(RuntimeError, "backward", "no tensor in the graph requires grad", self)
-    for t, g in zip(leaves, self.gradient(*leaves, gradient=gradient)):
+    marked = [t for t in list(_grad_leaves.values()) if t.requires_grad and (t.uop in nodes or t._ctx in nodes)]
+    if marked and not self._requires_grad:   # (PyTorch's error: a comparison or an int cast stops the gradient)
+      raise _fail(RuntimeError, "backward", f"the {self.dtype} result does not require grad: no tensor that requires grad reaches it "
+                                            "through differentiable ops", self)
+    unset = [t for t in _live_tensors_of(nodes) if t._requires_grad is None and t.dtype.is_float and id(t) not in {id(m) for m in marked}]
+    if not marked and not unset: raise _fail(RuntimeError, "backward", "no tensor in the graph can have a gradient", self)
+    for t, g in zip(marked + unset, self.gradient(*marked, *unset, gradient=gradient)):
       if g.shape != t.shape: g = g.reshape(t.shape)
       t.grad = g if t.grad is None else (t.grad + g)
+      if t._requires_grad is None: _unset_grads[id(t.grad)] = (weakref.ref(t.grad), weakref.ref(t))
     return self
 
   # ------------------------------------------------------------ in-place operators
@@ -640,6 +668,34 @@ write_hooks.append(_renew_buffer_node)
 
 # tensors on which the user set requires_grad=True (weakly): the leaves backward() fills
 _grad_leaves: weakref.WeakValueDictionary[int, Tensor] = weakref.WeakValueDictionary()
+# the grads backward() gave tensors with requires_grad None: id(grad) -> (grad, its tensor), weakly. A write to what
+# one reads drops it instead of computing it first (an optimizer step would otherwise compute the input's gradient)
+_unset_grads: dict[int, tuple[weakref.ref, weakref.ref]] = {}
+
+def _live_tensors_of(nodes: dict[UOp, Any]) -> list[Tensor]:
+  """The live tensors whose node is one of nodes: lazy ones and those viewing a buffer of the graph."""
+  out = [t for t in lazy_tensors() if t.uop in nodes]
+  for b in {n.buffer for n in nodes if n.op is Ops.BUFFER and n.buffer is not None}:
+    out += [t for r in list(b.views.values()) if (t := r()) is not None and t.uop in nodes]
+  return out
+
+def _drop_unset_grads(readers: list[Tensor]) -> list[Tensor]:
+  """readers less the grads of unset tensors (backward's tinygrad rule), which are dropped from their tensors."""
+  keep = []
+  for t in readers:
+    grad_ref, owner_ref = _unset_grads.pop(id(t), (None, None))
+    if grad_ref is None or grad_ref() is not t:
+      keep.append(t)
+      continue
+    if (owner := owner_ref()) is not None and owner.grad is t: owner.grad = None
+  for k in [k for k, (g, o) in _unset_grads.items() if g() is None or o() is None]: del _unset_grads[k]
+  return keep
 
 # what TinyJit (petagrad/engine/jit.py) needs from this layer: the engine below never imports it
-jit.TensorLayer.register(Tensor, lazy_tensors, _has_views, computed_view, _swap_uop_changes)
+def _forget_unset_grads() -> None:
+  """Drop every grad backward() gave a tensor whose requires_grad is unset (TinyJit, at each call)."""
+  for grad_ref, owner_ref in _unset_grads.values():
+    if (owner := owner_ref()) is not None and (g := grad_ref()) is not None and owner.grad is g: owner.grad = None
+  _unset_grads.clear()
+
+jit.TensorLayer.register(Tensor, lazy_tensors, _has_views, computed_view, _swap_uop_changes, _forget_unset_grads)

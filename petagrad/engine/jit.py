@@ -51,17 +51,22 @@ class TensorLayer:
   """What TinyJit needs from the tensor layer above it, which fills this in when it loads (petagrad/tensor.py: the
   engine never imports it): the Tensor class (inputs and results are found with isinstance and rebuilt as
   tensor(uop)), the live lazy tensors, whether a live tensor views a buffer, the buffer view a computed value reads,
-  and the table of the tensors changed during a call (swap_changes(new) installs new and returns the one before)."""
+  and the table of the tensors changed during a call (swap_changes(new) installs new and returns the one before),
+  and forget_unset_grads(): drop the grads backward() gave tensors whose requires_grad is unset (a replay does not
+  make them, and a tensor used again, an input or state, would add each call's to the last's)."""
   tensor: Any = None
   lazy_tensors: Callable[[], list]
   has_views: Callable[[Buffer], bool]
   computed_view: Callable[[UOp], UOp | None]
   swap_changes: Callable[[dict | None], dict | None]
+  forget_unset_grads: Callable[[], None]
   @classmethod
   def register(cls, tensor: Any, lazy_tensors: Callable[[], list], has_views: Callable[[Buffer], bool],
-               computed_view: Callable[[UOp], UOp | None], swap_changes: Callable[[dict | None], dict | None]) -> None:
+               computed_view: Callable[[UOp], UOp | None], swap_changes: Callable[[dict | None], dict | None],
+               forget_unset_grads: Callable[[], None]) -> None:
     cls.tensor, cls.lazy_tensors, cls.has_views = tensor, staticmethod(lazy_tensors), staticmethod(has_views)
     cls.computed_view, cls.swap_changes = staticmethod(computed_view), staticmethod(swap_changes)
+    cls.forget_unset_grads = staticmethod(forget_unset_grads)
 
 # set while a jitted function runs (warm-up or capture): reading values to Python is not allowed then
 jit_active: list[str] = []
@@ -117,6 +122,7 @@ class TinyJit(Generic[R]):
   def __call__(self, *args, **kwargs) -> R:
     T, Tensor = TensorLayer, TensorLayer.tensor
     tensors, consts = self._inputs(args, kwargs)
+    T.forget_unset_grads()
     # inputs become contiguous buffers (the kernels read buffers)
     for t in tensors:
       if t.uop.base.op.name != "BUFFER" or t.uop.op.name not in ("BUFFER", "RESHAPE"): t.uop = t.contiguous().uop

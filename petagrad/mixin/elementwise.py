@@ -258,7 +258,8 @@ class ElementwiseMixin(TensorMixin):
   def abs(self) -> Tensor: return self if self.dtype.is_bool or self.dtype.is_unsigned else self.maximum(-self)
   def sign(self) -> Tensor:
     if self.dtype.is_bool: return self
-    return (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if not self.dtype.is_unsigned else (self > 0).cast(self.dtype)
+    out = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype) if not self.dtype.is_unsigned else (self > 0).cast(self.dtype)
+    return self._new(out.uop, self)   # needs grad when self does (its gradient is 0), as in torch
   def clip(self, min_=None, max_=None, min=None, max=None) -> Tensor:   # noqa: A002  (torch's keyword names)
     """Clamp into [min_, max_] (either may be None; torch's keywords min= and max= work too); the gradient passes
     where min_ <= x <= max_."""

@@ -308,7 +308,7 @@ class LinalgMixin(TensorMixin):
         raise _fail(RuntimeError, "norm", f"cannot compute the {ord} norm over an empty dim (no identity)", self)
     if ord == math.inf: return a.amax(dim, keepdim)
     if ord == -math.inf: return a.amin(dim, keepdim)
-    if ord == 0: return (a != 0).cast(self.dtype).sum(dim, keepdim)
+    if ord == 0: return self._new((a != 0).cast(self.dtype).sum(dim, keepdim).uop, self)   # (gradient 0, as torch's)
     if ord == 1: return a.sum(dim, keepdim)
     if not isinstance(ord, (int, float)) or isinstance(ord, bool): raise _fail(ValueError, "norm", f"unsupported vector norm ord {ord!r}", self)
     if ord < 1:   # |x|**p has an infinite slope at 0 for p < 1: torch's gradient there is 0, so the power is taken at 1 there

@@ -43,17 +43,59 @@ def test_backward_nonscalar_without_gradient_raises(device):
     (px * 2).backward()
 
 def test_backward_without_requires_grad_raises(device):
-  with pytest.raises(RuntimeError):
-    (Tensor([1.0, 2.0]) * 2).sum().backward()
+  with pytest.raises(RuntimeError, match="can have a gradient"):   # an int graph: nothing can have a gradient
+    (Tensor([1, 2]) * 2).sum().backward()
+  x = Tensor([1.0, 2.0], requires_grad=False)
+  (x * 2).sum().backward()   # (torch raises: nothing requires grad; tinygrad's rule gives the unset intermediates grads)
+  assert x.grad is None
+  a, b = Tensor.ones(4, requires_grad=True), Tensor.ones(4, requires_grad=True)
+  assert not (a < b).requires_grad and not (a * 2).int().requires_grad   # a comparison or int result: none flows (torch)
+  with pytest.raises(RuntimeError, match="does not require grad"): (a < b).sum().backward()
 
 def test_grad_only_for_requires_grad(device):
   tx, px = pair(X)
-  py = Tensor(W)                      # no requires_grad
+  py = Tensor(W, requires_grad=False)
   ty = torch.tensor(W)
   (tx @ ty).sum().backward()
   (px @ py).sum().backward()
   check_grad(px, tx)
   assert py.grad is None and ty.grad is None
+
+def test_unset_requires_grad_gets_a_grad(device):
+  # tinygrad 0.14: every tensor is a parameter; backward fills the grad of every live float tensor of the graph whose
+  # requires_grad was never set (intermediates too), next to the requires_grad=True ones
+  tx, px = pair(X)
+  py, ty = Tensor(W), torch.tensor(W, requires_grad=True)
+  (tx @ ty).relu().sum().backward()
+  mid = px @ py
+  mid.relu().sum().backward()
+  check_grad(px, tx)
+  check_grad(py, ty)
+  assert mid.grad is None   # computed from a requires_grad=True tensor: a non-leaf, as in torch
+  x = Tensor([1.0, -2.0])
+  h = x * 3
+  h.relu().sum().backward()
+  assert x.grad.tolist() == [3.0, 0.0] and h.grad.tolist() == [1.0, 0.0]
+  assert Tensor([1, 2]).float().sum().backward() is not None   # an int tensor gets no grad, its float cast does
+
+def test_unset_grad_dropped_by_a_write(device):
+  # the input's grad is not computed by an optimizer step that writes what it reads: it is dropped
+  from petagrad import nn, GlobalCounters
+  def step_kernels(x_requires_grad):
+    w, x = Tensor(W, requires_grad=True).realize(), Tensor(X, requires_grad=x_requires_grad).realize()
+    (x @ w).relu().sum().backward()
+    assert (x.grad is not None) == (x_requires_grad is None) and w.grad is not None
+    GlobalCounters.reset()
+    nn.optim.SGD([w], lr=0.1).step()
+    assert x.grad is None
+    return GlobalCounters.kernel_count
+  assert step_kernels(None) == step_kernels(False)   # the step alone
+  w = Tensor(W, requires_grad=True).realize()
+  keep = Tensor(X, requires_grad=True).realize()   # marked: kept, and computed before the write
+  (keep @ w).relu().sum().backward()
+  want = keep.grad.numpy()
+  w.assign(w * 0)
+  np.testing.assert_allclose(keep.grad.numpy(), want)
 
 def test_nonleaf_grad_is_none(device):
   _, px = pair(X)

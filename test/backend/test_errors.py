@@ -148,7 +148,8 @@ def test_backward_errors(device):
   x = Tensor.zeros(2, 3, requires_grad=True)
   check_error(RuntimeError, lambda: (x * 2).backward(), "backward", (2, 3))
   check_error(ValueError, lambda: (x * 2).backward(Tensor.zeros(3)), "backward", (2, 3), (3,))
-  check_error(RuntimeError, lambda: (Tensor.zeros(2) * 2).sum().backward(), "backward")
+  check_error(RuntimeError, lambda: (Tensor.zeros(2, dtype="int32") * 2).sum().backward(), "backward")
+  check_error(RuntimeError, lambda: (x < 1).sum().backward(), "backward", "does not require grad")
 
 def test_creation_errors(device):
   check_error(ValueError, lambda: Tensor([[1, 2], [3]]), "Tensor")
@@ -521,7 +522,7 @@ def test_wrong_type_arguments(device):
   check_error(TypeError, lambda: Tensor.stack([x, 1.0]), "stack", "float")
   check_error(TypeError, lambda: x.cat(1), "cat", "int")
   check_error(TypeError, lambda: Tensor.meshgrid(Tensor.ones(2), 3), "meshgrid", "int")
-  check_error(TypeError, lambda: Tensor.einsum(x, x), "einsum", "subscripts")
+  check_error(TypeError, lambda: Tensor.einsum(x, x), "einsum", "sublist")   # (torch's sublist form: operand, [dims], ...)
   check_error(TypeError, lambda: x.where(1.0, "b"), "where", "str")
   check_error(TypeError, lambda: x.logical_and("a"), "logical_and", "str")
   check_error(TypeError, lambda: x.dropout("a"), "dropout", "str")
