@@ -12,6 +12,8 @@ from petagrad.uop.symbolic import simplify
 from petagrad.dtype import dtypes
 from petagrad.helpers import strides_for_shape
 from petagrad.uop.graph import substitute
+from petagrad.uop.rewrite import graph_rewrite
+from petagrad.codegen.collapse import collapse_rules
 
 Idx = tuple[UOp, ...]
 TRUE = UOp.const(dtypes.bool, True)
@@ -81,7 +83,8 @@ def lower(out_view: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
   store_idx = idx[0]
   val = _build(value, out_ranges, ctx)
   store = UOp(Ops.STORE, dtypes.bool, (out_param, store_idx, val))
-  return _used_params(simplify(UOp(Ops.SINK, dtypes.bool, (store,))), ctx.bufs)
+  # a sum that picks one element by an index comparison (a gather) is one gated load (codegen/collapse.py)
+  return _used_params(simplify(graph_rewrite(simplify(UOp(Ops.SINK, dtypes.bool, (store,))), collapse_rules)), ctx.bufs)
 
 def _used_params(ast: UOp, bufs: list[UOp]) -> tuple[UOp, list[UOp]]:
   """The AST with only the buffers it still reads or writes as parameters, renumbered 0..n-1 in order: simplification

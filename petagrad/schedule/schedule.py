@@ -82,7 +82,14 @@ def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
     for e in _kernel_walk(r.src, realize, stop=lambda u: u.op is Ops.EXPAND):
       if e.op is not Ops.EXPAND or e in realize or prod(e.shape) < RECOMPUTE_FACTOR * prod(e.src[0].shape): continue
       base = e.src[0].base   # below the movement ops: they are index math
-      if base in realize or base.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA): continue
+      if base in realize or base.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA) or _chain_cost(base, realize) < RECOMPUTE_COST: continue
+      # a costly piece the chain itself expands (the index of a one-hot `idx[:, None] == arange(n)`) gets the buffer
+      # first: the small index is stored, not the n-times larger chain, which may then be cheap enough to fuse
+      # (a gather stays a reduce over the comparison, which codegen/collapse.py turns into one load)
+      for ie in _kernel_walk((base,), realize, stop=lambda u: u.op is Ops.EXPAND):
+        inner = ie.src[0].base if ie.op is Ops.EXPAND else None
+        if inner is not None and inner not in realize and inner.op not in (Ops.BUFFER, Ops.CONST, Ops.IOTA) and \
+           _chain_cost(inner, realize) >= RECOMPUTE_COST: realize.add(inner)
       if _chain_cost(base, realize) >= RECOMPUTE_COST: realize.add(base)
 
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:

@@ -126,3 +126,31 @@ def test_repeated_graph_skips_scheduling(device, monkeypatch):
     out = (x / s.reshape(5, 1)).realize()   # 2 kernels, new buffers every time
     np.testing.assert_allclose(out.numpy(), xn / np.exp(xn * 2 + yn).sum(1, keepdims=True), rtol=1e-5)
   assert len(calls) == 1
+
+def test_gather_is_one_load_per_element(device):
+  # x[idx] is a sum over the indexed dim of where(idx == r, x[r], 0) (a one-hot): codegen/collapse.py makes it one gated
+  # load per output element, and a costly lazy index (randint) gets its own small buffer rather than the one-hot
+  # mask (rule 6): no O(rows) reduce, however large x is
+  x = Tensor.randn(3000, 8).realize()
+  for idx in (Tensor([5, 2999, 0, -1, -3000]), Tensor.randint(64, high=3000)):
+    GlobalCounters.reset()
+    out = x[idx].realize()
+    assert GlobalCounters.global_ops < 64 * 8 * 20, GlobalCounters.global_ops   # a reduce over 3000 rows: 64*8*3000*2 ops
+    np.testing.assert_array_equal(out.numpy(), x.numpy()[idx.numpy()])
+  # embedding and gather (the same one-hot form), with the bounds checks of their data
+  from petagrad import nn
+  emb = nn.Embedding(5000, 4)
+  emb.weight.realize()
+  tok = Tensor([[1, 4999], [0, 7]])
+  GlobalCounters.reset()
+  got = emb(tok).realize()
+  assert GlobalCounters.global_ops < 5000, GlobalCounters.global_ops
+  np.testing.assert_array_equal(got.numpy(), emb.weight.numpy()[tok.numpy()])
+  src, index = Tensor.randn(4, 1000).realize(), Tensor([[3, 999], [0, 1], [7, 7], [500, 2]])
+  np.testing.assert_array_equal(src.gather(1, index).numpy(), np.take_along_axis(src.numpy(), index.numpy(), 1))
+
+def test_gather_out_of_range_index_reads_nothing(device):
+  # the collapsed load is gated by 0 <= idx < rows: an index outside reads no memory (the data check raises first)
+  x = Tensor.arange(6).reshape(3, 2).float().realize()
+  with pytest.raises(IndexError): x[Tensor([1, 3])].realize()
+  with pytest.raises(IndexError): x[Tensor([-4])].realize()
