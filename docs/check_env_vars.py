@@ -2,7 +2,8 @@
 """Exit non-zero if a flag in petagrad's FLAGS registry is not documented in docs/env_vars.md.
 
 Imports every petagrad module (so flags defined outside helpers.py register too), then looks for each
-flag's name as a table row "| `NAME` |" in docs/env_vars.md.
+flag's name as a table row "| `NAME` |" in docs/env_vars.md. The tinygrad flags accepted with no effect
+(TINYGRAD_NOOP_FLAGS) need a row too, in that page's table of them.
 
     python docs/check_env_vars.py
 """
@@ -15,12 +16,12 @@ DOC = os.path.join(ROOT, "docs", "env_vars.md")
 def all_flags() -> dict:
   sys.path.insert(0, ROOT)
   import petagrad
-  from petagrad.helpers import FLAGS
+  from petagrad import helpers
   for mod in pkgutil.walk_packages(petagrad.__path__, "petagrad."):
     try: importlib.import_module(mod.name)
     except Exception as e:   # a device whose system library is missing must not hide the others' flags
       print(f"note: could not import {mod.name} ({type(e).__name__}: {e}); its flags are not checked", file=sys.stderr)
-  return FLAGS
+  return {**getattr(helpers, "TINYGRAD_NOOP_FLAGS", {}), **helpers.FLAGS}
 
 def documented(text: str) -> set[str]:
   return set(re.findall(r"^\|\s*`([A-Za-z_][A-Za-z0-9_]*)`\s*\|", text, re.MULTILINE))

@@ -7,9 +7,9 @@ A device is an allocator, a compiler, a program launcher and a renderer (runtime
 True
 """
 from __future__ import annotations
-import importlib, ctypes, functools, mmap
+import importlib, ctypes, functools, mmap, sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 from petagrad.dtype import DType
 from petagrad.helpers import DEV, SANITIZE, cache_dir, content_hash, read_cached, write_cached, GlobalCounters
 
@@ -26,6 +26,10 @@ class Allocator:
   def copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
   def free(self, raw: Any, nbytes: int) -> None: """Memory a Buffer no longer uses (default: let it go)."""
+  def wrap(self, ptr: int, nbytes: int) -> tuple[Any, Any]:
+    """nbytes of memory someone else owns at address ptr, as this allocator's raw buffer, and an object to keep alive
+    with it (or None). Only devices whose kernels read host memory can (Tensor.from_blob)."""
+    raise NotImplementedError(f"{type(self).__name__} cannot use memory at a host address")
 
 POOL_BYTES = 512 << 20   # freed big host buffers kept for reuse, at most
 HUGEPAGE_BYTES = 2 << 20  # buffers at least this big ask for transparent huge pages
@@ -34,6 +38,7 @@ HUGEPAGE_BYTES = 2 << 20  # buffers at least this big ask for transparent huge p
 # whose mask it knows at compile time into a full-width load and a blend); one 512-bit vector on each side keeps such
 # reads inside the allocation
 MARGIN = 64
+PAGE = mmap.PAGESIZE
 
 class HostAllocator(Allocator):
   """Memory in this process, as ctypes byte arrays (so C kernels get plain pointers).
@@ -69,12 +74,53 @@ class HostAllocator(Allocator):
     self._pooled += nbytes
   def copyin(self, dest: Any, src: memoryview) -> None: memoryview(dest).cast('B')[:src.nbytes] = src
   def copyout(self, dest: memoryview, src: Any) -> None: dest[:] = memoryview(src).cast('B')[:dest.nbytes]
+  def wrap(self, ptr: int, nbytes: int) -> tuple[Any, Any]:
+    """A ctypes byte array over ptr's nbytes (kernels get ptr itself). Memory that is not mapped at all raises
+    ValueError (Linux: mincore tells). Kernels may read MARGIN bytes either side (see MARGIN): where such a byte lies in
+    a page nothing maps, a read-only zero page is mapped there, kept as long as the array (the object to keep alive)."""
+    if not isinstance(ptr, int) or ptr <= 0: raise ValueError(f"expected a host address (a positive int), got {ptr!r}")
+    first = ptr // PAGE * PAGE
+    if not _mapped(first, ptr + max(nbytes, 1) - first):
+      raise ValueError(f"no memory is mapped at {ptr:#x}..{ptr + max(nbytes, 1):#x} ({nbytes} bytes)")
+    keep = [p for p in dict.fromkeys(((ptr - MARGIN) // PAGE * PAGE, (ptr + nbytes + MARGIN - 1) // PAGE * PAGE)) if p > 0 and not _mapped(p)]
+    return (ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr), [_ReadablePage(p) for p in keep] or None
+
+@functools.cache
+def _libc() -> Any:
+  return ctypes.CDLL(None, use_errno=True)
+
+def _mapped(page: int, nbytes: int = PAGE) -> bool:
+  """Is every page of the nbytes from this page-aligned address mapped? Assumed so where mincore cannot tell (not
+  Linux); the page at address 0 never is."""
+  if page <= 0: return False
+  if not sys.platform.startswith("linux"): return True
+  f = _libc().mincore
+  f.argtypes, f.restype = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p], ctypes.c_int
+  return f(page, nbytes, (ctypes.c_ubyte * (-(-nbytes // PAGE)))()) == 0 or ctypes.get_errno() != 12   # ENOMEM: not mapped
+
+class _ReadablePage:
+  """A read-only anonymous page mapped at a free page-aligned address (MAP_FIXED_NOREPLACE, never over a mapping);
+  unmapped with this object."""
+  MAP_FIXED_NOREPLACE = 0x100000
+  def __init__(self, addr: int):
+    libc = _libc()
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mmap.restype = ctypes.c_void_p
+    libc.munmap.argtypes, libc.munmap.restype = [ctypes.c_void_p, ctypes.c_size_t], ctypes.c_int
+    flags = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | self.MAP_FIXED_NOREPLACE
+    got = libc.mmap(addr, PAGE, mmap.PROT_READ, flags, -1, 0)
+    self.addr = got if got not in (None, ctypes.c_void_p(-1).value) else None
+    if self.addr is not None and self.addr != addr:   # an old kernel took the address as a hint: not where it is needed
+      libc.munmap(self.addr, PAGE); self.addr = None
+    if self.addr is None and not _mapped(addr):
+      raise OSError(ctypes.get_errno(), f"cannot map a readable page at {addr:#x}, next to the memory given")
+  def __del__(self):
+    if self.addr is not None: _libc().munmap(self.addr, PAGE)
 
 def _inner(mem: Any, nbytes: int, offset: int = MARGIN) -> Any:
   """nbytes (at least 1) of mem from offset, as a ctypes byte array that keeps mem alive."""
   return (ctypes.c_uint8 * max(nbytes, 1)).from_buffer(mem, offset)
 
-PAGE = mmap.PAGESIZE
 @functools.cache
 def _mprotect():
   f = ctypes.CDLL(None, use_errno=True).mprotect
@@ -124,6 +170,16 @@ class DeviceSpec:
   compiler: Compiler
   program: type[Program]
   renderer: Any   # petagrad.renderer.Renderer
+  sync: Callable[[], None] | None = None   # waits for the device's queued work (None: a launch returns when its kernel is done)
+  @property
+  def device(self) -> str: return self.name   # tinygrad's Compiled.device
+  def synchronize(self) -> None:
+    """Wait until everything launched on this device has finished (tinygrad's `Device[dev].synchronize()`, for timing).
+    Nothing to wait for on the devices petagrad has now (CPU, PYTHON, NULL): a launch returns when its kernel is done.
+
+    >>> Device[Device.DEFAULT].synchronize()
+    """
+    if self.sync is not None: self.sync()
 
 class _Device:
   """`Device["CPU"]` gives the device's parts, importing runtime/ops_cpu.py on first use."""
@@ -142,13 +198,18 @@ class _Device:
     return n[:-2] if n.endswith(":0") else n
   @property
   def DEFAULT(self) -> str: return self.canonicalize(str(DEV) or "CPU")
+  @property
+  def default(self) -> DeviceSpec:
+    """The default device's parts: Device[Device.DEFAULT] (tinygrad's Device.default)."""
+    return self[self.DEFAULT]
   @DEFAULT.setter
   def DEFAULT(self, name: str) -> None: DEV.value = self.canonicalize(name)
 
 Device = _Device()
 
 class Buffer:
-  """`size` elements of `dtype` on `device`; memory is allocated on first use and freed with the object."""
+  """`size` elements of `dtype` on `device`; memory is allocated on first use and freed with the object (or, after
+  `use_external`, memory someone else owns, never freed here). Allocated memory counts in GlobalCounters.mem_used."""
   made = 0   # buffers created so far
   def __init__(self, device: str, size: int, dtype: DType):
     self.device, self.size, self.dtype = device, size, dtype
@@ -156,17 +217,34 @@ class Buffer:
     self.serial, Buffer.made = Buffer.made, Buffer.made + 1
     self.nbytes = size * dtype.itemsize
     self._raw: Any = None
+    self.external: Any = None   # use_external: not None (True, or what keeps the memory around it readable)
     # side data of the tensor layer: in-place writes so far, and weak references to the tensors viewing it
     self.writes = 0
     self.views: dict[int, Any] = {}
   def __del__(self):
-    if self._raw is not None:
-      try: Device[self.device].allocator.free(self._raw, self.nbytes)
+    if self._raw is not None and self.external is None:
+      try:
+        GlobalCounters.mem_used -= self.nbytes
+        GlobalCounters.mem_used_per_device[self.device] -= self.nbytes
+        Device[self.device].allocator.free(self._raw, self.nbytes)
       except Exception: pass   # interpreter shutdown: modules may already be gone
   @property
   def is_allocated(self) -> bool: return self._raw is not None
   def ensure_allocated(self) -> Buffer:
-    if self._raw is None: self._raw = Device[self.device].allocator.alloc(self.nbytes)
+    if self._raw is None:
+      self._raw = Device[self.device].allocator.alloc(self.nbytes)
+      GlobalCounters.mem_used += self.nbytes
+      GlobalCounters.mem_used_per_device[self.device] += self.nbytes
+    return self
+  def use_external(self, ptr: int) -> Buffer:
+    """Make this (not yet allocated) buffer the nbytes at host address ptr, which someone else owns and keeps valid
+    while the buffer lives (tinygrad's allocate(external_ptr=...)): kernels read and write that memory; it is never
+    freed here, nor counted in GlobalCounters.mem_used. ValueError when the buffer already has memory or its device
+    cannot use host memory."""
+    if self._raw is not None: raise ValueError(f"{self!r} already has memory")
+    try: self._raw, keep = Device[self.device].allocator.wrap(ptr, self.nbytes)
+    except NotImplementedError: raise ValueError(f"device {self.device} cannot use memory at a host address") from None
+    self.external = keep if keep is not None else True
     return self
   @property
   def raw(self) -> Any: return self._raw if self._raw is not None else self.ensure_allocated()._raw

@@ -5,7 +5,7 @@
 2
 """
 from __future__ import annotations
-import functools, os, sys, operator, time, contextlib, pathlib, hashlib, shutil, threading
+import collections, functools, os, sys, operator, time, contextlib, pathlib, hashlib, shutil, threading
 from typing import Any, Callable, Iterable, Iterator, TypeVar, Sequence
 
 T = TypeVar("T")
@@ -21,13 +21,14 @@ class Flag:
   cannot). helpers.py is the lowest layer and imports nothing of petagrad, so a higher layer registers it after
   the fact: dtype.py sets DEFAULT_FLOAT.convert and DEFAULT_INT.convert, which turn a DType into its name
   (`Context(DEFAULT_FLOAT=dtypes.half)`)."""
-  def __init__(self, name: str, default: Any, doc: str, choices: Sequence[str] | None = None, convert: Callable[[Any], Any] | None = None):
+  def __init__(self, name: str, default: Any, doc: str, choices: Sequence[str] | None = None, convert: Callable[[Any], Any] | None = None,
+               registry: dict[str, Flag] | None = None):
     self.name, self.default, self.doc, self.choices = name, default, doc, tuple(choices) if choices else None
     self.convert = convert
     raw = os.environ.get(name)
     # an empty variable (DEBUG= python ...) means the default
     self.value = default if raw is None or raw.strip() == "" else self.check(raw, f"environment variable {name}={raw!r}")
-    FLAGS[name] = self
+    (FLAGS if registry is None else registry)[name] = self
   def check(self, v: Any, where: str) -> Any:
     """v converted to this flag's type; TypeError/ValueError naming the flag and `where` it came from otherwise."""
     if self.convert is not None and not isinstance(v, str):
@@ -85,20 +86,46 @@ COMPILE_TIMEOUT = Flag("COMPILE_TIMEOUT", 20, "Seconds of CPU time the CPU devic
 SANITIZE = Flag("SANITIZE", 0, "1: memory-safety checking: CPU kernels bounds-check every load and store (OutOfBoundsError naming the kernel, buffer and index) and host buffers end at a PROT_NONE guard page (docs/safety.md). Slow; for tests.")
 PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
 MNIST_PATH = Flag("MNIST_PATH", "", "Folder holding the MNIST/Fashion-MNIST IDX files; nn.datasets looks there first. Empty: not set.")
+JIT = Flag("JIT", 1, "0: a TinyJit-decorated function runs eagerly on every call (no capture, no replay), as in tinygrad.")
+CAPTURING = Flag("CAPTURING", 1, "0: the launches made while it is 0 inside a TinyJit capture run once, then and there, and are not replayed (tinygrad's).")
+
+# tinygrad flags that tinygrad programs set (`with Context(SPLIT_REDUCEOP=0): ...`, or in the environment) and that
+# have no counterpart here: accepted so those programs run, and ignored. Reading one gives the value set (nothing else
+# reads it). Each is documented in docs/env_vars.md ("accepted for tinygrad programs, no effect here"), with the reason.
+# Any other unknown name still raises KeyError in Context.
+TINYGRAD_NOOP_FLAGS: dict[str, Flag] = {}
+SPLIT_REDUCEOP = Flag("SPLIT_REDUCEOP", 1, "tinygrad: split a big reduce into two kernels. Ignored: petagrad's kernel optimizer decides how a reduce "
+                      "is split (grouped reduce, threads).", registry=TINYGRAD_NOOP_FLAGS)
+FUSE_ARANGE = Flag("FUSE_ARANGE", 0, "older tinygrad (gone in 0.14): fuse arange into the kernel indexing with it. Ignored: petagrad always fuses "
+                   "it (an arange is index arithmetic).", registry=TINYGRAD_NOOP_FLAGS)
+TRANSCENDENTAL = Flag("TRANSCENDENTAL", 1, "tinygrad: when exp2/log2/sin are computed in software. Ignored: petagrad's renderers decompose what "
+                      "their target lacks.", registry=TINYGRAD_NOOP_FLAGS)
+
+def _flag(name: str) -> Flag:
+  """The flag called name: one of FLAGS or of the tinygrad flags accepted and ignored (TINYGRAD_NOOP_FLAGS); KeyError otherwise."""
+  if (f := FLAGS.get(name, TINYGRAD_NOOP_FLAGS.get(name))) is None:
+    raise KeyError(f"unknown flag {name}; known flags: {', '.join(sorted(FLAGS))} (and, accepted from tinygrad with no effect: "
+                   f"{', '.join(sorted(TINYGRAD_NOOP_FLAGS))})")
+  return f
 
 class Context(contextlib.ContextDecorator):
-  """Temporarily override flags: `with Context(DEBUG=2, NOOPT=1): ...`."""
+  """Temporarily override flags: `with Context(DEBUG=2, NOOPT=1): ...`. An unknown name raises KeyError; the few tinygrad
+  flags petagrad has no use for (TINYGRAD_NOOP_FLAGS: SPLIT_REDUCEOP, FUSE_ARANGE, TRANSCENDENTAL) are accepted and change
+  nothing but their own value.
+
+  >>> with Context(SPLIT_REDUCEOP=0, NOOPT=1): int(SPLIT_REDUCEOP), int(NOOPT)
+  (0, 1)
+  """
   def __init__(self, **kwargs: Any):
-    for k in kwargs:
-      if k not in FLAGS: raise KeyError(f"unknown flag {k}; known flags: {', '.join(sorted(FLAGS))}")
+    self.flags = {k: _flag(k) for k in kwargs}
     # checked here, at the user's line: a bad value (DEBUG='x') would otherwise fail far away, where the flag is read
-    self.kwargs = {k: FLAGS[k].check(v, f"Context({k}={v!r}) at {user_frame()}") for k, v in kwargs.items()}
+    self.kwargs = {k: self.flags[k].check(v, f"Context({k}={v!r}) at {user_frame()}") for k, v in kwargs.items()}
   def __enter__(self):
-    self.old = {k: FLAGS[k].value for k in self.kwargs}
-    for k, v in self.kwargs.items(): FLAGS[k].value = v
+    self.old = {k: self.flags[k].value for k in self.kwargs}
+    for k, v in self.kwargs.items(): self.flags[k].value = v
     return self
   def __exit__(self, *exc):
-    for k, v in self.old.items(): FLAGS[k].value = v
+    for k, v in self.old.items(): self.flags[k].value = v
 
 def cpu_threads() -> int:
   """Threads for a CPU kernel: the THREADS flag, or one per core this process may use (as it was at the first call:
@@ -165,7 +192,20 @@ def mark_used(path: str | os.PathLike) -> None:
 class GlobalCounters:
   """Totals since the last `reset()`: kernels run, programs launched, FLOPs and bytes they moved, and their time.
   A kernel is one output computed by one loop nest (what fusion decides); a launch runs one compiled program,
-  which holds one kernel or, for a launch group, several."""
+  which holds one kernel or, for a launch group, several.
+
+  `mem_used` (and `mem_used_per_device`, by device name) is different: the bytes of device memory petagrad's buffers
+  hold now (Buffer in device.py counts each allocation and free; memory a tensor only views, Tensor.from_blob's, is not
+  counted). `reset()` leaves it alone, as tinygrad's does.
+
+  >>> from petagrad import Tensor
+  >>> before = GlobalCounters.mem_used
+  >>> t = Tensor.ones(1024).contiguous().realize()
+  >>> GlobalCounters.mem_used - before
+  4096
+  >>> del t; GlobalCounters.mem_used - before
+  0
+  """
   kernel_count: int = 0
   launch_count: int = 0
   global_ops: int = 0
@@ -173,6 +213,8 @@ class GlobalCounters:
   time_sum_s: float = 0.0
   compile_count: int = 0     # compile cache misses (memory and disk)
   codegen_count: int = 0     # programs optimized and rendered to source here (a disk-cache hit skips that)
+  mem_used: int = 0          # bytes of device memory allocated now (not reset)
+  mem_used_per_device: collections.defaultdict[str, int] = collections.defaultdict(int)
   @staticmethod
   def reset() -> None:
     GlobalCounters.kernel_count = GlobalCounters.launch_count = GlobalCounters.global_ops = GlobalCounters.global_mem = GlobalCounters.compile_count = 0
@@ -225,6 +267,15 @@ def all_same(items: Sequence) -> bool:
   (True, False, True)
   """
   return all(x == items[0] for x in items)
+def partition(itr: Iterable[T], fxn: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+  """The items of itr for which fxn is true, and the others, each in order (tinygrad's partition).
+
+  >>> partition(range(6), lambda x: x % 2 == 0)
+  ([0, 2, 4], [1, 3, 5])
+  """
+  ret: tuple[list[T], list[T]] = ([], [])
+  for x in itr: (ret[0] if fxn(x) else ret[1]).append(x)
+  return ret
 def make_tuple(x: int | Sequence[int], cnt: int) -> tuple[int, ...]:
   """An int repeated cnt times, or a sequence as a tuple (tinygrad's make_tuple).
 

@@ -11,13 +11,13 @@ primitives; they never import this module.
 """
 from __future__ import annotations
 import struct, weakref
-from typing import Any, Callable
+from typing import Any, Callable, cast
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.gradient import compute_gradient, custom_backward
 from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_other_view
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
-from petagrad.device import Device
+from petagrad.device import Buffer, Device
 from petagrad.helpers import NO_GRAD, TRAINING, Context, prod
 from petagrad.engine.realize import realize_uops, write_hooks, check_hooks
 from petagrad.engine import jit
@@ -304,6 +304,31 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     buf = new_buffer(device, prod(shape), dtype)
     buf.buffer.ensure_allocated().copyin(memoryview(raw))
     return buf.reshape(shape)
+
+  @staticmethod
+  def from_blob(ptr: int, shape: tuple[int, ...] | list[int] | int, dtype: DType | str | None = None, device: str | None = None,
+                requires_grad: bool | None = None) -> Tensor:
+    """A tensor over the memory at host address ptr (tinygrad's from_blob; a numpy array's `a.ctypes.data`), in
+    row-major order, without copying it or taking ownership: the memory must stay valid (keep its owner alive) while
+    the tensor and the tensors that view it live, and petagrad never frees it. Kernels read it when they run, so a
+    write through the owner before a realize is seen; in-place writes to the tensor (`t.assign(...)`) write it. dtype
+    defaults to the default float; the device must keep its buffers in host memory (CPU, PYTHON), else ValueError.
+
+    >>> import numpy as np
+    >>> a = np.arange(4, dtype=np.float32)
+    >>> t = Tensor.from_blob(a.ctypes.data, (2, 2), dtype="float32")
+    >>> a[0] = 10.0
+    >>> (t + 1).tolist()
+    [[11.0, 2.0], [3.0, 4.0]]
+    """
+    if isinstance(ptr, bool) or not isinstance(ptr, int):
+      raise _fail(TypeError, "from_blob", f"ptr must be an int address, got {type(ptr).__name__} {ptr!r}")
+    size = _shape_arg("from_blob", shape if isinstance(shape, (tuple, list)) else (shape,))
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
+    buf = new_buffer(Device.canonicalize(device) if device is not None else Device.DEFAULT, prod(size), dt)
+    try: cast(Buffer, buf.buffer).use_external(ptr)
+    except ValueError as e: raise _fail(ValueError, "from_blob", str(e)) from None
+    return Tensor(buf.reshape(size), requires_grad=requires_grad)
 
   # ------------------------------------------------------------ properties
   @property

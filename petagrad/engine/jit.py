@@ -25,6 +25,11 @@ Tensor object, `self.h = self.h + x`: replays would read the old buffer forever)
 call computed from its inputs and the capture reads without rewriting (gradients accumulating across calls
 without zero_grad).
 
+`JIT=0` (the flag, `Context(JIT=0)` or the environment) turns it off: the function then runs eagerly on every call, as
+in tinygrad. `TinyJit(fn, prune=True)` (or `@TinyJit(prune=True)`) drops from the capture the kernels whose results
+are the same on every call (see TinyJit). Launches made under `Context(CAPTURING=0)` during the capture call run then
+and are not replayed (tinygrad's CAPTURING).
+
 >>> from petagrad import Tensor
 >>> from petagrad.engine.jit import TinyJit
 >>> f = TinyJit(lambda x: (x * 2 + 1).realize())
@@ -37,7 +42,7 @@ from typing import Any, Callable, Generic, TypeVar
 from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks
 from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
 from petagrad.device import Buffer
-from petagrad.helpers import DEBUG, NO_GRAD, TRAINING
+from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, TRAINING
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view
@@ -77,9 +82,31 @@ def _leaves(x: Any) -> list:
   return [x]
 
 class TinyJit(Generic[R]):
-  """Decorator: `@TinyJit def step(x, y): ...` (tinygrad's name and semantics)."""
-  def __init__(self, fxn: Callable[..., R]):
-    self.fxn = fxn
+  """Decorator: `@TinyJit def step(x, y): ...` (tinygrad's name and semantics). With the flag JIT=0 the function runs
+  eagerly on every call (its returned tensors realized), nothing captured or replayed.
+
+  prune=True (tinygrad's keyword; also `@TinyJit(prune=True)`): the capture keeps only the kernels whose results can
+  change from call to call: those that read (directly or through other kernels) an input, the random state, a buffer
+  written in place (state the call updates) or one the function leaves for its next call, and those that write a
+  tensor it returns. The others ran once, in the capture call, and replays read what they wrote: a constant
+  computed from weights, say. Like tinygrad's, this holds only while what those kernels read does not change between
+  calls: a tensor the function reads but is not given (a weight) that is updated outside it leaves their results stale.
+
+  >>> from petagrad import Tensor
+  >>> w = Tensor([1.0, 2.0]).realize()
+  >>> step = TinyJit(lambda x: (x * (w * 2 + 1).realize()).realize(), prune=True)
+  >>> [step(Tensor([float(i), 1.0])).tolist() for i in range(3)]
+  [[0.0, 5.0], [3.0, 5.0], [6.0, 5.0]]
+  >>> len(step.captured)   # w * 2 + 1 ran once, in the capture call; replays launch x * that
+  1
+  """
+  def __new__(cls, fxn: Callable[..., R] | None = None, *, prune: bool = False) -> Any:
+    # @TinyJit(prune=True): without the function, the decorator that makes one
+    if fxn is None: return lambda f: cls(f, prune=prune)
+    return super().__new__(cls)
+  def __init__(self, fxn: Callable[..., R], *, prune: bool = False):
+    if not callable(fxn): raise TypeError(f"TinyJit takes a function, got {type(fxn).__name__} {fxn!r}")
+    self.fxn, self.prune = fxn, bool(prune)
     functools.update_wrapper(self, fxn)   # type: ignore[arg-type]
     if not hasattr(self, "__name__"): self.__name__ = getattr(fxn, "__name__", type(fxn).__name__)
     self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # instance -> its capture (methods)
@@ -112,7 +139,7 @@ class TinyJit(Generic[R]):
     if bound is None:
       # the capture holds its instance weakly (the table's value must not keep its key alive)
       fxn, ref = self.fxn, weakref.ref(obj)
-      bound = TinyJit(functools.update_wrapper(lambda *a, **kw: fxn(ref(), *a, **kw), fxn))
+      bound = TinyJit(functools.update_wrapper(lambda *a, **kw: fxn(ref(), *a, **kw), fxn), prune=self.prune)
       try: self._bound[obj] = bound
       except TypeError:
         raise TypeError(f"TinyJit on a method needs instances that are hashable and weakly referenceable; "
@@ -121,6 +148,10 @@ class TinyJit(Generic[R]):
 
   def __call__(self, *args, **kwargs) -> R:
     T, Tensor = TensorLayer, TensorLayer.tensor
+    if not JIT:   # JIT=0: an eager call (as tinygrad's, the tensors it returns are realized); the capture state is kept
+      ret = self.fxn(*args, **kwargs)
+      Tensor.realize_all(*[t for t in _leaves(ret) if isinstance(t, Tensor)])
+      return ret
     tensors, consts = self._inputs(args, kwargs)
     T.forget_unset_grads()
     # inputs become contiguous buffers (the kernels read buffers)
@@ -163,7 +194,8 @@ class TinyJit(Generic[R]):
     outer_changes = T.swap_changes({})
     jit_active.append(self.__name__)
     recorded: list[ExecItem] = []
-    hook: Callable[[ExecItem], None] = recorded.append
+    # launches made under Context(CAPTURING=0) run now and are not replayed
+    hook: Callable[[ExecItem], None] = lambda ei: recorded.append(ei) if CAPTURING else None
     if self.cnt == 0:   # the warm-up call: remember which new buffers hold values computed from its inputs
       self._from_inputs = _Taint(bufs)
       hook = self._from_inputs.see
@@ -188,21 +220,47 @@ class TinyJit(Generic[R]):
       if self._from_inputs is not None: self._from_inputs.check(self.__name__, recorded, bufs)
       self._from_inputs = None
       self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes) for ei in recorded]
-      index = {id(b): i for i, b in enumerate(bufs)}
-      self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
-      # each random-state buffer once, in the order the calls drew them (kernels may read them in another order)
-      rng = {id(b): b for ei in self.captured for b in ei.bufs if b in rng_state_buffers}
-      self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.signature = (sig, consts, (bool(TRAINING), bool(NO_GRAD)))
       # the buffers the call made and fully wrote that it returns: replays give them fresh memory
       made = {id(ei.bufs[w.out]): ei.bufs[w.out] for ei in self.captured for w in ei.writes
               if not w.in_place and ei.bufs[w.out].serial >= first_new}
       self.out_bufs = []
       self.ret_views = _views(ret, bufs, made, self.out_bufs)
+      n_recorded = len(self.captured)
+      if self.prune: self.captured = _prune(self.captured, bufs, self.out_bufs)
+      index = {id(b): i for i, b in enumerate(bufs)}
+      self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
+      # each random-state buffer once, in the order the calls drew them (kernels may read them in another order)
+      rng = {id(b): b for ei in self.captured for b in ei.bufs if b in rng_state_buffers}
+      self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.out_slots = [[(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if b is ob] for ob in self.out_bufs]
-      if DEBUG >= 1: print(f"jit captured {self.__name__}: {len(self.captured)} kernels, {len(self.input_slots)} input slots")
+      if DEBUG >= 1:
+        pruned = f" (pruned from {n_recorded})" if self.prune else ""
+        print(f"jit captured {self.__name__}: {len(self.captured)} kernels{pruned}, {len(self.input_slots)} input slots")
     self.cnt += 1
     return ret
+
+def _prune(items: list[ExecItem], inputs: list[Buffer], outs: list[Buffer]) -> list[ExecItem]:
+  """The captured launches whose results can change from one call to the next (TinyJit's prune=True), in order; the
+  others ran in the capture call and their buffers keep what they wrote. A launch stays when one of its kernels
+  reads a buffer that varies (an input, a random state, a buffer a kept launch wrote, a buffer the capture reads
+  before it writes it: state left for the next call), writes one of those, writes in place, or writes a returned
+  buffer (replays give those fresh memory). A launch group stays or goes whole."""
+  varying = {id(b) for b in inputs} | {id(b) for ei in items for b in ei.bufs if b in rng_state_buffers}
+  every_out = {id(ei.bufs[w.out]) for ei in items for w in ei.writes}
+  written: set[int] = set()
+  for ei in items:   # state a call leaves for the next: read before the capture writes it
+    for w in ei.writes:
+      varying |= {id(ei.bufs[i]) for i in w.ins if id(ei.bufs[i]) not in written and id(ei.bufs[i]) in every_out}
+      written.add(id(ei.bufs[w.out]))
+  returned = {id(b) for b in outs}
+  kept = []
+  for ei in items:
+    if any(w.in_place or id(ei.bufs[w.out]) in varying or id(ei.bufs[w.out]) in returned or any(id(ei.bufs[i]) in varying for i in w.ins)
+           for w in ei.writes):
+      kept.append(ei)
+      varying |= {id(ei.bufs[w.out]) for w in ei.writes}
+  return kept
 
 class _Taint:
   """Follows the warm-up call's launches: which buffers it allocated hold values computed (directly or not) from

@@ -325,3 +325,92 @@ def test_jit_method_does_not_keep_its_instance_alive():
   del m
   gc.collect()
   assert r() is None and len(M.f._bound) == 0
+
+# ---------------------------------------------------------------- JIT=0, prune=, CAPTURING (tinygrad's switches)
+
+def test_jit_0_runs_the_function_eagerly_every_call():
+  calls = []
+  @TinyJit
+  def f(x):
+    calls.append(x.sum().item())   # reading a value is fine: nothing is captured
+    return x * 2
+  with Context(JIT=0):
+    outs = [f(Tensor([float(i), 1.0])) for i in range(4)]
+  assert calls == [1.0, 2.0, 3.0, 4.0] and f.cnt == 0 and f.captured == []
+  assert [o.tolist() for o in outs] == [[2.0 * i, 2.0] for i in range(4)]
+  assert all(o.uop.base.op.name == "BUFFER" for o in outs)   # returned tensors are realized, as tinygrad does
+  # JIT back on: the function is traced again, and reading a value inside it is refused
+  with pytest.raises(JitError, match="Python"):
+    for i in range(2): f(Tensor([float(i), 1.0]))
+
+def test_jit_0_from_the_environment():
+  import subprocess, sys, os
+  prog = ("from petagrad import Tensor, TinyJit\nfrom petagrad.helpers import JIT\nn = []\n"
+          "f = TinyJit(lambda x: (n.append(1), (x + 1).realize())[1])\n"
+          "r = [f(Tensor([float(i)])).item() for i in range(4)]\nprint(int(JIT), len(n), f.cnt, r)")
+  r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=300,
+                     env={**os.environ, "JIT": "0", "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
+  assert r.returncode == 0, r.stderr
+  assert r.stdout.split("\n")[-2] == "0 4 0 [1.0, 2.0, 3.0, 4.0]"
+
+def _const_then_input(w):
+  return lambda x: (x * (w * 2 + 1).realize()).realize()   # the first kernel reads only w: the same on every call
+
+@pytest.mark.parametrize("decorated", [False, True])
+def test_prune_drops_kernels_that_do_not_depend_on_the_inputs(decorated):
+  w = Tensor([1.0, 2.0, 3.0]).realize()
+  plain = TinyJit(_const_then_input(w))
+  pruned = TinyJit(prune=True)(_const_then_input(w)) if decorated else TinyJit(_const_then_input(w), prune=True)
+  assert isinstance(pruned, TinyJit) and pruned.prune
+  for i in range(5):
+    x = Tensor([float(i), 1.0, -1.0])
+    assert plain(x).tolist() == pruned(x).tolist() == [3.0 * i, 5.0, -7.0]
+  assert len(plain.captured) == 2 and len(pruned.captured) == 1
+  GlobalCounters.reset()
+  pruned(Tensor([1.0, 1.0, 1.0]))
+  assert GlobalCounters.kernel_count == 1
+
+def test_prune_keeps_state_updates_and_random_draws():
+  # in-place writes and random numbers change every call, inputs or not (tinygrad's prune would run the write once)
+  w = Tensor.zeros(4).contiguous().realize()
+  @TinyJit(prune=True)
+  def f(x):
+    w.assign(w + 1)
+    return (x + Tensor.rand(4).realize()).realize()
+  outs = [f(Tensor.zeros(4)).numpy() for _ in range(5)]
+  np.testing.assert_array_equal(w.numpy(), [5.0] * 4)
+  for a, b in zip(outs, outs[1:]): assert not np.allclose(a, b)
+
+def test_prune_training_step_matches_unpruned():
+  def make():
+    Tensor.manual_seed(3)
+    w = Tensor.randn(4, 2, requires_grad=True).realize()
+    scale = Tensor([0.5, 2.0]).realize()
+    def step(x, y):
+      loss = ((x @ w * (scale * scale).realize() - y) ** 2).mean()   # scale*scale: the same every call
+      loss.backward()
+      w.assign(w.detach() - 0.05 * w.grad)
+      w.grad = None
+      return loss
+    return step
+  xs = [(Tensor(np.random.randn(8, 4).astype(np.float32)), Tensor(np.random.randn(8, 2).astype(np.float32))) for _ in range(6)]
+  a, b = TinyJit(make()), TinyJit(make(), prune=True)
+  la, lb = [a(x, y).item() for x, y in xs], [b(x, y).item() for x, y in xs]
+  np.testing.assert_allclose(la, lb, rtol=1e-6)
+  assert len(b.captured) < len(a.captured)
+
+def test_tinyjit_keywords_are_tinygrads():
+  with pytest.raises(TypeError): TinyJit(lambda x: x, optimize=True)   # tinygrad 0.14's TinyJit takes prune only
+  with pytest.raises(TypeError): TinyJit(3)
+
+def test_capturing_0_runs_once_and_is_not_replayed():
+  w = Tensor([1.0, 2.0]).realize()
+  @TinyJit
+  def f(x):
+    with Context(CAPTURING=0):
+      c = (w * 10).realize()         # launched now, in every call up to the capture; replays skip it
+      y = (x * 2).realize()          # read from the capture call's buffer ever after (tinygrad's semantics)
+    return (x + c + y).realize()
+  outs = [f(Tensor([float(i), float(i)])).tolist() for i in range(4)]
+  assert outs == [[10.0, 20.0], [13.0, 23.0], [14.0, 24.0], [15.0, 25.0]]   # y stays 2 * 1 (the capture call's x)
+  assert len(f.captured) == 1

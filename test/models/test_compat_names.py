@@ -251,6 +251,54 @@ def test_env_vars_doc_lists_new_flags():
   r = subprocess.run([sys.executable, os.path.join(ROOT, "docs", "check_env_vars.py")], capture_output=True, text=True, timeout=300)
   assert r.returncode == 0, r.stderr
 
+# ---------------------------------------------------------------------- flags: JIT, and tinygrad's flags accepted with no effect
+
+def test_jit_flag():
+  assert FLAGS["JIT"].default == 1 and int(helpers.JIT) == 1
+  with Context(JIT=0): assert not helpers.JIT
+  assert int(helpers.JIT) == 1
+  with pytest.raises(ValueError, match="JIT"): Context(JIT="x")
+
+def test_jit_and_accepted_flags_match_tinygrad_defaults():
+  # tinygrad 0.14 defines JIT, SPLIT_REDUCEOP, TRANSCENDENTAL and CAPTURING (not FUSE_ARANGE: older tinygrad had it)
+  _same_as_tinygrad(["JIT.value", "SPLIT_REDUCEOP.value", "TRANSCENDENTAL.value", "CAPTURING.value"])
+
+def test_tinygrad_flags_accepted_and_ignored():
+  from petagrad.helpers import TINYGRAD_NOOP_FLAGS, SPLIT_REDUCEOP, FUSE_ARANGE, TRANSCENDENTAL
+  assert set(TINYGRAD_NOOP_FLAGS) == {"SPLIT_REDUCEOP", "FUSE_ARANGE", "TRANSCENDENTAL"} and not set(TINYGRAD_NOOP_FLAGS) & set(FLAGS)
+  before = {k: f.value for k, f in FLAGS.items()}
+  with Context(SPLIT_REDUCEOP=0, FUSE_ARANGE=1, TRANSCENDENTAL=2):
+    assert (SPLIT_REDUCEOP.value, FUSE_ARANGE.value, TRANSCENDENTAL.value) == (0, 1, 2)   # reading one gives the value set
+    assert {k: f.value for k, f in FLAGS.items()} == before                               # and nothing else changes
+    assert (Tensor([1.0, 2.0]).sum() + 1).item() == 4.0
+  assert (SPLIT_REDUCEOP.value, FUSE_ARANGE.value, TRANSCENDENTAL.value) == (1, 0, 1)
+  with pytest.raises(ValueError, match="SPLIT_REDUCEOP"): Context(SPLIT_REDUCEOP="no")
+  with pytest.raises(KeyError, match="NOT_A_FLAG"): Context(NOT_A_FLAG=1)
+  with pytest.raises(KeyError, match="FUSE_CONV_BW"): Context(SPLIT_REDUCEOP=0, FUSE_CONV_BW=1)   # other tinygrad names still raise
+  text = open(os.path.join(ROOT, "docs", "env_vars.md"), encoding="utf-8").read()
+  for name in TINYGRAD_NOOP_FLAGS: assert f"| `{name}` |" in text
+
+def test_tinygrad_flag_from_environment():
+  r = subprocess.run([sys.executable, "-c", "from petagrad.helpers import SPLIT_REDUCEOP, FLAGS; print(SPLIT_REDUCEOP.value, 'SPLIT_REDUCEOP' in FLAGS)"],
+                     cwd=ROOT, capture_output=True, text=True, env={**os.environ, "SPLIT_REDUCEOP": "0"}, timeout=120)
+  assert r.returncode == 0 and r.stdout.split() == ["0", "False"], r.stderr
+
+# ---------------------------------------------------------------------- partition, and `from petagrad.tensor import cast`
+
+def test_partition():
+  from petagrad.helpers import partition
+  assert partition([3, 1, 4, 1, 5, 9, 2, 6], lambda x: x > 3) == ([4, 5, 9, 6], [3, 1, 1, 2])
+  assert partition([], bool) == ([], []) and partition(iter("aBcD"), str.isupper) == (["B", "D"], ["a", "c"])
+
+def test_partition_same_as_tinygrad():
+  _same_as_tinygrad(["partition([3, 1, 4, 1, 5, 9, 2, 6], lambda x: x > 3)", "partition([], bool)", "partition(range(5), lambda x: x % 2)"])
+
+def test_tensor_module_exports_typing_cast():
+  # tinygrad's extra/models/bert.py does `from tinygrad.tensor import cast` (typing.cast, imported by tinygrad's tensor.py)
+  import typing
+  from petagrad.tensor import cast
+  assert cast is typing.cast and cast(int, "x") == "x"
+
 # ---------------------------------------------------------------------- errors: StateDictError is a ValueError and a RuntimeError
 
 @pytest.mark.parametrize("habit", [ValueError, RuntimeError])
