@@ -52,10 +52,20 @@ def axis_keywords(f: Callable) -> Callable:
   return wrapper
 
 def _resolve_axis(op: str, axis: int, ndim: int, t: Any = None) -> int:
-  if not isinstance(axis, int) or isinstance(axis, bool):
-    raise _fail(TypeError, op, f"axis must be an int, got {type(axis).__name__} {axis!r}", *_opt(t))
+  """One dim -> a plain int in [0, ndim): an int, an int subclass or a numpy int (not a bool or a float, like torch)."""
+  if type(axis) is not int:
+    if not _is_intlike(axis): raise _fail(TypeError, op, f"axis must be an int, got {type(axis).__name__} {axis!r}", *_opt(t))
+    axis = operator.index(axis)
   if not -max(ndim, 1) <= axis < max(ndim, 1): raise _fail(IndexError, op, f"axis {axis} is out of range for a {ndim}-d tensor", *_opt(t))
   return axis % max(ndim, 1)
+
+def _unique_dims(op: str, dims: Sequence, ndim: int, t: Any = None) -> tuple[int, ...]:
+  """A list of dims -> plain ints in [0, ndim); a dim named twice (0 and -ndim too) raises, like torch."""
+  out = tuple(_resolve_axis(op, d, ndim, t) for d in dims)
+  if len(set(out)) != len(out):
+    dup = next(d for i, d in enumerate(out) if d in out[:i])
+    raise _fail(ValueError, op, f"dim {dup} appears multiple times in the list of dims {tuple(dims)!r}", *_opt(t))
+  return out
 
 def _opt(t: Any) -> tuple:
   """The operands to name in an error: t, if there is one."""
@@ -170,14 +180,27 @@ def _as_tensor(x: Any, like: Tensor, dtype: DType | None = None) -> Tensor:
   return type(like)(UOp.const(dtype or dtypes.from_py(x), x, like.device))
 
 # the argument forms of the nn functionals (convolution, pooling, losses, normalization)
-def _is_int(x) -> bool: return isinstance(x, int) and not isinstance(x, bool)
+def _is_int(x) -> bool:
+  """An int or an int subclass, not a bool: usable as is (arithmetic on it gives plain ints)."""
+  return isinstance(x, int) and not isinstance(x, bool)
+
+def _is_intlike(x) -> bool:
+  """An int argument in every spelling torch takes: an int, an int subclass, a numpy int (anything with __index__), not
+  a bool (torch refuses bools as sizes and dims) and not a float. Convert it with operator.index before it reaches a
+  shape, a UOp or arithmetic (a numpy int is no Tensor operand)."""
+  if type(x) is int: return True
+  if isinstance(x, bool) or not hasattr(type(x), "__index__"): return False
+  try: operator.index(x)   # a numpy array of several ints has __index__ too, and raises
+  except TypeError: return False
+  return True
 
 def _tuple(op: str, name: str, x, n: int, t, minimum: int | None = 1) -> tuple[int, ...]:
-  """An int or a sequence of n ints -> n ints (each >= minimum)."""
-  out = (x,) * n if _is_int(x) else tuple(x) if isinstance(x, (tuple, list)) else None
-  if out is None or len(out) != n or not all(_is_int(v) for v in out):
-    raise _fail(TypeError if out is None or not all(_is_int(v) for v in out) else ValueError, op,
+  """An int or a sequence of n ints -> n plain ints (each >= minimum)."""
+  out = (x,) * n if _is_intlike(x) else tuple(x) if isinstance(x, (tuple, list)) else None
+  if out is None or len(out) != n or not all(_is_intlike(v) for v in out):
+    raise _fail(TypeError if out is None or not all(_is_intlike(v) for v in out) else ValueError, op,
                 f"{name} must be an int or a sequence of {n} ints, got {x!r}", t)
+  out = tuple(operator.index(v) for v in out)
   if minimum is not None and any(v < minimum for v in out): raise _fail(ValueError, op, f"{name} must be >= {minimum}, got {x!r}", t)
   return out
 
@@ -194,13 +217,14 @@ def _resolve_pads(op: str, padding, n: int, t, k: Sequence[int] | None = None, d
       if any(v != 1 for v in s): raise _fail(ValueError, op, f"padding='same' is not supported for strided convolutions (stride {tuple(s)})", t)
       return [((dd * (kk - 1)) // 2, dd * (kk - 1) - (dd * (kk - 1)) // 2) for kk, dd in zip(k, d)]
     raise _fail(ValueError, op, f"padding string must be 'same' or 'valid', got {padding!r}", t)
-  if _is_int(padding): return [(padding, padding)] * n
+  if _is_intlike(padding): return [(operator.index(padding), operator.index(padding))] * n
   if isinstance(padding, (tuple, list)):
-    p = tuple(padding)
-    if len(p) == n and all(_is_int(v) for v in p): return [(v, v) for v in p]
-    if len(p) == n and all(isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_int(u) for u in v) for v in p):
+    p = tuple(tuple(operator.index(u) for u in v) if isinstance(v, (tuple, list)) and all(_is_intlike(u) for u in v) else
+              operator.index(v) if _is_intlike(v) else v for v in padding)   # numpy ints -> ints
+    if len(p) == n and all(_is_intlike(v) for v in p): return [(v, v) for v in p]
+    if len(p) == n and all(isinstance(v, (tuple, list)) and len(v) == 2 and all(_is_intlike(u) for u in v) for v in p):
       return [tuple(v) for v in p]  # type: ignore
-    if len(p) == 2 * n and all(_is_int(v) for v in p): return [(p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1]) for i in range(n)]
+    if len(p) == 2 * n and all(_is_intlike(v) for v in p): return [(p[2 * (n - 1 - i)], p[2 * (n - 1 - i) + 1]) for i in range(n)]
   raise _fail(ValueError, op, f"padding must be an int, {n} ints, {n} (before, after) pairs or {2 * n} ints (torch F.pad order), got {padding!r}", t)
 
 def _shapes(op: str, x: Any, t: Any) -> tuple[int, ...]:

@@ -22,7 +22,7 @@ Index range rules (the same on every device; nothing ever reads or writes out of
     realized (computed and read back) at the call to learn how many elements are selected.
 """
 from __future__ import annotations
-import math
+import math, operator
 from typing import Any
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, flatten as flatten_list
@@ -30,7 +30,7 @@ from petagrad.uop.ops import Ops
 from petagrad.engine.jit import jit_active
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import TensorIndexError, _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg
-from petagrad.mixin.args import axis_keywords
+from petagrad.mixin.args import axis_keywords, _is_intlike
 
 def _fill(op: str, value: Any, t: Tensor) -> Any:
   """A scalar written into t: a number that fits t's dtype (no wrapping, like torch), checked with op named."""
@@ -205,6 +205,7 @@ class IndexingMixin(TensorMixin):
     items: list = []   # None, Ellipsis, int, slice, ("adv", T, newaxis), ("mask", T)
     for i in idx:
       if type(i).__module__ == "numpy" and hasattr(i, "dtype") and getattr(i, "ndim", 1) == 0: i = i.item()
+      elif type(i) is not int and _is_intlike(i) and type(i).__module__ != "numpy": i = operator.index(i)   # an int subclass, an int-like object
       static = None
       if isinstance(i, (list, tuple)) or (type(i).__module__ == "numpy" and hasattr(i, "dtype")):
         i, static = _list_to_index(op, i, self)
@@ -221,8 +222,13 @@ class IndexingMixin(TensorMixin):
       if i is None or i is Ellipsis: return 0
       if isinstance(i, tuple): return i[1].ndim if i[0] == "mask" else 0 if i[0] == "mask0" or i[2] else 1
       return 1
-    if sum(1 for i in items if i is Ellipsis) > 1: raise _fail(IndexError, op, "only one Ellipsis is allowed", self)
     n_real = sum(consumed(i) for i in items)
+    if len(ell := [k for k, i in enumerate(items) if i is Ellipsis]) > 1:
+      # torch: every '...' skips the dims no index names, so a second one is harmless when there are none to skip or
+      # nothing follows it (x[..., ...], x[..., 0, ...]) and indexes past the last dim otherwise
+      if n_real < self.ndim and any(i is not Ellipsis for i in items[ell[1]:]):
+        raise _fail(IndexError, op, "indices can only have a single ellipsis ('...'); a second one may only end the index", self)
+      items = [i for k, i in enumerate(items) if k not in ell[1:]]
     if n_real > self.ndim: raise _fail(IndexError, op, f"too many indices ({n_real}) for a {self.ndim}-d tensor", self)
     if Ellipsis in [i for i in items if not isinstance(i, tuple)]:
       e = next(k for k, i in enumerate(items) if i is Ellipsis)

@@ -3,7 +3,7 @@ smooth l1, huber, kl_div, cosine similarity, pairwise distance, margin ranking, 
 from __future__ import annotations
 from petagrad.dtype import dtypes
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _resolve_axis, _broadcast_shape, _check_tensor
+from petagrad.mixin.args import _fail, _resolve_axis, _broadcast_shape, _check_tensor, _int_arg
 from petagrad.mixin.indexing import _known_values
 
 def _reduce_loss(op: str, loss, reduction: str, self):
@@ -16,16 +16,22 @@ def _check_reduction(op: str, reduction: str, self, extra: tuple[str, ...] = ())
   if reduction not in ("none", "mean", "sum") + extra:
     raise _fail(ValueError, op, f"reduction must be one of {('none', 'mean', 'sum') + extra}, got {reduction!r}", self)
 
+def _check_smoothing(op: str, label_smoothing, self) -> None:
+  if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
+    raise _fail(ValueError, op, f"label_smoothing must be a float in [0, 1], got {label_smoothing!r}", self)
+
 class LossMixin(TensorMixin):
   __slots__ = ()
 
   # ------------------------------------------------------------ classification
   def _class_target(self, op: str, target: Tensor) -> tuple[int, bool]:
-    """(class dim, target holds probabilities) with torch's shape rules; raises on a bad target."""
+    """(class dim, target holds probabilities) with torch's shape rules; raises on a bad target. A target with the
+    input's shape holds probabilities whatever its dtype (tinygrad's `Y.one_hot(C)` is an int one-hot): class indices
+    never have that shape."""
     _check_tensor(op, "target", target, self)
     if self.ndim == 0: raise _fail(ValueError, op, "input must have at least 1 dim (classes)", self, target)
     cd = 0 if self.ndim == 1 else 1
-    if target.shape == self.shape and target.dtype.is_float: return cd, True
+    if target.shape == self.shape: return cd, True
     if target.dtype.is_float or target.dtype.is_bool:
       raise _fail(TypeError, op,
         f"target must be class indices (an integer tensor) or probabilities with the input's shape {self.shape}, got {target.shape} {target.dtype}",
@@ -64,18 +70,19 @@ class LossMixin(TensorMixin):
   def cross_entropy(self, target: Tensor, weight: Tensor | None = None, ignore_index: int = -100, reduction: str = "mean",
                     label_smoothing: float = 0.0) -> Tensor:
     """torch.nn.functional.cross_entropy on logits (N, C, *d) or (C,): target is class indices (N, *d) or probabilities
-    with the input's shape. Out-of-range class indices (other than ignore_index) raise IndexError when their values
-    are known at the call (see the index rules in docs/ops.md) and contribute 0 when they are lazy."""
+    with the input's shape (any dtype: an int one-hot is cast to the input's float dtype). Out-of-range class indices
+    (other than ignore_index) raise IndexError when their values are known at the call (see the index rules in
+    docs/ops.md) and contribute 0 when they are lazy."""
     op = "cross_entropy"
     cd, probs = self._class_target(op, target)
     _check_reduction(op, reduction, self)
-    if isinstance(label_smoothing, bool) or not isinstance(label_smoothing, (int, float)) or not 0.0 <= label_smoothing <= 1.0:
-      raise _fail(ValueError, op, f"label_smoothing must be a float in [0, 1], got {label_smoothing!r}", self)
+    _check_smoothing(op, label_smoothing, self)
     w = self._class_weight(op, weight, cd)
     logp = self._float(op).log_softmax(cd)
     C = self.shape[cd]
     if probs:
-      t = target * (1 - label_smoothing) + label_smoothing / C if label_smoothing else target
+      t = target.cast(logp.dtype)   # an int or bool one-hot counts as probabilities (tinygrad)
+      if label_smoothing: t = t * (1 - label_smoothing) + label_smoothing / C
       loss = -(logp * t * w if w is not None else logp * t).sum(cd)
       return _reduce_loss(op, loss, reduction, self)
     return self._index_nll(op, logp, target, cd, w, ignore_index, reduction, label_smoothing)
@@ -83,12 +90,30 @@ class LossMixin(TensorMixin):
     """torch.nn.functional.nll_loss: self holds log-probabilities (N, C, *d) or (C,); target class indices."""
     op = "nll_loss"
     cd, probs = self._class_target(op, target)
-    if probs: raise _fail(TypeError, op, f"target must be class indices (an integer tensor), got {target.dtype}", self, target)
+    if probs:
+      want = self.shape[:cd] + self.shape[cd + 1:]
+      raise _fail(ValueError if target.dtype.is_int else TypeError, op, f"target must be class indices of shape {want} (an integer "
+                  f"tensor), got the input's shape {target.shape} {target.dtype}", self, target)
     _check_reduction(op, reduction, self)
     return self._index_nll(op, self._float(op), target, cd, self._class_weight(op, weight, cd), ignore_index, reduction)
   def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> Tensor:
-    """tinygrad's name: cross entropy of logits (N, C) with class indices (ignore_index defaults to -1 there)."""
-    return self.cross_entropy(Y, ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
+    """tinygrad's loss: cross entropy of logits (*, C), classes on the LAST axis (unlike cross_entropy), with integer
+    class indices Y of shape (*) (an LM's (B, T, C) logits and (B, T) tokens). Targets equal to ignore_index (an int)
+    are left out of the sum and of the mean's count; out-of-range ones raise like cross_entropy's.
+
+    >>> round(Tensor([[[0.0, 1.0, 2.0]]]).sparse_categorical_crossentropy(Tensor([[2]])).item(), 4)
+    0.4076
+    """
+    op = "sparse_categorical_crossentropy"
+    _check_tensor(op, "Y", Y, self)
+    if self.ndim == 0: raise _fail(ValueError, op, "logits must have at least 1 dim (classes, last)", self, Y)
+    if not Y.dtype.is_int: raise _fail(TypeError, op, f"Y must hold integer class indices, got {Y.dtype}", self, Y)
+    if Y.shape != self.shape[:-1]:
+      raise _fail(ValueError, op, f"Y must have shape {self.shape[:-1]} (the logits' shape without the class axis, the last), got {Y.shape}", self, Y)
+    ignore_index = _int_arg(op, "ignore_index", ignore_index, self, minimum=None)
+    _check_reduction(op, reduction, self)
+    _check_smoothing(op, label_smoothing, self)
+    return self._index_nll(op, self._float(op).log_softmax(-1), Y, self.ndim - 1, None, ignore_index, reduction, label_smoothing)
   def _pair_loss(self, op: str, target: Tensor) -> Tensor:
     _check_tensor(op, "target", target, self)
     if target.shape != self.shape:

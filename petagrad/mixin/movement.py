@@ -9,7 +9,8 @@ from petagrad.dtype import dtypes, promote
 from petagrad.helpers import prod, argfix, flatten as flatten_list
 from petagrad.uop.uop import UOp
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _check_fits, _shape_arg, _int_arg, _scalar_arg, _tensor_arg, axis_keywords
+from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _unique_dims, _is_intlike, _check_fits, _shape_arg, _int_arg, _scalar_arg, \
+  _tensor_arg, axis_keywords
 
 class MovementMixin(TensorMixin):
   __slots__ = ()
@@ -54,7 +55,7 @@ class MovementMixin(TensorMixin):
   def expand_as(self, other: Tensor) -> Tensor: return self.expand(_tensor_arg("expand_as", "other", other, self).shape)
   def squeeze(self, dim: int | Sequence[int] | None = None) -> Tensor:
     if dim is None: return self.reshape(tuple(s for s in self.shape if s != 1))
-    dims = {_resolve_axis("squeeze", d, self.ndim, self) for d in (tuple(dim) if isinstance(dim, (tuple, list)) else (dim,))}
+    dims = set(_unique_dims("squeeze", tuple(dim) if isinstance(dim, (tuple, list)) else (dim,), self.ndim, self))
     return self.reshape(tuple(s for i, s in enumerate(self.shape) if not (i in dims and s == 1)))
   def unsqueeze(self, dim: int) -> Tensor:
     d = _resolve_axis("unsqueeze", dim, self.ndim + 1, self)
@@ -77,8 +78,7 @@ class MovementMixin(TensorMixin):
   def permute(self, *order) -> Tensor:
     order = argfix(*order)
     if len(order) != self.ndim: raise _fail(ValueError, "permute", f"order {order} does not match {self.ndim} dims", self)
-    norm = tuple(_resolve_axis("permute", o, self.ndim, self) for o in order)
-    if sorted(norm) != list(range(self.ndim)): raise _fail(ValueError, "permute", f"order {order} is not a permutation", self)
+    norm = _unique_dims("permute", order, self.ndim, self)
     return self._new(self.uop.permute(norm), self)
   def transpose(self, dim0: int = 1, dim1: int = 0) -> Tensor:
     order = list(range(self.ndim))
@@ -106,8 +106,7 @@ class MovementMixin(TensorMixin):
     kws += [(n, v) for n, v in (("dims", dims), ("dim", dim)) if v is not None]
     if len(kws) + bool(axis) > 1: raise _fail(TypeError, "flip", "give the dims once (positional, dims=, dim= or axis=)", self)
     if kws: axis = (kws[0][1],)
-    axis = argfix(*axis)
-    axes = {_resolve_axis("flip", a, self.ndim, self) for a in axis}
+    axes = set(_unique_dims("flip", argfix(*axis), self.ndim, self))   # flip((0, 0)) raises like torch (not a double flip)
     return self._new(self.uop.flip(tuple(i in axes for i in range(self.ndim))), self)
   def flipud(self) -> Tensor:
     """Flip dim 0 (needs at least 1 dim)."""
@@ -131,7 +130,7 @@ class MovementMixin(TensorMixin):
   def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     """Shift elements along dims, wrapping around (a view: repeat twice + shrink). dims=None: flat."""
     if dims is None:
-      if not isinstance(shifts, int) or isinstance(shifts, bool): raise _fail(ValueError, "roll", "with dims=None, shifts must be one int", self)
+      if not _is_intlike(shifts): raise _fail(ValueError, "roll", "with dims=None, shifts must be one int", self)
       return self.flatten().roll(shifts, 0).reshape(self.shape)
     sh = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
     ds = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
@@ -153,9 +152,9 @@ class MovementMixin(TensorMixin):
     if not isinstance(arg, (tuple, list)) or len(arg) != self.ndim:
       raise _fail(ValueError, "shrink", f"need one (start, end) per dim, got {arg!r}", self)
     for a in arg:
-      if a is not None and not (isinstance(a, (tuple, list)) and len(a) == 2 and all(type(v) is int for v in a)):
+      if a is not None and not (isinstance(a, (tuple, list)) and len(a) == 2 and all(_is_intlike(v) for v in a)):
         raise _fail(TypeError, "shrink", f"bounds must be (start, end) pairs of ints (or None), got {a!r} in {tuple(arg)!r}", self)
-    pairs = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+    pairs = tuple((0, s) if a is None else (operator.index(a[0]), operator.index(a[1])) for a, s in zip(arg, self.shape))   # numpy ints -> ints
     for (b, e), s in zip(pairs, self.shape):
       if not 0 <= b <= e <= s: raise _fail(ValueError, "shrink", f"bounds {pairs} are out of range for shape {self.shape}", self)
     return self._new(self.uop.shrink(pairs), self)
@@ -201,10 +200,9 @@ class MovementMixin(TensorMixin):
     return mask.where(padded, type(self)(UOp.const(self.dtype, value, self.device)))   # the value in self's dtype, like torch
   def _pad_pairs(self, padding: Any) -> list[tuple[int, int]]:
     """pad's padding argument -> one (before, after) pair of ints per dim, checked (the crop of negative pads too)."""
-    def is_int(v: Any) -> bool: return not isinstance(v, bool) and hasattr(type(v), "__index__")
     if not isinstance(padding, (tuple, list)):
       raise _fail(TypeError, "pad", f"padding must be a sequence of ints or of (before, after) pairs, got {type(padding).__name__} {padding!r}", self)
-    if all(is_int(p) for p in padding):
+    if all(_is_intlike(p) for p in padding):
       if len(padding) % 2 or len(padding) // 2 > self.ndim:
         raise _fail(ValueError, "pad", f"flat padding {tuple(padding)} must have an even length of at most 2 * ndim = {2 * self.ndim}", self)
       pairs = [(0, 0)] * self.ndim
@@ -212,7 +210,7 @@ class MovementMixin(TensorMixin):
     else:
       if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"padding {tuple(padding)} must have one pair per dim ({self.ndim})", self)
       for p in padding:
-        if p is not None and not (isinstance(p, (tuple, list)) and len(p) == 2 and all(is_int(v) for v in p)):
+        if p is not None and not (isinstance(p, (tuple, list)) and len(p) == 2 and all(_is_intlike(v) for v in p)):
           raise _fail(TypeError, "pad", f"padding must be ints or (before, after) pairs of ints (or None), got {p!r} in {tuple(padding)!r}", self)
       pairs = [(0, 0) if p is None else (operator.index(p[0]), operator.index(p[1])) for p in padding]
     for d, ((b, a), s) in enumerate(zip(pairs, self.shape)):
@@ -291,7 +289,8 @@ class MovementMixin(TensorMixin):
     (a list or tensor) realize to learn the output size."""
     x = self.flatten() if dim is None else self
     d = 0 if dim is None else _resolve_axis("repeat_interleave", dim, self.ndim, self)
-    if isinstance(repeats, int) and not isinstance(repeats, bool):
+    if _is_intlike(repeats):
+      repeats = operator.index(repeats)
       if repeats < 0: raise _fail(ValueError, "repeat_interleave", f"repeats must be >= 0, got {repeats}", self)
       y = x.unsqueeze(d + 1)
       y = y.expand(y.shape[:d + 1] + (repeats,) + y.shape[d + 2:])

@@ -6,14 +6,14 @@ The stream state (petagrad/engine/rng.py) sits in a small buffer the kernel read
 replay advances it without recompiling.
 """
 from __future__ import annotations
-import math
+import math, operator
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, argfix
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.engine import rng
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import _fail, _is_int, _shape_arg, _int_arg, _check_fits, _dtype_arg
+from petagrad.mixin.args import _fail, _is_intlike, _shape_arg, _int_arg, _check_fits, _dtype_arg
 from petagrad.mixin.creation import _sizes
 
 def _generator(op: str, generator) -> None:
@@ -113,15 +113,19 @@ class RandomMixin(TensorMixin):
   def randint(cls, *args, low: int | None = None, high: int | None = None, size=None, dtype=None, device=None, generator=None,
               requires_grad=None) -> Tensor:
     """Random integers in [low, high), in dtypes.default_int unless dtype is given. Both call forms work:
-      * torch's: `randint(high, size)`, `randint(low, high, size)` (size a tuple or list), or size= / low= / high= keywords;
-      * tinygrad's: `randint(*shape, low=0, high=10)` (positional ints are the shape; its defaults are [0, 10)).
+      * torch's: `randint(high, size)`, `randint(low, high, size)` (size a tuple or list after the bounds), or size= /
+        low= / high= keywords; a float dtype is allowed there (torch);
+      * tinygrad's: `randint(*shape, low=0, high=10)` or `randint(shape)` (positional ints or one sequence are the shape;
+        its defaults are [0, 10)); the dtype must be an int one there (tinygrad's TypeError).
     Both bounds must fit the dtype (like torch), high - low <= 2**32.
 
-    >>> Tensor.randint(2, 3, low=5, high=10).shape, Tensor.randint(5, 10, (4,)).shape
-    ((2, 3), (4,))
+    >>> Tensor.randint(2, 3, low=5, high=10).shape, Tensor.randint((2, 3)).shape, Tensor.randint(5, 10, (4,)).shape
+    ((2, 3), (2, 3), (4,))
     """
     _generator("randint", generator)
-    if size is not None or (args and isinstance(args[-1], (tuple, list))):   # torch: (high, size) or (low, high, size)
+    # torch's size is never the first positional: one sequence alone is tinygrad's shape
+    torch_form = size is not None or (len(args) >= 2 and isinstance(args[-1], (tuple, list)))
+    if torch_form:   # torch: (high, size) or (low, high, size)
       if size is None: args, size = args[:-1], args[-1]
       if len(args) > 2: raise _fail(TypeError, "randint", f"takes (high, size) or (low, high, size), got {len(args)} bounds {args!r}")
       bounds = ([low] if low is not None else []) + list(args) + ([high] if high is not None else [])
@@ -135,6 +139,9 @@ class RandomMixin(TensorMixin):
     low, high = _int_arg("randint", "low", low, minimum=None), _int_arg("randint", "high", high, minimum=None)
     if high <= low: raise _fail(ValueError, "randint", f"high ({high}) must be > low ({low})")
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_int
+    if not torch_form and not dt.is_int:   # tinygrad refuses; torch's form (a size after the bounds) takes any dtype
+      raise _fail(TypeError, "randint", f"dtype must be an integer dtype in tinygrad's form randint(*shape, low=, high=), got {dt} "
+                  "(torch's randint(low, high, size, dtype=...) allows floats)")
     for v in (low, high - 1): _check_fits("randint", v, dt)
     if high - low > 1 << 32: raise _fail(ValueError, "randint", f"high - low ({high - low}) must be at most 2**32 (32 random bits per value)")
     bits = cls._random_bits(shape, cls._dev(device)).cast(dtypes.uint64)
@@ -142,7 +149,16 @@ class RandomMixin(TensorMixin):
     return out if requires_grad is None else cls(out.uop, requires_grad=requires_grad)
   @classmethod
   def uniform(cls, *shape, low: float = 0.0, high: float = 1.0, dtype=None, device=None, requires_grad=None) -> Tensor:
+    """tinygrad's uniform random numbers in [low, high). An int dtype gives ints, as tinygrad computes them:
+    ((high - low) * rand).cast(dtype) + low (truncated toward zero, then shifted).
+
+    >>> Tensor.uniform(2, 3, low=-1.0, high=1.0).shape, Tensor.uniform(3, low=-100, high=100, dtype="int32").dtype
+    ((2, 3), dtypes.int32)
+    """
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
+    if dt.is_bool: raise _fail(TypeError, "uniform", "dtype must be a float or an integer dtype, got dtypes.bool")
+    if low > high: raise _fail(ValueError, "uniform", f"low ({low}) must be <= high ({high})")
+    if not dt.is_float: return cls((((high - low) * cls.rand(*shape, device=device)).cast(dt) + low).uop, requires_grad=requires_grad)
     return cls((cls.rand(*shape, dtype=dt, device=device) * (high - low) + low).uop, requires_grad=requires_grad)
   @classmethod
   def scaled_uniform(cls, *shape, dtype=None, device=None, requires_grad=None) -> Tensor:
@@ -172,7 +188,8 @@ class RandomMixin(TensorMixin):
     _generator("randperm", generator)
     dtype = _dtype_arg(dtype) if dtype is not None else dtypes.default_int
     T = cls
-    if not _is_int(n) or n < 0: raise _fail(ValueError, "randperm", f"n must be a non-negative int, got {n!r}")
+    if not _is_intlike(n) or n < 0: raise _fail(ValueError, "randperm", f"n must be a non-negative int, got {n!r}")
+    n = operator.index(n)   # a numpy int -> int
     if n == 0: return T.zeros(0, dtype=dtype, device=device)
     keys = T.rand(n, device=device)
     if n > 4096 and hasattr(T, "argsort"): return T(keys.argsort().cast(dtype).uop, requires_grad=requires_grad)
@@ -187,7 +204,8 @@ class RandomMixin(TensorMixin):
     op = "multinomial"
     _generator(op, generator)
     if self.ndim not in (1, 2): raise _fail(ValueError, op, f"probabilities must be 1-d or 2-d, got shape {self.shape}", self)
-    if not _is_int(num_samples) or num_samples < 1: raise _fail(ValueError, op, f"num_samples must be a positive int, got {num_samples!r}", self)
+    if not _is_intlike(num_samples) or num_samples < 1: raise _fail(ValueError, op, f"num_samples must be a positive int, got {num_samples!r}", self)
+    num_samples = operator.index(num_samples)
     C = self.shape[-1]
     if C == 0: raise _fail(ValueError, op, "cannot sample from an empty distribution", self)
     if not replacement and num_samples > C: raise _fail(ValueError, op, f"cannot sample {num_samples} > {C} classes without replacement", self)

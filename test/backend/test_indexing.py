@@ -189,7 +189,7 @@ def test_getitem_errors(device):
   with pytest.raises(IndexError, match=r"too many indices"): x[Tensor([True]).reshape(1, 1, 1)]
   with pytest.raises(IndexError, match=r"integer or bool tensors, got dtypes.float32"): x[Tensor([0.0])]
   with pytest.raises(IndexError, match=r"shape of the mask \(4,\) does not match"): x[Tensor([True, False, True, True])]
-  with pytest.raises(IndexError, match=r"only one Ellipsis"): x[..., ...]
+  with pytest.raises(IndexError, match=r"single ellipsis"): x[..., ..., 0]   # (x[..., ...] works, as in torch 2.13)
   with pytest.raises(TypeError, match=r"unsupported index"): x["a"]
   with pytest.raises(TypeError, match=r"list of Tensors"): x[[[Tensor(0)]]]
   with pytest.raises(ValueError, match=r"slice step cannot be zero"): x[::0]
