@@ -86,6 +86,7 @@ COMPILE_TIMEOUT = Flag("COMPILE_TIMEOUT", 20, "Seconds of CPU time the CPU devic
 SANITIZE = Flag("SANITIZE", 0, "1: memory-safety checking: CPU kernels bounds-check every load and store (OutOfBoundsError naming the kernel, buffer and index) and host buffers end at a PROT_NONE guard page (docs/safety.md). Slow; for tests.")
 PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
 MNIST_PATH = Flag("MNIST_PATH", "", "Folder holding the MNIST/Fashion-MNIST IDX files; nn.datasets looks there first. Empty: not set.")
+CIFAR_PATH = Flag("CIFAR_PATH", "", "Folder holding CIFAR-10 (either release's batch files or its .tar.gz); nn.datasets.cifar looks there first. Empty: not set.")
 JIT = Flag("JIT", 1, "0: a TinyJit-decorated function runs eagerly on every call (no capture, no replay), as in tinygrad.")
 CAPTURING = Flag("CAPTURING", 1, "0: the launches made while it is 0 inside a TinyJit capture run once, then and there, and are not replayed (tinygrad's).")
 

@@ -525,6 +525,19 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if dev == self.device: return self
     return self._new(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, dtypes.bool, (), dev))))
 
+  def replace(self, x: Tensor) -> Tensor:
+    """Make this tensor (the object) hold x's value, of the same shape: tinygrad's rebinding, no copy, no in-place write.
+
+    >>> t = Tensor([1.0, 2.0]); _ = t.replace(Tensor([3.0, 4.0])); t.tolist()
+    [3.0, 4.0]
+    """
+    if not isinstance(x, Tensor): raise _fail(TypeError, "replace", f"expected a Tensor, got {type(x).__name__}", self)
+    if x.shape != self.shape: raise _fail(ValueError, "replace", f"shape {x.shape} != {self.shape}", self, x)
+    self.uop = x.uop
+    return self
+  def to_(self, device: str) -> Tensor:
+    """Move this tensor (the object) to another device (tinygrad's to_: self.replace(self.to(device)))."""
+    return self.replace(self.to(device))
   def clone(self) -> Tensor: return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (self.uop,)))
   def contiguous(self) -> Tensor:
     """A tensor whose data is one row-major buffer (a no-op if it already is)."""

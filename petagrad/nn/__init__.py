@@ -24,6 +24,14 @@ from petagrad.helpers import Context, prod
 from petagrad.nn import state, optim   # noqa: F401  (nn.state, nn.optim like tinygrad)
 from petagrad.nn.state import get_state_dict, get_parameters, load_state_dict   # noqa: F401
 
+def __getattr__(name: str) -> Any:
+  """`nn.datasets` (tinygrad's `from tinygrad import nn; nn.datasets.mnist()`), imported on first use: it pulls in
+  urllib and tarfile, which nothing else here needs."""
+  if name == "datasets":
+    import importlib
+    return importlib.import_module("petagrad.nn.datasets")
+  raise AttributeError(f"module 'petagrad.nn' has no attribute {name!r}")
+
 # ====================================================================== train / eval
 
 def train(mode: bool = True) -> Context:

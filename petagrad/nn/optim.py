@@ -24,6 +24,11 @@ changing it (schedulers, or tinygrad-style `opt.lr.assign(opt.lr * 0.1)`) never 
 correctly under TinyJit. `opt.lr` is the first group's; `opt.lr = 0.01` sets every group's. Setting
 `group["lr"] = 0.01` (a Python float) also works; the value is then baked into the kernels.
 
+tinygrad's state attributes are views of the same state (not copies): Adam/AdamW/LAMB `opt.m`, `opt.v` (torch's
+"exp_avg", "exp_avg_sq", one per parameter), `opt.b1_t`, `opt.b2_t` (beta ** step, read from and written to the step
+counter), SGD/LARS/Muon `opt.b` (the momentum buffers); `nn.state.get_state_dict(opt)` names them as tinygrad does.
+State moved to another device (`opt.m[0].to_("CPU")`: tinygrad's CPU offload) is updated where it lives.
+
 Mixed precision: float16/bfloat16 parameters get float32 master weights automatically (master_weights=None;
 True/False forces it): the update runs on the float32 copy, and the parameter receives its rounded value.
 Optimizer state (momentum, Adam moments) is float32 for such parameters. See GradScaler for loss scaling.
@@ -32,6 +37,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 from petagrad.tensor import Tensor
+from petagrad.uop.uop import UOp
+from petagrad.uop.ops import Ops
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod
 from petagrad.nn._inplace import write, commit, is_buffer, own_buffers
@@ -60,6 +67,7 @@ class Optimizer:
     self._writes: list[Tensor] = []
     self._grads: list[Tensor] = []
     self._skip: Tensor | None = None
+    self._zero_started: set[int] = set()   # ids of state tensors made as zeros by opt.m / opt.b before their first step
 
   def add_param_group(self, group: dict[str, Any]) -> None:
     """Add a group: {"params": [...], hyperparameter: value, ...}; missing hyperparameters come from defaults."""
@@ -262,6 +270,36 @@ class Optimizer:
         elif k in g and isinstance(g[k], tuple) and isinstance(v, list): g[k] = tuple(v)
         else: g[k] = v
 
+  # ---------------------------------------------------------------- tinygrad's state attributes
+
+  def _state_list(self, name: str, groups: Iterable[dict[str, Any]] | None = None) -> list[Tensor]:
+    """The live state tensors `name` of the parameters (of `groups`, default all), in order: tinygrad's `opt.m`, `opt.v`,
+    `opt.b`. A parameter without one yet gets it now, zeros (what the first step would start from), so code can
+    inspect, load or move it (`opt.m[0].assign(...)`) before the first step."""
+    out: list[Tensor] = []
+    new: list[Tensor] = []
+    for g in self.param_groups if groups is None else groups:
+      for p in g["params"]:
+        st = self.state.setdefault(p, {})
+        if name not in st:
+          dt = dtypes.float32 if self._uses_master(p) else p.dtype
+          st[name] = self._new_state(Tensor.zeros(p.shape, dtype=dt, device=p.device))
+          self._zero_started.add(id(st[name]))
+          new.append(st[name])
+        out.append(st[name])
+    commit(*new)   # buffers now (one realize), so an assign or a move before the first step writes the state itself
+    return out
+
+  def _compat_items(self) -> dict[str, Any]:
+    """The optimizer's tensors under tinygrad's attribute names (what tinygrad's get_state_dict(opt) finds)."""
+    return {"params": self.params, "lr": self.lr}
+
+  def _state_dict_items(self) -> dict[str, Any]:
+    """What `nn.state.get_state_dict(opt)` walks: tinygrad's names (params.0, lr, then m.0 / v.0 / b1_t / b2_t, or
+    b.0), so a tinygrad checkpoint of an optimizer (`safe_save(get_state_dict(opt))`, then `load_state_dict(opt, ...)`)
+    saves and restores the live state."""
+    return self._compat_items()
+
   def _begin_group(self, group: dict[str, Any], device: str) -> None:
     """Per-group work before its parameters (the step counter and bias corrections of Adam-like optimizers)."""
 
@@ -284,9 +322,35 @@ def _lr_for(group: dict[str, Any], p: Tensor) -> Tensor | float:
     lr = lr.reshape(())
   return lr.to(p.device) if lr.device != p.device else lr
 
+def _to(t: Tensor, device: str) -> Tensor:
+  """t on device (itself when it is there): state a user moved elsewhere (`opt.m[0].to_("CPU")`, tinygrad's CPU offload)
+  is updated where it lives, and the update comes back to the parameter's device."""
+  return t if t.device == device else t.to(device)
+
 # ====================================================================== SGD
 
-class SGD(Optimizer):
+class _MomentumState(Optimizer):
+  """The optimizers that keep a momentum buffer (SGD, LARS, Muon: all LARS in tinygrad), with tinygrad's `opt.b`."""
+  def _momentum_buffers(self) -> list[Tensor]: return self._state_list("momentum_buffer", [g for g in self.param_groups if g["momentum"]])
+  def _compat_items(self) -> dict[str, Any]: return {**super()._compat_items(), "b": self._momentum_buffers()}
+
+  @property
+  def b(self) -> list[Tensor]:
+    """tinygrad's `opt.b`: the momentum buffers (torch's state "momentum_buffer"), one per parameter of the groups
+    with momentum, in order; [] without momentum. The live state tensors: writing one (`assign`) changes the next
+    step. Made (zeros) on first use, like tinygrad's; SGD with dampening (torch's) still starts a buffer made this way
+    from the first gradient, as torch does.
+
+    >>> from petagrad import Tensor
+    >>> w = Tensor([1.0, 2.0], requires_grad=True)
+    >>> opt = SGD([w], lr=0.1, momentum=0.9)
+    >>> _ = (w * w).sum().backward(); opt.step()
+    >>> opt.b[0].tolist(), opt.b[0] is opt.state[w]["momentum_buffer"]
+    ([2.0, 4.0], True)
+    """
+    return self._momentum_buffers()
+
+class SGD(_MomentumState):
   """torch.optim.SGD: momentum, dampening, nesterov, weight_decay (L2, added to the gradient), maximize.
   The first step copies the gradient into the momentum buffer (like torch); later steps use
   buf = momentum * buf + (1 - dampening) * g."""
@@ -302,9 +366,14 @@ class SGD(Optimizer):
     if (m := group["momentum"]):
       first = "momentum_buffer" not in state
       buf = self._state(state, "momentum_buffer", p)
+      # a buffer opt.b made (zeros) counts as new only where it matters, with dampening: m * 0 + g is g otherwise
+      if id(buf) in self._zero_started:
+        self._zero_started.discard(id(buf))
+        first = bool(group["dampening"])
       # step 1: buf = g (torch); a Python branch is fine under TinyJit, which captures from the second call
-      self._set(buf, g if first else m * buf + (1 - group["dampening"]) * g)
-      g = g + m * buf if group["nesterov"] else buf
+      gb = _to(g, buf.device)
+      self._set(buf, gb if first else m * buf + (1 - group["dampening"]) * gb)
+      g = g + m * _to(buf, p.device) if group["nesterov"] else _to(buf, p.device)
     return p - _lr_for(group, p) * g
 
 # ====================================================================== Adam family
@@ -341,8 +410,9 @@ class Adam(Optimizer):
   def _moments(self, group, p, g, state) -> tuple[Tensor, Tensor]:
     b1, b2 = group["betas"]
     m, v = self._state(state, "exp_avg", p), self._state(state, "exp_avg_sq", p)
-    self._set(m, m + (g - m) * (1 - b1))              # torch: exp_avg.lerp_(grad, 1 - beta1)
-    self._set(v, v * b2 + g * g * (1 - b2))
+    self._set(m, m + (_to(g, m.device) - m) * (1 - b1))              # torch: exp_avg.lerp_(grad, 1 - beta1)
+    gv = _to(g, v.device)
+    self._set(v, v * b2 + gv * gv * (1 - b2))
     return m, v
 
   def _update(self, group, p, g, state):
@@ -353,9 +423,109 @@ class Adam(Optimizer):
     m, v = self._moments(group, p, g, state)
     if group["amsgrad"]:
       vmax = self._state(state, "max_exp_avg_sq", p)
-      v = self._set(vmax, vmax.maximum(v))
-    denom = v.sqrt() / self._sqrt_bc2 + group["eps"]
-    return p - (lr / self._bc1) * (m / denom)
+      v = self._set(vmax, vmax.maximum(_to(v, vmax.device)))
+    dev = m.device   # the state's device (the parameter's, unless the state was moved)
+    denom = _to(v, dev).sqrt() / _to(self._sqrt_bc2, dev) + group["eps"]
+    return p - (lr / self._bc1) * _to(m / denom, p.device)
+
+  # tinygrad's LAMB state attributes (Adam and AdamW are LAMB in tinygrad), as views of this optimizer's state
+  @property
+  def m(self) -> list[Tensor]:
+    """tinygrad's `opt.m`: the first moments (torch's state "exp_avg"), one per parameter in order. The live state
+    tensors (made, zeros, on first use): `opt.m[0].assign(x)` changes the next step, and a moment moved to another device
+    (tinygrad's CPU offload) is updated there."""
+    return self._state_list("exp_avg")
+  @property
+  def v(self) -> list[Tensor]:
+    """tinygrad's `opt.v`: the second moments (torch's state "exp_avg_sq"), one per parameter in order (see `m`)."""
+    return self._state_list("exp_avg_sq")
+  @property
+  def b1_t(self) -> Tensor:
+    """tinygrad's `opt.b1_t`: beta1 ** step as a (1,) float32 tensor. petagrad keeps the step counter (torch's "step";
+    the bias corrections come from it accurately), and b1_t is a live view of it: it reads the current value after every
+    step, and writing it (`assign`, `replace`, `*=`, or `load_state_dict`) sets the step counter to the step whose power
+    it is, so a tinygrad checkpoint of b1_t / b2_t resumes at the right step.
+
+    >>> from petagrad import Tensor
+    >>> w = Tensor([1.0], requires_grad=True)
+    >>> opt = Adam([w], b1=0.5)
+    >>> for _ in range(3): _ = (w * w).sum().backward(); opt.step()
+    >>> opt.b1_t.tolist(), opt.param_groups[0]["step"].item()
+    ([0.125], 3)
+    >>> _ = opt.b1_t.assign(Tensor([0.5 ** 7])); opt.param_groups[0]["step"].item()
+    7
+    """
+    return self._beta_power(0)
+  @property
+  def b2_t(self) -> Tensor:
+    """tinygrad's `opt.b2_t`: beta2 ** step, a live view of the step counter (see `b1_t`)."""
+    return self._beta_power(1)
+  @b1_t.setter
+  def b1_t(self, value: Any) -> None: self._set_beta_power(0, value)
+  @b2_t.setter
+  def b2_t(self, value: Any) -> None: self._set_beta_power(1, value)
+  def _set_beta_power(self, which: int, value: Any) -> None:
+    """`opt.b1_t = x` (and `opt.b1_t *= b1`, which ends in it): written into the view, so into the step counter."""
+    if value is not (view := self._beta_power(which)): view.assign(value)
+  def _beta_power(self, which: int) -> Tensor:
+    views = self.__dict__.setdefault("_beta_views", {})
+    if which not in views: views[which] = _BetaPower(self, which)
+    return views[which]
+  def _compat_items(self) -> dict[str, Any]:
+    return {**super()._compat_items(), "b1_t": self.b1_t, "b2_t": self.b2_t, "m": self.m, "v": self.v}
+
+class _BetaPower(Tensor):
+  """tinygrad's LAMB `b1_t` / `b2_t` (beta ** step, shape (1,), float32) as a live view of the optimizer's step counter
+  (the first group's; petagrad computes the bias corrections from the step, accurately, and keeps it for torch's
+  state_dict). Reading gives the value for the current step, also after later steps (a reference held across steps
+  stays current). Writing (assign, replace, in-place ops, nn.state.load_state_dict) sets every group's step counter to
+  round(log(value) / log(beta)): the step a saved beta ** step belongs to. A value that underflowed to 0 (beta ** step
+  below float32's range: about 1000 steps for 0.9) only says the step is at least that large, so the counter becomes at
+  least that; with both b1_t and b2_t saved, the one that did not underflow gives the exact step. to_(device) leaves it
+  where the step counter is (on the parameters' device)."""
+  _derived = True   # (nn.state.load_state_dict writes it with assign)
+  def __init__(self, opt: Adam, which: int):   # pylint: disable=super-init-not-called
+    self.grad, self._leaf, self._ctx, self._requires_grad, self._lazy_key = None, False, None, False, None
+    self._opt, self._which, self._src, self._cache = opt, which, None, None
+
+  def _step(self) -> Tensor:
+    g = next(g for g in self._opt.param_groups if g["params"])   # (the optimizer refuses to be made without any parameter)
+    step = self._opt._group_step(g, g["params"][0].device)
+    if not is_buffer(step) or step.uop.op is Ops.ASSIGN: commit(step)   # a new counter's zero (else its realize moves it under the view)
+    return step
+  def _beta(self) -> float: return float(next(g for g in self._opt.param_groups if g["params"])["betas"][self._which])
+
+  @property   # type: ignore[override]
+  def uop(self) -> UOp:
+    step = self._step()
+    if self._cache is None or self._src is not step.uop:
+      t, b = step.detach().float().reshape(1), self._beta()
+      val = (t * math.log(b)).exp() if b > 0 else (t == 0).where(1.0, 0.0)
+      self._src, self._cache = step.uop, val.cast(dtypes.float32).uop
+    return self._cache
+  @uop.setter
+  def uop(self, u: UOp) -> None:   # a realize hands back the computed value (of the current step)
+    self._src, self._cache = self._step().uop, u
+
+  def assign(self, x: Any) -> Tensor:
+    v = x if isinstance(x, Tensor) else Tensor(x, dtype=dtypes.float32)
+    if v.numel() != 1: raise ValueError(f"{type(self._opt).__name__}.b{self._which + 1}_t holds one value (beta ** step), got a tensor of shape {v.shape}")
+    step, b = self._step(), self._beta()
+    v = _to(v.detach().reshape(()).float(), step.device)
+    if b > 0:
+      # float32 beta ** t is 0 from t0 on (below 2**-149, the smallest denormal, once rounded)
+      t0 = math.ceil(-150 * math.log(2) / math.log(b))
+      exact = (v.log() / math.log(b)).round().minimum(2 ** 30).maximum(0).cast(dtypes.int32)
+      new = (v > 0).where(exact, step.maximum(t0))
+    else: new = (v > 0).where(0, step.maximum(1))   # 0 ** 0 is 1, 0 ** t is 0
+    opt = self._opt
+    counters = [opt._group_step(g, g["params"][0].device) for g in opt.param_groups if g["params"]]
+    for c in counters: write(c, _to(new, c.device))
+    commit(*counters)
+    return self
+  def replace(self, x: Any) -> Tensor: return self.assign(x)
+  def _inplace(self, r: Tensor, op: str) -> Tensor: return self.assign(r)
+  def to_(self, device: Any) -> Tensor: return self
 
 class AdamW(Adam):
   """torch.optim.AdamW: Adam with decoupled weight decay (p *= 1 - lr * weight_decay before the update);
@@ -375,14 +545,15 @@ class LAMB(Adam):
 
   def _update(self, group, p, g, state):
     m, v = self._moments(group, p, g, state)
-    up = (m / self._bc1) / ((v / self._bc2).sqrt() + group["eps"]) + group["weight_decay"] * p
+    dev = m.device
+    up = _to((m / _to(self._bc1, dev)) / ((_to(v, dev) / _to(self._bc2, dev)).sqrt() + group["eps"]), p.device) + group["weight_decay"] * p
     if not group["adam"]:
       r1, r2 = p.square().sum().sqrt(), up.square().sum().sqrt()
       trust = ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
       up = up * trust
     return p - _lr_for(group, p) * up
 
-class LARS(Optimizer):
+class LARS(_MomentumState):
   """LARS (You et al. 2017), as in tinygrad and MLPerf: the gradient plus weight_decay * p is scaled by the
   trust ratio trust_coefficient * ||p|| / (||g|| + weight_decay * ||p||) (1 where either norm is 0), then
   goes through SGD momentum (buf = momentum * buf + g; nesterov: g + momentum * buf), then p -= lr * buf."""
@@ -399,8 +570,9 @@ class LARS(Optimizer):
     g = (g + wd * p) * trust
     if (m := group["momentum"]):
       buf = self._state(state, "momentum_buffer", p)
-      self._set(buf, m * buf + g)
-      g = g + m * buf if group["nesterov"] else buf
+      self._zero_started.discard(id(buf))
+      self._set(buf, m * buf + _to(g, buf.device))
+      g = g + m * _to(buf, p.device) if group["nesterov"] else _to(buf, p.device)
     return p - _lr_for(group, p) * g
 
 # ====================================================================== Muon
@@ -428,7 +600,7 @@ def newton_schulz(G: Tensor, steps: int, coefficients: Sequence[float], eps: flo
     G = out
   return G
 
-class Muon(Optimizer):
+class Muon(_MomentumState):
   """Muon (https://kellerjordan.github.io/posts/muon/), tinygrad's nn.optim.Muon rule and defaults: SGD momentum
   (buf = momentum * buf + g, starting from zeros; nesterov: g + momentum * buf), the result orthogonalized by
   `ns_steps` Newton-Schulz iterations on its (shape[0], -1) matrix view, then
@@ -464,8 +636,9 @@ class Muon(Optimizer):
   def _update(self, group, p, g, state):
     if (m := group["momentum"]):
       buf = self._state(state, "momentum_buffer", p)
-      self._set(buf, m * buf + g)
-      g = g + m * buf if group["nesterov"] else buf
+      self._zero_started.discard(id(buf))
+      self._set(buf, m * buf + _to(g, buf.device))
+      g = g + m * _to(buf, p.device) if group["nesterov"] else _to(buf, p.device)
     if group["ns_coefficients"] and group["ns_steps"]:
       g = newton_schulz(g.reshape(g.shape[0], -1), group["ns_steps"], group["ns_coefficients"], group["eps"]).reshape(g.shape)
     rows, cols = p.shape[0], (prod(p.shape[1:]) if p.ndim > 1 else 1)
@@ -510,6 +683,7 @@ class OptimizerGroup(Optimizer):
     return {p: st for o in self.optimizers for p, st in o.state.items()}
   def zero_grad(self, set_to_none: bool = True) -> None:
     for o in self.optimizers: o.zero_grad(set_to_none)
+  def _compat_items(self) -> dict[str, Any]: return {"optimizers": self.optimizers, "params": self.params}   # tinygrad's names
   def _schedule(self, skip: Tensor | None) -> tuple[list[Tensor], list[Tensor]]:
     # every optimizer's gradients come before any write: a gradient of one optimizer's parameter may read another's
     grads: list[Tensor] = []

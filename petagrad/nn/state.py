@@ -40,7 +40,9 @@ _SKIP = (types.FunctionType, types.BuiltinFunctionType, types.MethodType, types.
 def get_state_dict(obj: Any, prefix: str = "", tensor_type: type = Tensor) -> dict[str, Tensor]:
   """Every Tensor reachable from obj by attributes, list/tuple indices and dict keys, with dotted names
   like PyTorch's state dicts ("layers.0.weight"). A tensor reachable twice (tied weights) appears under
-  each name. Cycles are followed once.
+  each name. Cycles are followed once. An optimizer gives tinygrad's names for its live state: "params.0", ..., "lr",
+  then Adam/AdamW/LAMB "b1_t", "b2_t", "m.0", ..., "v.0", ... or SGD/LARS/Muon "b.0", ... (the momentum buffers),
+  so `safe_save(get_state_dict(opt), path)` and `load_state_dict(opt, safe_load(path))` checkpoint it as in tinygrad.
 
   >>> from petagrad import nn
   >>> list(get_state_dict(nn.Sequential(nn.Linear(2, 3), Tensor.relu)))
@@ -60,6 +62,7 @@ def _walk(obj: Any, prefix: str, out: dict, on_path: set[int], tensor_type: type
     if hasattr(obj, "_asdict"): items: Any = obj._asdict().items()   # namedtuple
     elif isinstance(obj, Mapping): items = obj.items()
     elif isinstance(obj, (list, tuple)): items = enumerate(obj)
+    elif callable(getattr(type(obj), "_state_dict_items", None)): items = obj._state_dict_items().items()   # optimizers: tinygrad's names
     elif hasattr(obj, "__dict__"): items = vars(obj).items()
     else: return
     for k, v in list(items): _walk(v, f"{prefix}{k}.", out, on_path, tensor_type)
@@ -110,11 +113,13 @@ def load_state_dict(obj: Any, state_dict: Mapping[str, Any], strict: bool = True
   strict=True: any missing key (in obj, not in state_dict), unexpected key (in state_dict, not in obj) or
   shape mismatch raises StateDictError (a RuntimeError like torch's and a ValueError like tinygrad's) naming every
   one of them, and nothing is loaded. strict=False: loads the keys that match and returns them all in a LoadResult.
+  BatchNorm's `num_batches_tracked` is never an error: one the model lacks (track_running_stats=False) is ignored, as
+  tinygrad does, and one the state dict lacks (checkpoints older than torch 0.4.1) keeps its value, as torch does.
   consume=True (tinygrad's): the loaded keys are removed from state_dict (a mutable mapping). realize is accepted
   for tinygrad's signature: the values are always written when this returns."""
   model = get_state_dict(obj)
-  missing = [k for k in model if k not in state_dict]
-  unexpected = [k for k in state_dict if k not in model]
+  missing = [k for k in model if k not in state_dict and not _is_nbt(k)]
+  unexpected = [k for k in state_dict if k not in model and not _is_nbt(k)]
   mismatched = []
   for k, t in model.items():
     if k in state_dict and (s := _shape_of(state_dict[k])) != t.shape and not (s == () and t.shape == (1,) or s == (1,) and t.shape == ()):
@@ -124,24 +129,32 @@ def load_state_dict(obj: Any, state_dict: Mapping[str, Any], strict: bool = True
     msg = [f"Error(s) in loading state_dict for {type(obj).__name__}:"]
     if missing: msg.append(f"  missing keys ({len(missing)}): {', '.join(missing)}")
     if unexpected: msg.append(f"  unexpected keys ({len(unexpected)}): {', '.join(unexpected)}")
-    for k, ms, gs in mismatched: msg.append(f"  size mismatch for {k}: the model has shape {ms}, the state dict has shape {gs}")
+    for k, ms, gs in mismatched:   # (the bracket is tinygrad's wording, which code ported from it may match)
+      msg.append(f"  size mismatch for {k}: the model has shape {ms}, the state dict has shape {gs} "
+                 f"[Shape mismatch in layer `{k}`: Expected shape {ms}, but found {gs} in state dict.]")
     raise StateDictError("\n".join(msg))
   bad = {k for k, _, _ in mismatched}
   written: list[Tensor] = []
+  derived: list[tuple[Tensor, Tensor]] = []
   for k, t in model.items():
     if k not in state_dict or k in bad: continue
     v = _to_tensor(state_dict[k], t)
     if v.shape != t.shape: v = v.reshape(t.shape)
     if verbose: print(f"load_state_dict: {k} {v.shape} {v.dtype} -> {t.dtype} on {t.device}")
-    write(t, v.to(t.device))
-    if not any(w is t for w in written): written.append(t)
+    if getattr(type(t), "_derived", False): derived.append((t, v))   # a view of other state (an optimizer's b1_t): it writes that
+    else:
+      write(t, v.to(t.device))
+      if not any(w is t for w in written): written.append(t)
   commit(*written)
+  for t, v in derived: t.assign(v)
   if consume:
     for k in model:
       if k in state_dict and k not in bad: del state_dict[k]   # type: ignore[attr-defined]
   return res
 
 # ====================================================================== atomic writes
+
+def _is_nbt(key: str) -> bool: return key == "num_batches_tracked" or key.endswith(".num_batches_tracked")
 
 class _Corrupt(ValueError):
   """A file that cannot be read as what it claims to be; the message starts with the file's path."""

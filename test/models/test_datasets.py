@@ -185,3 +185,157 @@ def test_batches_seeded_per_epoch():
 def test_batches_errors():
   with pytest.raises(ValueError, match="same first dimension"): Batches(Tensor.arange(4), Tensor.arange(5), batch_size=2)
   with pytest.raises(ValueError, match="batch_size"): Batches(Tensor.arange(4), batch_size=0)
+
+# ---------------------------------------------------------------------- CIFAR-10
+
+import importlib.util, io as _io, json, pickle, tarfile, textwrap   # noqa: E402
+import numpy as np   # noqa: E402
+from petagrad.nn.datasets import cifar, cifar_files, CIFARError, CIFAR_BATCHES   # noqa: E402
+
+def cifar_batch(i: int, n: int) -> tuple[np.ndarray, list[int]]:
+  """Batch i of a fake release: n images whose pixels depend on (batch, image, channel, row, col); labels (i + k) % 10."""
+  idx = np.indices((n, 3, 32, 32))
+  data = ((idx[0] * 7 + idx[1] * 50 + idx[2] * 3 + idx[3] + i * 31) % 256).astype(np.uint8).reshape(n, 3072)
+  return data, [(i + k) % 10 for k in range(n)]
+
+def fake_cifar(folder, kind: str = "py", n: int = 3, protocol: int = 2, sub: str = "") -> None:
+  """The six batch files of either release (kind "py": pickled dicts with b'data' and b'labels', like the python version;
+  "bin": label byte + 3072 pixel bytes per record), or a release tarball (kind "py.tar.gz" / "bin.tar.gz")."""
+  files = {}
+  for i, name in enumerate(CIFAR_BATCHES):
+    data, labels = cifar_batch(i, n)
+    if kind.startswith("py"):
+      files[name] = pickle.dumps({b"batch_label": b"batch %d" % i, b"labels": labels, b"data": data, b"filenames": [b"x.png"] * n}, protocol=protocol)
+    else:
+      files[name + ".bin"] = b"".join(bytes([lab]) + row.tobytes() for lab, row in zip(labels, data))
+  os.makedirs(folder, exist_ok=True)
+  if kind.endswith(".tar.gz"):
+    sub = "cifar-10-batches-py" if kind.startswith("py") else "cifar-10-batches-bin"
+    with tarfile.open(os.path.join(folder, f"cifar-10-{'python' if kind.startswith('py') else 'binary'}.tar.gz"), "w:gz") as tf:
+      for name, raw in files.items():
+        info = tarfile.TarInfo(f"{sub}/{name}")
+        info.size = len(raw)
+        tf.addfile(info, _io.BytesIO(raw))
+    return
+  os.makedirs(os.path.join(folder, sub), exist_ok=True)
+  for name, raw in files.items():
+    with open(os.path.join(folder, sub, name), "wb") as f: f.write(raw)
+
+def expected_cifar(n: int = 3):
+  xs, ys = zip(*[cifar_batch(i, n) for i in range(6)])
+  return np.concatenate(xs[:5]).reshape(-1, 3, 32, 32), np.concatenate(ys[:5]), xs[5].reshape(-1, 3, 32, 32), np.array(ys[5])
+
+@pytest.fixture
+def no_cifar(monkeypatch, tmp_path):
+  """No CIFAR_PATH, an empty cache dir, and no network."""
+  monkeypatch.delenv("CIFAR_PATH", raising=False)
+  def offline(*a, **k): raise OSError("network is unreachable (test)")
+  monkeypatch.setattr(datasets.urllib.request, "urlopen", offline)
+  from petagrad import helpers
+  ctx = {"CACHEDIR": str(tmp_path / "cache"), **({"CIFAR_PATH": ""} if hasattr(helpers, "CIFAR_PATH") else {})}
+  with Context(**ctx): yield tmp_path
+
+def check_cifar(out, n: int = 3) -> None:
+  X, Y, Xt, Yt = out
+  assert X.shape == (5 * n, 3, 32, 32) and Xt.shape == (n, 3, 32, 32) and Y.shape == (5 * n,) and Yt.shape == (n,)
+  assert X.dtype == Y.dtype == Xt.dtype == Yt.dtype == dtypes.uint8
+  for got, want in zip(out, expected_cifar(n)): np.testing.assert_array_equal(got.numpy(), want)
+
+@pytest.mark.parametrize("kind,protocol,sub", [("py", 2, ""), ("py", 4, ""), ("py", 5, "cifar-10-batches-py"), ("bin", 0, ""),
+                                               ("bin", 0, "cifar-10-batches-bin"), ("py.tar.gz", 2, ""), ("bin.tar.gz", 0, "")])
+def test_cifar_from_path(no_cifar, kind, protocol, sub):
+  fake_cifar(no_cifar / "d", kind, protocol=protocol, sub=sub)
+  check_cifar(cifar(path=no_cifar / "d"))
+
+def test_cifar_path_setting(no_cifar, monkeypatch):
+  fake_cifar(no_cifar / "env", "bin", n=2)
+  from petagrad import helpers
+  if hasattr(helpers, "CIFAR_PATH"):
+    with Context(CIFAR_PATH=str(no_cifar / "env")): check_cifar(cifar(), n=2)
+  else:
+    monkeypatch.setenv("CIFAR_PATH", str(no_cifar / "env"))
+    check_cifar(cifar(), n=2)
+
+def test_cifar_matches_tinygrad(tmp_path):
+  """tinygrad 0.14's cifar() (its download replaced by the same fake binary tarball) returns what petagrad's does."""
+  if importlib.util.find_spec("tinygrad") is None: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
+  fake_cifar(tmp_path, "bin.tar.gz", n=2)
+  tarball = str(tmp_path / "cifar-10-binary.tar.gz")
+  prog = textwrap.dedent(f"""
+    import gzip, json
+    from tinygrad import Tensor
+    from tinygrad.nn import datasets
+    urls = []
+    def from_url(url, gunzip=False, **kw):
+      urls.append(url)
+      return Tensor(gzip.decompress(open({tarball!r}, "rb").read()), **kw)
+    Tensor.from_url = staticmethod(from_url)
+    out = datasets.cifar()
+    print(json.dumps({{"urls": urls, "shapes": [list(t.shape) for t in out], "dtypes": [str(t.dtype) for t in out],
+                      "data": [t.numpy().flatten().tolist() for t in out]}}))
+  """)
+  env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "BEAM", "NOOPT")}
+  env["DEV"] = "PYTHON"
+  r = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, env=env, cwd="/", timeout=600)
+  if r.returncode != 0: pytest.fail(f"tinygrad reference failed:\n{r.stderr[-3000:]}")
+  ref = json.loads(r.stdout.strip().splitlines()[-1])
+  assert ref["urls"] == [datasets.CIFAR_URLS[0]]   # the URL petagrad downloads first is tinygrad's
+  mine = cifar(path=tmp_path)
+  assert [list(t.shape) for t in mine] == ref["shapes"] and all(d.endswith("uchar") or d.endswith("uint8") for d in ref["dtypes"])
+  for t, want in zip(mine, ref["data"]): assert t.numpy().flatten().tolist() == want
+
+def test_cifar_download_into_cache(no_cifar, monkeypatch):
+  fake_cifar(no_cifar / "server", "bin.tar.gz")
+  calls = []
+  def urlopen(url, timeout=None):
+    calls.append(url)
+    if url == datasets.CIFAR_URLS[0]: raise OSError("first mirror down")
+    return open(no_cifar / "server" / "cifar-10-binary.tar.gz", "rb")
+  monkeypatch.setattr(datasets.urllib.request, "urlopen", urlopen)
+  check_cifar(cifar())
+  assert calls == list(datasets.CIFAR_URLS)
+  assert os.listdir(no_cifar / "cache" / "datasets" / "cifar-10") == ["cifar-10-binary.tar.gz"]   # no temporary files left
+  check_cifar(cifar())
+  assert len(calls) == 2   # the second time it reads the cache
+
+def test_cifar_download_rejects_non_tar(no_cifar, monkeypatch):
+  monkeypatch.setattr(datasets.urllib.request, "urlopen", lambda url, timeout=None: _io.BytesIO(b"<html>captive portal</html>"))
+  with pytest.raises(FileNotFoundError, match="not a tar archive"): cifar()
+  assert not os.path.exists(no_cifar / "cache" / "datasets" / "cifar-10")
+
+def test_cifar_missing_lists_every_place(no_cifar):
+  with pytest.raises(FileNotFoundError) as e: cifar_files()
+  msg = str(e.value)
+  for where in ("CIFAR_PATH: (not set)", f"download cache: {no_cifar / 'cache' / 'datasets' / 'cifar-10'} (no such folder)",
+                f"download: {datasets.CIFAR_URLS[0]}", "network is unreachable", "CIFAR_PATH=/that/folder"):
+    assert where in msg, (where, msg)
+  with pytest.raises(FileNotFoundError, match=r"download: not tried"): cifar_files(download=False)
+  fake_cifar(no_cifar / "partial", "bin")
+  os.remove(no_cifar / "partial" / "test_batch.bin")
+  with pytest.raises(FileNotFoundError, match=re.escape(f"CIFAR-10 not found in {no_cifar / 'partial'}: it needs data_batch_1")):
+    cifar(path=no_cifar / "partial")
+
+def test_cifar_bad_files(no_cifar):
+  fake_cifar(no_cifar / "d", "py")
+  class Evil:
+    def __reduce__(self): return (os.system, ("echo pwned",))
+  with open(no_cifar / "d" / "data_batch_3", "wb") as f: pickle.dump({b"data": Evil(), b"labels": []}, f)
+  with pytest.raises(CIFARError, match=r"data_batch_3: not a CIFAR-10 batch pickle .*refused to load the global"): cifar(path=no_cifar / "d")
+  with open(no_cifar / "d" / "data_batch_3", "wb") as f: pickle.dump({b"data": np.zeros((2, 3072), np.float32), b"labels": [0, 1]}, f)
+  with pytest.raises(CIFARError, match="must be a C-ordered uint8 array"): cifar(path=no_cifar / "d")
+  with open(no_cifar / "d" / "data_batch_3", "wb") as f: pickle.dump({b"data": np.zeros((2, 3072), np.uint8), b"labels": [0]}, f)
+  with pytest.raises(CIFARError, match="'labels' must be 2 ints in 0..9"): cifar(path=no_cifar / "d")
+  fake_cifar(no_cifar / "b", "bin")
+  with open(no_cifar / "b" / "test_batch.bin", "ab") as f: f.write(b"\x00")
+  with pytest.raises(CIFARError, match="not a whole number of 3073-byte records"): cifar(path=no_cifar / "b")
+  with open(no_cifar / "b" / "cifar-10-binary.tar.gz", "wb") as f: f.write(b"junk")
+  os.remove(no_cifar / "b" / "test_batch.bin")
+  with pytest.raises(CIFARError, match="cannot read it as a tar archive"): cifar(path=no_cifar / "b")
+
+def test_cifar_labels_as_numpy_ints(no_cifar):
+  """Re-saved releases keep the labels as a numpy array (any int width): read as the same uint8 labels."""
+  fake_cifar(no_cifar / "d", "py")
+  for i, name in enumerate(CIFAR_BATCHES):
+    data, labels = cifar_batch(i, 3)
+    with open(no_cifar / "d" / name, "wb") as f: pickle.dump({"data": data, "labels": np.array(labels, np.int64)}, f, protocol=4)
+  check_cifar(cifar(path=no_cifar / "d"))

@@ -52,6 +52,36 @@ def test_load_state_dict_errors_name_keys():
   assert res.mismatched_keys == [("lin.weight", (3, 2), (4, 2))]
   assert b.lin.bias.tolist() == [1.0, 1.0, 1.0]
 
+def test_load_state_dict_shape_message_has_tinygrads_wording():
+  # tinygrad's test_load_state_dict_shape_mismatch matches this sentence with a regex
+  with pytest.raises(ValueError, match=r"Shape mismatch in layer `weight`: Expected shape \(2, 2\), but found \(4, 4\) in state dict."):
+    load_state_dict(nn.Linear(2, 2, bias=False), {"weight": Tensor.ones(4, 4)})
+  with pytest.raises(RuntimeError, match=r"size mismatch for weight: the model has shape \(2, 2\)"):
+    load_state_dict(nn.Linear(2, 2, bias=False), {"weight": Tensor.ones(4, 4)})
+
+def test_load_state_dict_num_batches_tracked():
+  """tinygrad ignores a num_batches_tracked the model lacks (track_running_stats=False: torch raises there); torch keeps
+  the counter when a checkpoint lacks it (older than torch 0.4.1)."""
+  bn = nn.BatchNorm(1, track_running_stats=False)
+  sd = {"weight": Tensor([2.0]), "bias": Tensor([3.0]), "num_batches_tracked": Tensor.ones(1)}
+  res = load_state_dict(bn, sd)
+  assert bn.weight.tolist() == [2.0] and bn.bias.tolist() == [3.0] and res.unexpected_keys == [] and "num_batches_tracked" in sd
+  sd["num_batches_tracked"] = Tensor.empty()
+  load_state_dict(bn, sd)
+  bn.num_batches_tracked = Tensor.ones(1)   # (tinygrad's test then gives the layer one: a () value loads into it)
+  load_state_dict(bn, sd)
+  net = nn.Sequential(nn.Linear(1, 1), nn.BatchNorm1d(1, track_running_stats=False))
+  load_state_dict(net, {**{k: v for k, v in get_state_dict(net).items()}, "1.num_batches_tracked": Tensor(5)})
+  # torch: an old checkpoint without the counter loads, the counter keeps its value
+  tbn = torch.nn.BatchNorm2d(2)
+  tsd = {k: v for k, v in tbn.state_dict().items() if k != "num_batches_tracked"}
+  tbn.load_state_dict(tsd)
+  bn2 = nn.BatchNorm2d(2)
+  res = load_state_dict(bn2, {k: v.numpy() for k, v in tsd.items()})
+  assert res.missing_keys == [] and bn2.num_batches_tracked.item() == 0
+  with pytest.raises(StateDictError, match="missing keys \\(1\\): running_var"):   # other keys are still checked
+    load_state_dict(nn.BatchNorm2d(2), {k: v.numpy() for k, v in tsd.items() if k != "running_var"})
+
 def test_load_torch_state_dict_cast_and_device():
   tl = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.BatchNorm1d(4))
   pl = nn.Sequential(nn.Linear(3, 4), nn.BatchNorm1d(4))
