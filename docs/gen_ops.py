@@ -19,7 +19,7 @@ Each name runs in its own subprocess (a crash in one op cannot stop the table; i
     python docs/gen_ops.py --one sort # the JSON record of one name
 """
 from __future__ import annotations
-import argparse, json, os, subprocess, sys
+import argparse, ctypes, json, os, subprocess, sys
 from concurrent.futures import ThreadPoolExecutor
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,7 +30,8 @@ SHORT = {"bool": "b", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i6
 
 # names that are not tensor -> tensor ops: run per dtype, never differentiated
 PLUMBING = {"backward", "gradient", "realize", "realize_all", "numpy", "tolist", "item", "data", "numel", "size", "element_size",
-            "nbytes", "is_floating_point", "requires_grad_", "to", "assign", "manual_seed", "detach", "contiguous", "clone"}
+            "nbytes", "is_floating_point", "requires_grad_", "to", "to_", "from_blob", "replace",
+            "assign", "manual_seed", "detach", "contiguous", "clone"}
 CREATION = {"arange", "empty", "eye", "full", "linspace", "ones", "zeros", "rand", "randn", "randint", "randperm", "uniform", "normal",
             "glorot_normal", "glorot_uniform", "kaiming_normal", "kaiming_uniform", "xavier_normal", "xavier_uniform", "trunc_normal"}
 
@@ -110,7 +111,8 @@ SAMPLES: dict[str, str] = {
   "unfold": "s.x.unfold(1, 2, 1)", "rearrange": "s.x.rearrange('a b -> b a')", "pad_to": "s.x.pad_to(3, 4)", "shrink_to": "s.x.shrink_to(1, 2)",
   "fold": "s.mk(1, 4, 4).fold((3, 3), 2)", "scaled_dot_product_attention": "s.mk(1, 2, 3).scaled_dot_product_attention(s.mk(1, 2, 3), s.mk(1, 2, 3))",
   # plumbing
-  "assign": "s.x.contiguous().realize().assign(s.y)", "to": "s.x.to('CPU')", "gradient": "(s.x * s.x).sum().gradient(s.x)",
+  "assign": "s.x.contiguous().realize().assign(s.y)", "to": "s.x.to('CPU')", "to_": "s.x.contiguous().to_('CPU')",
+  "from_blob": "s.T.from_blob(s.blob, (2, 3), dtype=s.dt)", "gradient": "(s.x * s.x).sum().gradient(s.x)",
   "backward": "(s.mk(2, 3).requires_grad_() * 2).sum().backward()", "item": "s.x[0, 0].item()", "size": "s.x.size(1)",
   "realize_all": "s.T.realize_all(s.x, s.y)", "manual_seed": "s.T.manual_seed(1)", "requires_grad_": "s.x.detach().requires_grad_()",
   # creation: the sample dtype is passed as dtype=
@@ -129,6 +131,9 @@ def _generic_calls(name: str, static: bool) -> list[str]:
   if static: return [f"s.T.{name}(s.x)", f"s.T.{name}([s.x, s.y])", f"s.T.{name}(2, 3, dtype=s.dt)", f"s.T.{name}(2, 3)"]
   return [f"s.x.{name}()", f"s.x.{name}(s.y)", f"s.x.{name}(1)", f"s.x.{name}(0)"]
 
+_BLOB = bytearray(64)
+_BLOB_ADDR = ctypes.addressof((ctypes.c_char * 64).from_buffer(_BLOB))
+
 class _Sample:
   """The inputs of one sample call, in one dtype."""
   def __init__(self, dt: str, grad: bool = False):
@@ -139,6 +144,7 @@ class _Sample:
     self.v = self.mk(3, vals=[1, 0, 2])
     self.m = Tensor([[True, False, True], [False, True, True]])
     self.i = Tensor([[0, 1, 1], [1, 0, 0]])
+    self.blob = _BLOB_ADDR   # 64 zero bytes this module keeps alive (Tensor.from_blob)
   def mk(self, *shape, vals=None):
     from petagrad import Tensor, dtypes
     from petagrad.helpers import prod
