@@ -134,9 +134,14 @@ class CreationMixin(TensorMixin):
     m = n if m is None else _int_arg("eye", "m", m)
     a, b = cls.arange(n, device=device), cls.arange(m, device=device)
     return cls((a.reshape(n, 1) == b.reshape(1, m)).cast(_dtype_arg(dtype) if dtype else dtypes.default_float).uop, requires_grad=requires_grad)
-  @staticmethod
-  def meshgrid(*tensors, indexing: str = "ij") -> tuple[Tensor, ...]:
-    """Coordinate grids from 1-D tensors (views: reshape + expand). indexing='xy' swaps the first two dims."""
+  def meshgrid(self, *args, indexing: str = "ij") -> tuple[Tensor, ...]:
+    """Coordinate grids from 1-D tensors (views: reshape + expand). indexing='xy' swaps the first two dims. Both
+    torch's `Tensor.meshgrid(x, y)` (or a list) and tinygrad's `x.meshgrid(y)`.
+
+    >>> [g.tolist() for g in Tensor([1, 2]).meshgrid(Tensor([3, 4, 5]))]
+    [[[1, 1, 1], [2, 2, 2]], [[3, 4, 5], [3, 4, 5]]]
+    """
+    tensors = (self,) + args
     if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)): tensors = tuple(tensors[0])
     if indexing not in ("ij", "xy"): raise _fail(ValueError, "meshgrid", f"indexing must be 'ij' or 'xy', got {indexing!r}")
     if not tensors: raise _fail(ValueError, "meshgrid", "needs at least one tensor")

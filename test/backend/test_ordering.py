@@ -209,6 +209,8 @@ def test_meshgrid(device, indexing):
                  lambda x, y, z: Tensor.meshgrid([x, y, z], indexing=indexing))
   helper_test_op([(4,)], lambda x: torch.meshgrid(x, indexing=indexing), lambda x: Tensor.meshgrid(x, indexing=indexing))
   helper_test_op([(2,), (0,)], lambda x, y: torch.meshgrid(x, y, indexing=indexing), lambda x, y: Tensor.meshgrid(x, y, indexing=indexing))
+  # tinygrad's method form: x.meshgrid(y) (the grids of x and y, not y's alone)
+  helper_test_op([(3,), (4,)], lambda x, y: torch.meshgrid(x, y, indexing=indexing), lambda x, y: x.meshgrid(y, indexing=indexing))
 
 def test_meshgrid_errors(device):
   with pytest.raises(ValueError, match=r"meshgrid: indexing must be 'ij' or 'xy'"): Tensor.meshgrid(Tensor.ones(2), indexing="ji")
