@@ -53,6 +53,17 @@ def computed_view(u: UOp) -> UOp | None:
   if u.op is Ops.CUSTOM_GRAD: return u.src[0] if u.arg[0] == COMPUTED and u.src[0].base.buffer.writes == u.arg[1] else None
   return u if u.base.op is Ops.BUFFER else None
 
+def _write_target(u: UOp) -> UOp | None:
+  """The buffer view an in-place write to a tensor holding u goes into: u's movement ops over its buffer, through
+  detach() (it shares the memory, as torch's); None when u is not a view of memory."""
+  ops: list[UOp] = []
+  while u.op in GroupOp.Movement or u.op is Ops.DETACH:
+    if u.op is not Ops.DETACH: ops.append(u)
+    u = u.src[0]
+  if u.op is not Ops.BUFFER: return None
+  for m in reversed(ops): u = UOp(m.op, m.dtype, (u,), m.arg)
+  return u
+
 def _computed(view: UOp, graph: UOp) -> UOp:
   """graph's value, held in view (as its buffer is now); gradients flow into graph."""
   if graph.op is Ops.CUSTOM_GRAD and graph.arg[0] == COMPUTED: graph = graph.src[1]   # computed again: one wrapper
@@ -123,9 +134,10 @@ def _old_value_readers(todo: list[Tensor], writes: list[UOp]) -> list[Tensor]:
   """The live lazy tensors that compute from a buffer one of writes (the ASSIGNs a realize of todo makes) overwrites:
   computed in the same realize, before the write (the scheduler orders old reads first), they hold what they would
   have held computed at once, as in PyTorch (`loss.backward(); opt.step(); loss.item()` is the loss before the step).
-  A plain view of the buffer (movement ops only) is not computed: like a PyTorch view it shows the new values."""
+  A plain view of the buffer (movement ops and detach() only) is not computed: like a PyTorch view it shows the new
+  values."""
   bufs, clean, skip = {w.src[0].base.buffer for w in writes}, set(writes), {id(t) for t in todo}
-  return [t for t in lazy_tensors() if id(t) not in skip and t.uop.base.op is not Ops.BUFFER and _reads_buffers(t.uop, bufs, clean)]
+  return [t for t in lazy_tensors() if id(t) not in skip and _write_target(t.uop) is None and _reads_buffers(t.uop, bufs, clean)]
 
 # while a TinyJit call runs: id -> (weak reference to the tensor, its uop before its first change in the call), for
 # tensors that viewed a buffer when they changed (the JIT writes their new value back into that buffer)
@@ -462,7 +474,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
       if t._requires_grad: t._ctx = t.uop   # graphs built before find the leaf by this node
       t.uop = becomes.get(tgt, tgt)
     if keep or others:
-      hand = _HandOver({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER})
+      # (a detach() of a buffer view is a view too: it keeps reading the buffer, as torch's shares the memory)
+      hand = _HandOver({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER
+                        and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER)})
       for t, tgt in zip(todo, targets):
         if t._requires_grad and not t._leaf: t.uop = _computed(becomes.get(tgt, tgt), hand(t.uop, True))
       for t in others:
@@ -564,15 +578,32 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if x.shape != self.shape: x = x._broadcast_to(self.shape, "assign")
     if x.device != self.device: raise _fail(RuntimeError, "assign", f"value is on {x.device}, target on {self.device}", self, x)
     if x.dtype != self.dtype: x = x.cast(self.dtype)
-    if self.uop.base.op is not Ops.BUFFER:
-      self.uop = x.uop   # nothing to write into yet: behave like rebinding
+    target = self.uop
+    if target.op is Ops.BITCAST:   # a same-size bitcast view writes the value's bits
+      x, target = x.bitcast(target.src[0].dtype), target.src[0]
+    if (view := _write_target(target)) is None and target.op in GroupOp.Movement and target.base.op not in (Ops.CONST, Ops.IOTA):
+      # a view of a lazy tensor (c = t.clone(); c[:, 1:2].assign(v)): compute what it views, so the write lands in the
+      # memory the viewed tensor holds (the realize hands its buffer to every live graph holding it, this one too)
+      base = target.base
+      owner = next((t for t in lazy_tensors() if t.uop is base), None)
+      if owner is None: owner = Tensor(base)
+      owner.realize()
+      if owner.uop.base.op is Ops.BUFFER: target = substitute(target, {base: owner.uop})
+      if self.uop.op is not Ops.BITCAST: self.uop = target   # (a view of the owner's buffer from now on)
+      view = _write_target(target)
+    if view is None:
+      # nothing to write into yet: behave like rebinding, to a copy when x is (a view of) memory (no aliasing: a later
+      # write to this tensor must not change x)
+      self.uop = x.uop if x.uop.base.op is not Ops.BUFFER else UOp(Ops.CONTIGUOUS, x.dtype, (x.uop,))
+      if x._requires_grad: self._requires_grad = True
       return self
-    if any(u.op in (Ops.EXPAND, Ops.PAD) for u in _movement_nodes(self.uop)):
+    target = view
+    if any(u.op in (Ops.EXPAND, Ops.PAD) for u in _movement_nodes(target)):
       raise _fail(RuntimeError, "assign", "cannot assign to an expanded or padded view", self)
-    if reads_other_view(x.uop, self.uop):   # the kernel would overwrite values it still has to read
+    if reads_other_view(x.uop, target):   # the kernel would overwrite values it still has to read
       x = Tensor(UOp(Ops.CONTIGUOUS, x.dtype, (x.uop,))).realize()
-    out = Tensor(UOp(Ops.ASSIGN, self.dtype, (self.uop, x.uop))).realize()
-    self.uop = out.uop if self.uop.base is out.uop.base else self.uop
+    out = Tensor(UOp(Ops.ASSIGN, target.dtype, (target, x.uop))).realize()
+    if target is self.uop: self.uop = out.uop if self.uop.base is out.uop.base else self.uop
     return self
 
   # ------------------------------------------------------------ autograd

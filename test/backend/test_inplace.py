@@ -104,3 +104,40 @@ def test_dead_views_are_forgotten():
   assert len(x.uop.base.buffer.views) == 2   # x and keep
   x.assign(x * 10)
   assert keep.tolist() == [10.0, 20.0, 30.0, 40.0]
+
+def test_writes_through_views_land(device):
+  # torch semantics for the views a write goes through (each was a silent no-op, found by tinygrad's test_assign)
+  import torch
+  from petagrad import dtypes
+  t, tt = Tensor([[1.0, 2, 3], [4, 5, 6]]).realize(), torch.tensor([[1.0, 2, 3], [4, 5, 6]])
+  d, td = t.detach(), tt.detach()
+  d[1, 2] = 50; td[1, 2] = 50   # detach() shares the memory
+  assert t.tolist() == tt.tolist() and d.tolist() == td.tolist()
+  t.detach().assign(t + 1); tt.detach().copy_(tt + 1)
+  assert t.tolist() == tt.tolist()
+  # a slice of an unrealized clone / contiguous / computed tensor writes into that tensor
+  for make in (lambda x: x.T.clone(), lambda x: x.T.contiguous(), lambda x: x * 2):
+    src, tsrc = Tensor([[1.0, 2], [3, 4]]).realize(), torch.tensor([[1.0, 2], [3, 4]])
+    c, tc = make(src), make(tsrc)
+    c[:, 1:2].assign(Tensor.ones(2, 1)); tc[:, 1:2].copy_(torch.ones(2, 1))
+    assert c.tolist() == tc.tolist() and src.tolist() == tsrc.tolist()
+  # a same-size bitcast view writes the bits
+  a = Tensor([1.0, 2.0]).realize()
+  a.bitcast(dtypes.uint32).assign(Tensor([0, 0x3f800000], dtype=dtypes.uint32))
+  assert a.tolist() == [0.0, 1.0]
+  # assign into an unrealized tensor copies: a later write to it leaves the source alone (it aliased it)
+  src = Tensor([1.0, 2, 3, 4]).realize()
+  b = Tensor.ones(4) * 1
+  b.assign(src)
+  b.assign(Tensor.zeros(4))
+  assert src.tolist() == [1.0, 2, 3, 4] and b.tolist() == [0.0] * 4
+
+def test_setitem_keeps_the_gradient(device):
+  # z[:3] = x with x requiring grad: the gradient flows to x, as torch's
+  import numpy as np, torch
+  z0, x0 = np.arange(16, dtype=np.float32).reshape(4, 4), np.ones(4, np.float32) * 3
+  z, x = Tensor(z0) * 1, Tensor(x0, requires_grad=True)
+  tz, tx = torch.tensor(z0) * 1, torch.tensor(x0, requires_grad=True)
+  z[:2] = x * 2; tz[:2] = tx * 2
+  (z * z).sum().backward(); (tz * tz).sum().backward()
+  assert z.tolist() == tz.tolist() and x.grad.tolist() == tx.grad.tolist()
