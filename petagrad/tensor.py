@@ -548,6 +548,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if not isinstance(x, Tensor): raise _fail(TypeError, "replace", f"expected a Tensor, got {type(x).__name__}", self)
     if x.shape != self.shape: raise _fail(ValueError, "replace", f"shape {x.shape} != {self.shape}", self, x)
     self.uop = x.uop
+    if x._requires_grad: self._requires_grad = True
     return self
   def to_(self, device: str) -> Tensor:
     """Move this tensor (the object) to another device (tinygrad's to_: self.replace(self.to(device)))."""

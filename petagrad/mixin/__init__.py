@@ -27,7 +27,8 @@ the Tensor core provides, listed by the `Tensor` protocol below:
   * `self._checked(ok, exc, op, msg, *operands)`: self with a data check that raises exc when it is computed;
   * `self._c(value, dtype)`: a constant node broadcast to self's shape;
   * `self.realize()`, `self.item()`, `self.tolist()`, `self.data()`, `self.contiguous()`, `self.detach()`,
-    `self.assign(x)`, `self.clone()`: computing, reading back and writing;
+    `self.assign(x)` (an in-place write), `self.replace(x)` (rebinds the tensor object to x's graph), `self.clone()`:
+    computing, reading back and writing;
   * `type(self)` (and `cls` in the class methods) is the Tensor class: `type(self)(data, device=..., dtype=...)`
     makes a tensor (from Python data or a UOp), `type(self).full(...)`, `cls.arange(...)` & co the other ops;
   * `isinstance(x, TensorMixin)` asks whether x is a tensor (Tensor is the one class that combines the mixins).
@@ -71,4 +72,5 @@ class Tensor(Protocol):
   def detach(self) -> Tensor: ...
   def clone(self) -> Tensor: ...
   def assign(self, x: Any) -> Tensor: ...
+  def replace(self, x: Tensor) -> Tensor: ...
   def __getattr__(self, name: str) -> Any: ...   # the ops of the other mixins

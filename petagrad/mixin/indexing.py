@@ -25,7 +25,7 @@ from __future__ import annotations
 import math, operator
 from typing import Any
 from petagrad.dtype import dtypes
-from petagrad.helpers import prod, flatten as flatten_list
+from petagrad.helpers import prod, flatten as flatten_list, NO_GRAD
 from petagrad.uop.ops import Ops
 from petagrad.engine.jit import jit_active
 from petagrad.mixin import Tensor, TensorMixin
@@ -300,6 +300,9 @@ class IndexingMixin(TensorMixin):
       raise _fail(ValueError, "setitem", f"value of shape {v.shape} cannot be broadcast to the indexed shape {tuple(target_shape)}",
                   self, v) from None
     if prod(target_shape) == 0: return
+    # a value that needs grad: the write is recorded (self becomes where(mask, value, self), as torch's autograd sees an
+    # in-place write); views of self made before do not see it then
+    grad = bool(v.requires_grad) and not NO_GRAD.value
     if not adv:
       view = _apply_plan(self, plan)
       simple = all(p is None or p[0] == "int" or p[3] == 1 for p in plan)
@@ -307,7 +310,7 @@ class IndexingMixin(TensorMixin):
       u = self.uop
       while u.op not in (Ops.BUFFER,) and u.src and u.op in (Ops.RESHAPE, Ops.PERMUTE, Ops.SHRINK, Ops.FLIP, Ops.EXPAND, Ops.PAD):
         movement.append(u.op); u = u.src[0]
-      if simple and self.uop.base.op is Ops.BUFFER and Ops.EXPAND not in movement and Ops.PAD not in movement:
+      if simple and not grad and self.uop.base.op is Ops.BUFFER and Ops.EXPAND not in movement and Ops.PAD not in movement:
         view.assign(v)
         return
       mask = _unapply_plan(type(self).full(v.shape, True, dtypes.bool, self.device), plan, self.shape)
@@ -316,7 +319,8 @@ class IndexingMixin(TensorMixin):
       n = self.numel()
       pos = type(self).arange(1, n + 1, device=self.device).reshape(self.shape)[idx].flatten() - 1   # -1: selects nothing
       new = _scatter_flat(self.flatten(), pos, v.flatten(), last_wins=True).reshape(self.shape)
-    self.assign(new)
+    if grad: self.replace(new)
+    else: self.assign(new)
 
   @axis_keywords
   def gather(self, dim: int, index: Tensor, sparse_grad: bool = False) -> Tensor:
@@ -622,6 +626,8 @@ def _scatter(self: Tensor, dim: int, index: Tensor, src, op: str, reduce: str | 
                     include_self).reshape(())
   if isinstance(src, TensorMixin):
     if src.device != self.device: raise _fail(RuntimeError, op, f"src is on {src.device}, self on {self.device}", self, index, src)
+    if src.dtype != self.dtype:   # torch: "scatter(): Expected self.dtype to be equal to src.dtype"
+      raise _fail(TypeError, op, f"Expected self.dtype to be equal to src.dtype (self {self.dtype}, src {src.dtype})", self, index, src)
     if src.ndim != self.ndim: raise _fail(ValueError, op, f"src must have as many dims as self ({self.ndim}), got {src.ndim}", self, index, src)
     for k, (a, b) in enumerate(zip(index.shape, src.shape)):
       if a > b: raise _fail(ValueError, op, f"index size {a} > src size {b} in dim {k}", self, index, src)

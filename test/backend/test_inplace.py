@@ -141,3 +141,9 @@ def test_setitem_keeps_the_gradient(device):
   z[:2] = x * 2; tz[:2] = tx * 2
   (z * z).sum().backward(); (tz * tz).sum().backward()
   assert z.tolist() == tz.tolist() and x.grad.tolist() == tx.grad.tolist()
+  # into a realized tensor, and with a tensor index
+  z, x = Tensor(z0).realize(), Tensor(x0, requires_grad=True)
+  tz, tx = torch.tensor(z0), torch.tensor(x0, requires_grad=True)
+  z[Tensor([3, 1])] = x * 2; tz[torch.tensor([3, 1])] = tx * 2
+  (z * z).sum().backward(); (tz * tz).sum().backward()
+  assert z.tolist() == tz.tolist() and x.grad.tolist() == tx.grad.tolist()
