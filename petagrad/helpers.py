@@ -101,6 +101,12 @@ FUSE_ARANGE = Flag("FUSE_ARANGE", 0, "older tinygrad (gone in 0.14): fuse arange
                    "it (an arange is index arithmetic).", registry=TINYGRAD_NOOP_FLAGS)
 TRANSCENDENTAL = Flag("TRANSCENDENTAL", 1, "tinygrad: when exp2/log2/sin are computed in software. Ignored: petagrad's renderers decompose what "
                       "their target lacks.", registry=TINYGRAD_NOOP_FLAGS)
+CHECK_OOB = Flag("CHECK_OOB", 0, "tinygrad: prove every load and store in bounds with z3 while checking the kernel spec. Ignored: petagrad's "
+                 "bounds checks are SANITIZE=1 (at run time).", registry=TINYGRAD_NOOP_FLAGS)
+DEVECTORIZE = Flag("DEVECTORIZE", 1, "older tinygrad (gone in 0.14): 0 keeps vector ops for the LLVM backend. Ignored: petagrad's renderers "
+                   "choose the vector width.", registry=TINYGRAD_NOOP_FLAGS)
+WINO = Flag("WINO", 0, "tinygrad: 3x3 stride-1 conv2d by the Winograd F(4x4, 3x3) transform. Ignored: petagrad's conv2d is one way (the "
+            "result is the same up to rounding).", registry=TINYGRAD_NOOP_FLAGS)
 
 def _flag(name: str) -> Flag:
   """The flag called name: one of FLAGS or of the tinygrad flags accepted and ignored (TINYGRAD_NOOP_FLAGS); KeyError otherwise."""

@@ -119,6 +119,7 @@ class CreationMixin(TensorMixin):
     steps = _int_arg("linspace", "steps", steps)
     start, stop = _scalar_arg("linspace", "start", start), _scalar_arg("linspace", "end", stop)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
+    if dt == dtypes.bool: raise _fail(TypeError, "linspace", "dtype bool is not supported (torch: not implemented for 'Bool')")
     for v in (start, stop): _check_fits("linspace", v, dt)
     if steps == 1: return cls.full((1,), start, dt, device)
     step = (stop - start) / max(steps - 1, 1)

@@ -305,6 +305,8 @@ class ElementwiseMixin(TensorMixin):
     >>> (Tensor([-2.0, 0.0]) ** 3).tolist(), (Tensor([0.0]) ** -1).tolist()
     ([-8.0, 0.0], [inf])
     """
+    if not reverse and isinstance(x, int) and not isinstance(x, bool) and x < 0 and (self.dtype.is_int or self.dtype.is_bool):
+      raise _fail(ValueError, "pow", f"Integers to negative integer powers are not allowed (exponent {x}; use a float exponent or tensor)", self)
     if self.dtype.is_bool and not (isinstance(x, TensorMixin) and x.dtype.is_float) and not isinstance(x, float):
       return self.cast(dtypes.int64).pow(x, reverse)   # bool ** int is int64 in PyTorch
     if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool) and float(x).is_integer() and abs(x) <= 16:

@@ -129,8 +129,9 @@ class MovementMixin(TensorMixin):
     return self.flip(b).transpose(a, b) if k == 1 else self.flip(a).transpose(a, b)
   def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
     """Shift elements along dims, wrapping around (a view: repeat twice + shrink). dims=None: flat."""
-    if dims is None:
-      if not _is_intlike(shifts): raise _fail(ValueError, "roll", "with dims=None, shifts must be one int", self)
+    if dims is None or (isinstance(dims, (tuple, list)) and not dims):   # torch: a 1-element shifts works too
+      if isinstance(shifts, (tuple, list)) and len(shifts) == 1: shifts = shifts[0]
+      if not _is_intlike(shifts): raise _fail(ValueError, "roll", f"with dims=None, shifts must be one int, got {shifts!r}", self)
       return self.flatten().roll(shifts, 0).reshape(self.shape)
     sh = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
     ds = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
@@ -269,7 +270,21 @@ class MovementMixin(TensorMixin):
     def piece(x, ax, L, p, left):
       if not p: return None
       return x.shrink(tuple(((L - p, L) if left else (0, p)) if i == ax else None for i in range(x.ndim)))
-    return self._pad_each(pairs, piece, "circular")
+    crops = [L + min(b, 0) + min(a, 0) for (b, a), L in zip(pairs, self.shape)]
+    if all(b <= C and a <= C for (b, a), C in zip(pairs, crops)): return self._pad_each(pairs, piece, "circular")
+    # a pad wider than the cropped dim (torch: its output shape, but values left uninitialized): wrap around the crop
+    # periodically, out[k] = crop[(k - before) % C]; zeros where the crop is empty
+    x = self.shrink(tuple((-min(b, 0), L + min(a, 0)) for (b, a), L in zip(pairs, self.shape)))
+    for ax, ((b, a), C) in enumerate(zip(pairs, crops)):
+      b, a = max(b, 0), max(a, 0)
+      if not b and not a: continue
+      if C == 0:
+        x = x.pad(tuple((b, a) if i == ax else (0, 0) for i in range(x.ndim)))
+        continue
+      st, n = (-b) % C, C + b + a
+      x = x.repeat(*((st + n + C - 1) // C if i == ax else 1 for i in range(x.ndim)))
+      x = x.shrink(tuple((st, st + n) if i == ax else None for i in range(x.ndim)))
+    return x
 
   # ------------------------------------------------------------ repeat, join and split
   def repeat(self, *repeats) -> Tensor:

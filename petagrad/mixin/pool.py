@@ -201,6 +201,20 @@ class PoolMixin(TensorMixin):
     return out, hit.where(idx, prod(sp)).amin(axes).cast(dtypes.default_int)
 
   # ------------------------------------------------------------ interpolation
+  @staticmethod
+  def _fixed_point_bits(L: int, O: int, align_corners: bool, scale: float) -> int:
+    """The fraction bits of torch's int16 linear-interpolation weights (uint8 input): the most with the largest
+    weight * 2**(bits + 1) under 2**15."""
+    wmax = 0.0
+    for o in range(O):
+      src = o * ((L - 1) / (O - 1) if O > 1 else 0.0) if align_corners else max((o + 0.5) * scale - 0.5, 0.0)
+      i0 = min(math.floor(src), L - 1)
+      lam = min(max(src - i0, 0.0), 1.0)
+      wmax = max(wmax, 1.0 if i0 == L - 1 else max(lam, 1 - lam))
+    bits = 0
+    while bits < 22 and int(0.5 + wmax * (1 << (bits + 1))) < (1 << 15): bits += 1
+    return bits
+
   def interpolate(self, size=None, scale_factor=None, mode: str = "nearest", align_corners: bool | None = None,
                   recompute_scale_factor: bool | None = None) -> Tensor:
     """Resize the spatial dims (all dims after (N, C)) like torch.nn.functional.interpolate.
@@ -246,9 +260,12 @@ class PoolMixin(TensorMixin):
     if mode == "area": return self._adaptive_avg(op, osz, n)
     x = self if mode in ("nearest", "nearest-exact") else self._float(op)
     T = type(self)
-    fdt = dtypes.float64 if x.dtype == dtypes.float64 else dtypes.float32
-    for i, (L, O) in enumerate(zip(sp, osz)):
-      ax = pre + i
+    # a uint8 'linear' input is torch's separable uint8 bilinear: fixed-point passes, last dim first, each rounded half up
+    # (tinygrad rounds uint8 too); other ints truncate as in tinygrad (torch rejects them)
+    rnd = mode == "linear" and self.dtype == dtypes.uint8
+    fdt = dtypes.float64 if x.dtype == dtypes.float64 or rnd else dtypes.float32
+    for i in (reversed(range(n)) if rnd else range(n)):
+      L, O, ax = sp[i], osz[i], pre + i
       dst = T.arange(O, device=self.device).cast(fdt).reshape(O, 1)
       j = T.arange(L, device=self.device).reshape(1, L)
       if mode in ("nearest", "nearest-exact"):
@@ -283,7 +300,13 @@ class PoolMixin(TensorMixin):
       i0 = src.floor().cast(dtypes.int64).minimum(L - 1)
       lam = (src - i0.cast(fdt)).clip(0.0, 1.0)
       i1 = (i0 + 1).minimum(L - 1)
-      m = ((j == i0).where(1 - lam, 0.0) + (j == i1).where(lam, 0.0)).cast(x.dtype).reshape((O, L) + (1,) * (n - 1 - i))
+      m = (j == i0).where(1 - lam, 0.0) + (j == i1).where(lam, 0.0)
+      if rnd:   # torch's uint8 path: int16 fixed-point weights, the sum rounded half up; an identity pass is skipped
+        if O == L and (align_corners or scales[i] in (None, 1.0)): continue
+        prec = self._fixed_point_bits(L, O, bool(align_corners), 1.0 / scales[i] if scales[i] is not None else L / O)
+        m = (m * (1 << prec) + 0.5).floor()
+      m = m.cast(x.dtype).reshape((O, L) + (1,) * (n - 1 - i))
       x = (x.unsqueeze(ax) * m).sum(ax + 1)
-    # tinygrad's 'linear' keeps an integer input's dtype (truncated); torch's linear modes reject integers
+      if rnd: x = ((x + (1 << (prec - 1))) / (1 << prec)).floor().clip(self.dtype.min, self.dtype.max)
+    # tinygrad's 'linear' keeps an integer input's dtype (uint8 rounded as above, other ints truncated)
     return x.cast(self.dtype) if mode == "linear" and self.dtype.is_int else x

@@ -42,9 +42,13 @@ def _reduce_grad(g: UOp, node: UOp) -> tuple:
     if x.base.op is not Ops.BUFFER:
       x = _stored(x)
       out = x.reduce(Ops.MAX, axes).expand(x.shape)
-    mask = _equal(x, out).cast(x.dtype)
+    # the tie count is float32 for float16/bfloat16 (more than 65504 ties would count as inf) and for ints
+    cdt = x.dtype if x.dtype in (dtypes.float32, dtypes.float64) else dtypes.float32
+    mask = _equal(x, out).cast(cdt)
     count = mask.reduce(Ops.ADD, axes).expand(x.shape)
-    return (ge * mask.alu(Ops.FDIV, count),)
+    share = mask.alu(Ops.FDIV, count)
+    if cdt == x.dtype: return (ge * share,)
+    return ((ge.cast(cdt) * share).cast(ge.dtype),)
   # product: the product of the other elements, exact when x has zeros
   zero = _equal(x, full_like(x, 0))
   nz = zero.cast(x.dtype).reduce(Ops.ADD, axes).expand(x.shape)
