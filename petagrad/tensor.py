@@ -580,7 +580,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if x.device != self.device: raise _fail(RuntimeError, "assign", f"value is on {x.device}, target on {self.device}", self, x)
     if x.dtype != self.dtype: x = x.cast(self.dtype)
     target = self.uop
-    if target.op is Ops.BITCAST:   # a same-size bitcast view writes the value's bits
+    while target.op is Ops.BITCAST:   # a same-size bitcast view writes the value's bits
       x, target = x.bitcast(target.src[0].dtype), target.src[0]
     if (view := _write_target(target)) is None and target.op in GroupOp.Movement and target.base.op not in (Ops.CONST, Ops.IOTA):
       # a view of a lazy tensor (c = t.clone(); c[:, 1:2].assign(v)): compute what it views, so the write lands in the

@@ -125,6 +125,9 @@ def test_writes_through_views_land(device):
   a = Tensor([1.0, 2.0]).realize()
   a.bitcast(dtypes.uint32).assign(Tensor([0, 0x3f800000], dtype=dtypes.uint32))
   assert a.tolist() == [0.0, 1.0]
+  a.bitcast(dtypes.uint32).bitcast(dtypes.int32).assign(Tensor([0x40000000, 0], dtype=dtypes.int32))
+  a[0:1].bitcast(dtypes.int32).assign(Tensor([0x3f800000], dtype=dtypes.int32))
+  assert a.tolist() == [1.0, 0.0]
   # assign into an unrealized tensor copies: a later write to it leaves the source alone (it aliased it)
   src = Tensor([1.0, 2, 3, 4]).realize()
   b = Tensor.ones(4) * 1
