@@ -270,12 +270,14 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   inference_mode = test
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
-    dt = _dtype_arg(dtype) if dtype is not None else None
     self.grad: Tensor | None = None
     self._requires_grad: bool | None = None
     self._leaf = False
-    if requires_grad is not None: self.requires_grad = requires_grad
     self._ctx: UOp | None = None   # a grad leaf's node before it was realized (graphs built earlier use it)
+    self._set_data(data, device, dtype)
+    if requires_grad is not None: self.requires_grad = requires_grad
+  def _set_data(self, data: Any, device: str | None, dtype: DType | str | None) -> None:
+    dt = _dtype_arg(dtype) if dtype is not None else None
     if isinstance(data, UOp):
       if device is not None and data.device_or_none != (dev := Device.canonicalize(device)):
         data = UOp(Ops.COPY, data.dtype, (data, UOp(Ops.DEVICE, dtypes.bool, (), dev)))
@@ -389,7 +391,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def requires_grad(self) -> bool | None: return self._requires_grad
   @requires_grad.setter
   def requires_grad(self, v: bool | None) -> None:
-    self._requires_grad = v
+    was, self._requires_grad = self._requires_grad, v
+    if v and not was and not self._leaf and self.uop.base.op is not Ops.BUFFER and computed_view(self.uop) is None and self.uop.op is not Ops.ASSIGN:
+      # a leaf is its own memory: a lazy value (Tensor.zeros(3) twice is one node, hash-consed) goes into a buffer of its
+      # own, or two leaves made alike would be one gradient target and get the sum of both gradients
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (new_buffer(self.device, self.numel(), self.dtype).reshape(self.shape), self.uop))
     if v: self._leaf, _grad_leaves[id(self)] = True, self
   def requires_grad_(self, v: bool = True) -> Tensor:
     self.requires_grad = v
@@ -479,8 +485,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
                         and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER)})
       for t, tgt in zip(todo, targets):
         if t._requires_grad and not t._leaf: t.uop = _computed(becomes.get(tgt, tgt), hand(t.uop, True))
+      # (a float tensor whose requires_grad is unset may get a gradient too, tinygrad's rule: its graph is kept as well)
+      unset_grad = not NO_GRAD.value
       for t in others:
-        if (new := hand(t.uop, bool(t._requires_grad))) is not t.uop: t.uop = new
+        keep_graph = bool(t._requires_grad) or (unset_grad and t._requires_grad is None and t.dtype.is_float)
+        if (new := hand(t.uop, keep_graph)) is not t.uop: t.uop = new
     # raised once the tensors hold what ran (a failed check must not leave an in-place write to be made again)
     if oks: _raise_failed_checks({c: becomes[ok].base.buffer for c, ok in oks.items()})
 
@@ -662,7 +671,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     r = r.cast(self.dtype)
     if self.uop.base.op is Ops.BUFFER and self.uop.op is not Ops.BUFFER or self.uop.op is Ops.BUFFER: return self.assign(r)
     self.uop = r.uop
-    self.requires_grad = self.requires_grad or r.requires_grad
+    if r._requires_grad: self._requires_grad = True   # (computed from what needs grad: not a leaf of its own)
     return self
   def __iadd__(self, x): return self._inplace(self + x, "add_")
   def __isub__(self, x): return self._inplace(self - x, "sub_")

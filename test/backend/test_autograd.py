@@ -286,3 +286,29 @@ def test_zero_size_grad(device):
   ((tx * 2).sum() + 1).backward()
   ((px * 2).sum() + 1).backward()
   check_grad(px, tx)
+
+def test_leaves_made_alike_are_separate(device):
+  # Tensor.zeros(3) twice is one graph node (hash-consing); as leaves they are two tensors with their own gradients
+  a, b = Tensor.zeros(3, requires_grad=True), Tensor.zeros(3, requires_grad=True)
+  (a * 2 + b * 5).sum().backward()
+  assert a.grad.tolist() == [2.0] * 3 and b.grad.tolist() == [5.0] * 3
+  c, d = Tensor(3.5, requires_grad=True), Tensor(3.5, requires_grad=True)
+  (c + d * 3).backward()
+  assert (c.grad.item(), d.grad.item(), c.item()) == (1.0, 3.0, 3.5)
+  z = Tensor.zeros(3)
+  z += a * 4   # in place, from a tensor that needs grad: not a leaf of its own, the gradient reaches a
+  a.grad = None
+  z.sum().backward()
+  assert a.grad.tolist() == [4.0] * 3
+
+def test_unset_graphs_survive_a_realize(device):
+  # tinygrad's test_accumulate_gradients: a realize of one gradient hands its kernels' results to the other live
+  # graphs; an unset tensor's graph is kept for its gradient (a second backward reaches x again)
+  rng = np.random.default_rng(0)
+  x, w = Tensor(rng.standard_normal((1, 3)).astype(np.float32)), Tensor(rng.standard_normal((3, 3)).astype(np.float32))
+  out = (x @ w).relu().log_softmax().sum()
+  out.backward()
+  g1 = x.grad.numpy()
+  out.backward()
+  out.backward()
+  np.testing.assert_allclose(x.grad.numpy(), 3 * g1, rtol=1e-6)
