@@ -257,6 +257,127 @@ class LinalgMixin(TensorMixin):
     t = t.permute([st.index(c) for c in out]) if st else t
     return t.expand(tuple(size[c] for c in out)) if out else t
 
+  # ------------------------------------------------------------ decompositions
+  def _decomp_arg(self, op: str) -> Tensor:
+    if self.ndim < 2: raise _fail(ValueError, op, f"needs a matrix or a batch of them (2 or more dims), got {self.ndim} dims", self)
+    if not self.dtype.is_float: raise _fail(TypeError, op, f"needs a floating-point tensor, got {self.dtype}", self)
+    return self
+  def qr(self, mode: str = "complete") -> tuple[Tensor, Tensor]:
+    """QR decomposition of the last two dims (m, n) by Householder reflections, one per column: self = Q @ R, Q
+    orthogonal, R upper triangular. mode "complete" (tinygrad's qr(), the default): Q (..., m, m), R (..., m, n);
+    "reduced" (torch.linalg.qr's default): Q (..., m, k), R (..., k, n), k = min(m, n). Signs as LAPACK (torch):
+    R[j, j] = -sign(x0) * ||x|| for each reflected column; a column with nothing below the diagonal is not reflected.
+
+    >>> Q, R = Tensor([[3.0, 1.0], [4.0, 2.0]]).qr()
+    >>> [[round(v, 4) for v in r] for r in R.tolist()], round((Q @ R - Tensor([[3.0, 1.0], [4.0, 2.0]])).abs().max().item(), 5)
+    ([[-5.0, -2.2], [0.0, 0.4]], 0.0)
+    """
+    x = self._decomp_arg("qr")
+    if mode not in ("complete", "reduced"): raise _fail(ValueError, "qr", f"mode must be 'complete' or 'reduced', got {mode!r}", self)
+    T, b, m, n = type(self), self.shape[:-2], self.shape[-2], self.shape[-1]
+    R, Q = x, T.eye(m, dtype=x.dtype, device=x.device).expand(b + (m, m))
+    row = T.arange(m, device=x.device)
+    for j in range(min(m - 1, n)):
+      col = R[..., :, j]
+      at_j, below = row == j, row > j
+      alpha = at_j.where(col, 0).sum(-1, keepdim=True)
+      sigma = below.where(col, 0).square().sum(-1, keepdim=True)   # ||x[j+1:]||^2: 0 leaves the column as it is
+      norm = (alpha.square() + sigma).sqrt()
+      beta = -(alpha >= 0).where(norm, -norm)
+      active = sigma > 0
+      # v = x - beta e_j (zero above row j), H = I - tau v v^T, tau = 2 / (v.v) = 1 / (norm (norm + |alpha|))
+      v = at_j.where(alpha - beta, below.where(col, 0)).unsqueeze(-1)
+      tau = active.where(1 / active.where(norm * (norm + alpha.abs()), 1), 0).unsqueeze(-1)
+      R = R - (tau * v) @ (v.transpose(-2, -1) @ R)
+      Q = Q - (Q @ v) @ (tau * v).transpose(-2, -1)
+    R = R.triu()
+    if mode == "reduced" and m > n: return Q[..., :, :n], R[..., :n, :]
+    return Q, R
+  def svd(self, full_matrices: bool = True) -> tuple[Tensor, Tensor, Tensor]:
+    """Singular value decomposition of the last two dims (m, n): (U, S, Vh) with self = U @ diag(S) @ Vh, S (..., k)
+    descending and >= 0, k = min(m, n), as tinygrad's svd (whose third result, named V, is V transposed) and
+    torch.linalg.svd. full_matrices: U (..., m, m) and Vh (..., n, n); else U (..., m, k) and Vh (..., k, n).
+
+    Algorithm: a QR of a tall matrix (of the transpose of a wide one), then one-sided Jacobi on the k x k factor:
+    fixed sweeps of round-robin pair rotations (k // 2 pairs a round, all at once), the singular values the column
+    norms, sorted; U's columns are re-orthonormalized with a QR, which also completes them for zero singular values.
+
+    >>> U, S, Vh = Tensor([[3.0, 0.0], [0.0, -4.0]]).svd()
+    >>> [round(s, 4) for s in S.tolist()], round((U @ (S.unsqueeze(-2) * Vh.transpose(-2, -1)).transpose(-2, -1)).abs().sum().item(), 4)
+    ([4.0, 3.0], 7.0)
+    """
+    x = self._decomp_arg("svd")
+    T, b, m, n = type(self), self.shape[:-2], self.shape[-2], self.shape[-1]
+    if m < n:   # A^T = U' S Vh'  ->  A = Vh'^T S U'^T
+      u, s, vh = x.transpose(-2, -1).svd(full_matrices)
+      return vh.transpose(-2, -1), s, u.transpose(-2, -1)
+    k = n
+    eye = T.eye(k, dtype=x.dtype, device=x.device).expand(b + (k, k))
+    if k == 0: return T.eye(m, dtype=x.dtype, device=x.device).expand(b + (m, m if full_matrices else 0)), x.sum(-1)[..., :0], eye
+    if m > k: Qa, Ra = x.qr(); A = Ra[..., :k, :]
+    else: Qa, A = None, x
+    # W stacks the working matrix over V's columns: every rotation applies to both. An odd k gets a zero column (the
+    # round-robin bye): its products are 0, so it is never rotated and never moves another column.
+    N = k + k % 2
+    h, labels = N // 2, list(range(N))
+    W = A.cat(eye, dim=-2)
+    if N > k: W = W.pad((None,) * len(b) + (None, (0, 1)))
+    sweeps = 6 + math.ceil(math.log2(k)) if k > 2 else 1
+    for _ in range(sweeps * (N - 1)):
+      L, Rt = W[..., :h], W[..., h:]
+      Lu, Ru = L[..., :k, :], Rt[..., :k, :]
+      alpha, beta, gamma = Lu.square().sum(-2, keepdim=True), Ru.square().sum(-2, keepdim=True), (Lu * Ru).sum(-2, keepdim=True)
+      # the rotation [[c, s], [-s, c]] that makes the pair's columns orthogonal (the smaller root t of t^2 + 2 zeta t - 1)
+      rot = gamma != 0
+      zeta = (beta - alpha) / (2 * rot.where(gamma, 1))
+      t = rot.where((zeta >= 0).where(1.0, -1.0) / (zeta.abs() + (1 + zeta.square()).sqrt()), 0)
+      c = 1 / (1 + t.square()).sqrt()
+      s = c * t
+      L, Rt = c * L - s * Rt, s * L + c * Rt
+      if h > 1:   # next round-robin round: player 0 stays, the others move one place round the table
+        L, Rt = L[..., :1].cat(Rt[..., :1], L[..., 1:h - 1], dim=-1), Rt[..., 1:].cat(L[..., h - 1:], dim=-1)
+        labels = [labels[0], labels[h]] + labels[1:h - 1] + labels[h + 1:] + [labels[h - 1]]
+      W = L.cat(Rt, dim=-1).contiguous()
+    if N > k:   # drop the bye column
+      p = labels.index(k)
+      W = W[..., :p].cat(W[..., p + 1:], dim=-1)
+    Wu, V = W[..., :k, :], W[..., k:, :]
+    S, order = Wu.square().sum(-2).sqrt().sort(-1, descending=True)
+    idx = order.unsqueeze(-2).expand(b + (k, k))
+    Wu, V = Wu.gather(-1, idx), V.gather(-1, idx)
+    # U's columns: W's over S; a (numerically) zero singular value's column is completed by the QR instead
+    tiny = S <= S[..., :1] * (k * _eps(x.dtype))
+    Ur, Rr = tiny.unsqueeze(-2).where(0, Wu / tiny.where(1, S).unsqueeze(-2)).qr()
+    d = Rr.diagonal(0, -2, -1)
+    Ur = Ur * (d < 0).where(-1.0, 1.0).cast(x.dtype).unsqueeze(-2)
+    if Qa is None: U = Ur
+    elif full_matrices: U = (Qa[..., :, :k] @ Ur).cat(Qa[..., :, k:], dim=-1)
+    else: U = Qa[..., :, :k] @ Ur
+    return U, S, V.transpose(-2, -1)
+  def newton_schulz(self, steps: int, params: tuple, eps: float = 1.0e-7) -> Tensor:
+    """Orthogonalize the last two dims (Muon's Newton-Schulz, tinygrad's newton_schulz): G = self / (||self||_F + eps),
+    then `steps` times G = sum_i params[i] * (G G^T)^i G, an odd polynomial of G's singular values (U, V kept). A tall
+    matrix is done transposed. params (2, -1.5, 0.5) converge to U @ Vh (the sign function of the singular values).
+
+    >>> [[round(v, 3) for v in r] for r in Tensor([[3.0, 0.0], [0.0, 0.5]]).newton_schulz(20, (1.5, -0.5)).tolist()]
+    [[1.0, 0.0], [0.0, 1.0]]
+    """
+    x = self._decomp_arg("newton_schulz")
+    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
+      raise _fail(ValueError, "newton_schulz", f"steps must be an int >= 0, got {steps!r}", self)
+    if not isinstance(params, (tuple, list)) or not params or not all(isinstance(p, (int, float)) for p in params):
+      raise _fail(TypeError, "newton_schulz", f"params must be a non-empty sequence of numbers, got {params!r}", self)
+    if x.shape[-2] > x.shape[-1]: return x.transpose(-2, -1).newton_schulz(steps, params, eps).transpose(-2, -1)
+    G = x / (x.square().sum((-2, -1), keepdim=True).sqrt() + eps)
+    for _ in range(steps):
+      A, X = G @ G.transpose(-2, -1), G
+      out = G * params[0]
+      for p in params[1:]:
+        X = A @ X
+        out = out + X * p
+      G = out.contiguous()
+    return G
+
   # ------------------------------------------------------------ norms and distances
   @axis_keywords
   def norm(self, ord=None, dim=None, keepdim: bool = False, dtype=None, p=None) -> Tensor:
@@ -410,6 +531,10 @@ def _scaled_sum(op: str, x: Tensor, prod_: Tensor, beta: float, alpha: float) ->
     raise _fail(ValueError, op, f"self of shape {x.shape} does not broadcast to the product's shape {p.shape}", x, p)
   if beta == 0: return p   # torch ignores self's values (NaN too) when beta == 0
   return (x if beta == 1 else x * beta) + p
+
+def _eps(dt) -> float:
+  """Machine epsilon of a float dtype."""
+  return {2: 2.0 ** -7 if 'bfloat' in str(dt) else 2.0 ** -10, 4: 2.0 ** -23}.get(dt.itemsize, 2.0 ** -52)
 
 def _sum_keep_dtype(x: Tensor, axes: tuple[int, ...]) -> Tensor:
   if x.dtype.is_bool: return x.any(axes)
