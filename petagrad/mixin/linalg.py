@@ -385,8 +385,8 @@ class LinalgMixin(TensorMixin):
 
     dim None: the whole tensor as a vector (ord None/'fro' is the 2-norm = Frobenius norm).
     dim an int: vector norms, ord in {None (2), p (any float), inf, -inf, 0}.
-    dim a pair: matrix norms, ord in {None/'fro', 1, -1, inf, -inf}; 'nuc', 2, -2 need an SVD
-    (NotImplementedError).
+    dim a pair: matrix norms, ord in {None/'fro', 1, -1, inf, -inf, 'nuc', 2, -2} (the last three from svd's
+    singular values).
     p= (torch.Tensor.norm's keyword): a number is the vector p-norm over all of dim (a pair too), 'fro'/'nuc' as ord.
 
     >>> Tensor([3.0, 4.0]).norm().item(), Tensor([[1.0, -2.0], [3.0, 4.0]]).norm(p=1, dim=(0, 1)).item()
@@ -412,7 +412,13 @@ class LinalgMixin(TensorMixin):
     d0, d1 = _resolve_axis("norm", dim[0], self.ndim, self), _resolve_axis("norm", dim[1], self.ndim, self)
     if d0 == d1: raise _fail(ValueError, "norm", f"dims must differ, got {dim}", self)
     if ord is None or ord == "fro": return x._vector_norm(2, (d0, d1), keepdim)
-    if ord in ("nuc", 2, -2): raise _fail(NotImplementedError, "norm", f"matrix norm ord={ord!r} needs singular values (not implemented)", self)
+    if ord in ("nuc", 2, -2):   # from the singular values of the (d0, d1) matrices
+      rest = [d for d in range(x.ndim) if d not in (d0, d1)]
+      sv = x.permute(*rest, d0, d1).svd(full_matrices=False)[1]
+      r = sv.sum(-1) if ord == "nuc" else sv.amax(-1) if ord == 2 else sv.amin(-1)
+      if not keepdim: return r
+      for d in sorted((d0, d1)): r = r.unsqueeze(d)
+      return r
     if ord in (1, -1, math.inf, -math.inf):
       # 1: max over columns of the column sums; inf: max over rows of the row sums
       sum_dim, red_dim = (d0, d1) if ord in (1, -1) else (d1, d0)

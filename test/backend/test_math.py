@@ -181,12 +181,15 @@ def test_matrix_norm(device, ord):
   helper_test_op([(2, 3, 4)], lambda x: torch.linalg.norm(x, ord, dim=(1, 2)), lambda x: x.norm(ord, dim=(1, 2)))
   helper_test_op([(3, 4)], lambda x: torch.linalg.norm(x, ord, dim=(1, 0), keepdim=True), lambda x: x.norm(ord, dim=(1, 0), keepdim=True))
 
+@pytest.mark.parametrize("ord", ["nuc", 2, -2])
+def test_matrix_norm_from_singular_values(ord):
+  helper_test_op([(2, 3, 4)], lambda x: torch.linalg.norm(x, ord, dim=(1, 2)), lambda x: x.norm(ord, dim=(1, 2)), atol=1e-4, forward_only=True)
+  helper_test_op([(3, 4)], lambda x: torch.linalg.norm(x, ord, dim=(1, 0), keepdim=True), lambda x: x.norm(ord, dim=(1, 0), keepdim=True),
+                 atol=1e-4, forward_only=True)
+  if ord == "nuc": helper_test_op([(3, 4)], lambda x: x.norm(p="nuc"), lambda x: x.norm("nuc"), atol=1e-4, forward_only=True)
+
 def test_norm_errors(device):
   x = Tensor.ones(2, 3)
-  with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord='nuc' needs singular values"): x.norm("nuc", dim=(0, 1))
-  with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord='nuc' needs singular values"): x.norm("nuc")
-  with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord=2 needs singular values"): x.norm(2, dim=(1, 0))
-  with pytest.raises(NotImplementedError, match=r"norm: matrix norm ord=-2 needs singular values"): x.norm(-2, dim=(0, 1))
   with pytest.raises(ValueError, match=r"norm: ord 'nuc' needs a 2-D tensor or a pair of dims, got 1 dims"): Tensor.ones(3).norm("nuc")
   with pytest.raises(ValueError, match=r"norm: ord 'fro2' needs a pair of dims"): x.norm("fro2", dim=0)
   with pytest.raises(ValueError, match=r"norm: dims must differ"): x.norm(1, dim=(0, -2))
