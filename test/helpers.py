@@ -145,3 +145,20 @@ def stacked(*fns: Callable) -> Callable:
     outs = [fn(*xs) for fn in fns]
     return torch.stack(outs) if isinstance(outs[0], torch.Tensor) else Tensor.stack(outs)
   return f
+
+def run_tinygrad(code: str, **inputs: Any) -> dict:
+  """Run `code` with tinygrad 0.14 (DEV=PYTHON) in a subprocess: `inputs` arrive as float32 numpy arrays, `out` (a dict
+  of arrays) comes back. Skips the test where tinygrad is not installed (the bench extra). Not imported here: importing
+  tinygrad changes the interpreter (it raises the recursion limit)."""
+  import importlib.util, json, os, subprocess, sys, textwrap
+  import pytest
+  if importlib.util.find_spec("tinygrad") is None: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
+  prog = "import json, sys, numpy as np\nfrom tinygrad import Tensor, nn, Context, dtypes\nfrom tinygrad.nn.state import get_state_dict\n" \
+         "inputs = {k: np.array(v, dtype=np.float32) for k, v in json.loads(sys.stdin.read()).items()}\nout = {}\n" + \
+         textwrap.dedent(code) + "\nprint(json.dumps({k: np.asarray(v, dtype=np.float64).tolist() for k, v in out.items()}))\n"
+  env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "BEAM", "NOOPT")}
+  env["DEV"] = "PYTHON"
+  r = subprocess.run([sys.executable, "-c", prog], input=json.dumps({k: np.asarray(v).tolist() for k, v in inputs.items()}), capture_output=True,
+                     text=True, env=env, cwd="/", timeout=600)
+  if r.returncode != 0: pytest.fail(f"tinygrad reference failed:\n{r.stderr[-3000:]}")
+  return {k: np.array(v) for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}

@@ -588,17 +588,7 @@ def newton_schulz(G: Tensor, steps: int, coefficients: Sequence[float], eps: flo
   >>> [[round(v, 3) for v in row] for row in q.tolist()]
   [[1.0, 0.0], [0.0, 1.0]]
   """
-  if G.ndim < 2: raise ValueError(f"newton_schulz: needs a matrix (2 or more dims), got shape {G.shape}")
-  if G.shape[-2] > G.shape[-1]: return newton_schulz(G.transpose(-2, -1), steps, coefficients, eps).transpose(-2, -1)
-  G = G / (G.square().sum(axis=(-2, -1), keepdim=True).sqrt() + eps)
-  for _ in range(steps):
-    A, X = G @ G.transpose(-2, -1), G
-    out = G * coefficients[0]
-    for c in coefficients[1:]:
-      X = A @ X
-      out = out + X * c
-    G = out
-  return G
+  return G.newton_schulz(steps, tuple(coefficients), eps)
 
 class Muon(_MomentumState):
   """Muon (https://kellerjordan.github.io/posts/muon/), tinygrad's nn.optim.Muon rule and defaults: SGD momentum

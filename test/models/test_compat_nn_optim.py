@@ -6,11 +6,12 @@ updated where it lives.
 References: tinygrad 0.14 itself (run in a subprocess on its PYTHON device, as test_nn_compat.py does), torch.optim for
 the update rules, and an uninterrupted petagrad run for the resumed ones."""
 from __future__ import annotations
-import importlib.util, json, math, os, subprocess, sys, textwrap
+import json, math
 import numpy as np
 import pytest
 from petagrad import Tensor, dtypes
 from petagrad.nn import optim
+from helpers import run_tinygrad
 from petagrad.nn.state import get_state_dict, load_state_dict, safe_save, safe_load
 from petagrad.engine.jit import TinyJit
 
@@ -19,19 +20,7 @@ W0 = RNG.standard_normal((3, 4)).astype(np.float32)
 B0 = RNG.standard_normal(4).astype(np.float32)
 X = RNG.standard_normal((5, 3)).astype(np.float32)
 
-def _run_tinygrad(code: str, **inputs) -> dict:
-  """code run by tinygrad 0.14 (DEV=PYTHON) in a subprocess; `inputs` arrive as float32 numpy arrays, `out` (a dict of
-  arrays) comes back. Skips where tinygrad is not installed."""
-  if importlib.util.find_spec("tinygrad") is None: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
-  prog = "import json, sys, numpy as np\nfrom tinygrad import Tensor, nn, Context, dtypes\nfrom tinygrad.nn.state import get_state_dict\n" \
-         "inputs = {k: np.array(v, dtype=np.float32) for k, v in json.loads(sys.stdin.read()).items()}\nout = {}\n" + \
-         textwrap.dedent(code) + "\nprint(json.dumps({k: np.asarray(v, dtype=np.float64).tolist() for k, v in out.items()}))\n"
-  env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "BEAM", "NOOPT")}
-  env["DEV"] = "PYTHON"
-  r = subprocess.run([sys.executable, "-c", prog], input=json.dumps({k: np.asarray(v).tolist() for k, v in inputs.items()}), capture_output=True,
-                     text=True, env=env, cwd="/", timeout=600)
-  if r.returncode != 0: pytest.fail(f"tinygrad reference failed:\n{r.stderr[-3000:]}")
-  return {k: np.array(v) for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+_run_tinygrad = run_tinygrad   # tinygrad 0.14 in a subprocess (test/helpers.py)
 
 def loss_of(W: Tensor, b: Tensor) -> Tensor: return (Tensor(X) @ W + b).tanh().square().mean()
 

@@ -5,29 +5,17 @@ References: PyTorch where it has the call (torch.nn.LayerNorm / BatchNorm / Conv
 implementation of the same math, and tinygrad 0.14 itself where it is installed (run in a subprocess on its PYTHON
 device: its CPU device needs clang)."""
 from __future__ import annotations
-import importlib.util, json, os, subprocess, sys, textwrap
+import os, sys
 import numpy as np
 import pytest
 from petagrad import Tensor, nn, dtypes
 from petagrad.nn import optim
+from helpers import run_tinygrad
 
 torch = pytest.importorskip("torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-def _run_tinygrad(code: str, **inputs) -> dict:
-  """Run code with tinygrad 0.14 (DEV=PYTHON) in a subprocess; `inputs` arrive as numpy arrays, `out` (a dict of
-  arrays) comes back. Skips the test where tinygrad is not installed."""
-  # not imported here: importing tinygrad changes the interpreter (it raises the recursion limit)
-  if importlib.util.find_spec("tinygrad") is None: pytest.skip("tinygrad is not installed (pip install tinygrad==0.14.0: the bench extra)")
-  prog = "import json, sys, numpy as np\nfrom tinygrad import Tensor, nn, Context, dtypes\n" \
-         "inputs = {k: np.array(v, dtype=np.float32) for k, v in json.loads(sys.stdin.read()).items()}\nout = {}\n" + \
-         textwrap.dedent(code) + "\nprint(json.dumps({k: np.asarray(v, dtype=np.float64).tolist() for k, v in out.items()}))\n"
-  env = {k: v for k, v in os.environ.items() if k not in ("DEBUG", "BEAM", "NOOPT")}
-  env["DEV"] = "PYTHON"
-  r = subprocess.run([sys.executable, "-c", prog], input=json.dumps({k: np.asarray(v).tolist() for k, v in inputs.items()}), capture_output=True,
-                     text=True, env=env, cwd="/", timeout=600)
-  if r.returncode != 0: pytest.fail(f"tinygrad reference failed:\n{r.stderr[-3000:]}")
-  return {k: np.array(v) for k, v in json.loads(r.stdout.strip().splitlines()[-1]).items()}
+_run_tinygrad = run_tinygrad   # tinygrad 0.14 in a subprocess (test/helpers.py)
 
 # ---------------------------------------------------------------------- BatchNorm(sz=...)
 
