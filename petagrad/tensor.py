@@ -655,7 +655,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if marked and not self._requires_grad:   # (PyTorch's error: a comparison or an int cast stops the gradient)
       raise _fail(RuntimeError, "backward", f"the {self.dtype} result does not require grad: no tensor that requires grad reaches it "
                                             "through differentiable ops", self)
-    unset = [t for t in _live_tensors_of(nodes) if t._requires_grad is None and t.dtype.is_float and id(t) not in {id(m) for m in marked}]
+    unset = [t for t in _live_tensors_of(nodes) if t._requires_grad is None and t.dtype.is_float]   # (marked ones are True)
     if not marked and not unset: raise _fail(RuntimeError, "backward", "no tensor in the graph can have a gradient", self)
     for t, g in zip(marked + unset, self.gradient(*marked, *unset, gradient=gradient)):
       if g.shape != t.shape: g = g.reshape(t.shape)
