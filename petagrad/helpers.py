@@ -117,8 +117,8 @@ def _flag(name: str) -> Flag:
 
 class Context(contextlib.ContextDecorator):
   """Temporarily override flags: `with Context(DEBUG=2, NOOPT=1): ...`. An unknown name raises KeyError; the few tinygrad
-  flags petagrad has no use for (TINYGRAD_NOOP_FLAGS: SPLIT_REDUCEOP, FUSE_ARANGE, TRANSCENDENTAL) are accepted and change
-  nothing but their own value.
+  flags petagrad has no use for (TINYGRAD_NOOP_FLAGS, listed in docs/env_vars.md) are accepted and change nothing but
+  their own value.
 
   >>> with Context(SPLIT_REDUCEOP=0, NOOPT=1): int(SPLIT_REDUCEOP), int(NOOPT)
   (0, 1)

@@ -228,23 +228,21 @@ class MovementMixin(TensorMixin):
     if mode == "circular": return self._pad_circular(pairs)
     raise _fail(ValueError, "pad", f"mode must be 'constant', 'reflect', 'replicate' or 'circular', got {mode!r}", self)
   def _pad_each(self, pairs, piece, mode: str) -> Tensor:
-    """The positive parts of pairs padded with piece(x, axis, length, pad, left) and the negative parts cropped, in
-    torch's order: reflect and replicate pad first (a side cropped by k shows the padded input from k on: reflect
-    [1 2] by (-1, 1) is [2 1]), circular crops first (it wraps the cropped input: [1 2 3] by (1, -1) is [2 1 2])."""
+    """Reflect or replicate: the positive parts of pairs padded with piece(x, axis, length, pad, left), then the negative
+    parts cropped, in torch's order (a side cropped by k shows the padded input from k on: reflect [1 2] by (-1, 1) is
+    [2 1])."""
     for ax, ((b, a), L) in enumerate(zip(pairs, self.shape)):
-      if (b or a) and L + b + a <= 0 and mode != "circular":   # (torch gives circular an empty output)
+      if (b or a) and L + b + a <= 0:
         raise _fail(ValueError, "pad", f"{mode} padding {tuple(pairs)}: the input (size {L} in dim {ax}) is too small, "
                                        f"the output would have size {L + b + a}", self)
-    def crop(x: Tensor) -> Tensor:
-      if not any(b < 0 or a < 0 for b, a in pairs): return x
-      return x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
-    x = crop(self) if mode == "circular" else self
+    x = self
     for ax, (b, a) in enumerate((max(b, 0), max(a, 0)) for b, a in pairs):
       if not b and not a: continue
       L = x.shape[ax]
       parts = [p for p in (piece(x, ax, L, b, True), x, piece(x, ax, L, a, False)) if p is not None]
       x = parts[0].cat(*parts[1:], dim=ax)
-    return x if mode == "circular" else crop(x)
+    if not any(b < 0 or a < 0 for b, a in pairs): return x
+    return x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
   def _pad_reflect(self, pairs: Sequence[tuple[int, int]]) -> Tensor:
     """Reflect about the edge (the edge is not repeated): [a b c d] pad 2 -> [c b a b c d c b]."""
     for ax, ((b, a), L) in enumerate(zip(pairs, self.shape)):
@@ -257,7 +255,7 @@ class MovementMixin(TensorMixin):
   def _pad_replicate(self, pairs: Sequence[tuple[int, int]]) -> Tensor:
     """Repeat the edge value: [a b c] pad 2 -> [a a a b c c c]."""
     for ax, ((b, a), L) in enumerate(zip(pairs, self.shape)):
-      if L == 0 and (b > 0 or a > 0): raise _fail(ValueError, "pad", f"cannot replicate-pad an empty dim {ax}", self)   # (pairs from pad_mode)
+      if L == 0 and (b > 0 or a > 0): raise _fail(ValueError, "pad", f"cannot replicate-pad an empty dim {ax}", self)
     def piece(x, ax, L, p, left):
       if not p: return None
       e = x.shrink(tuple(((0, 1) if left else (L - 1, L)) if i == ax else None for i in range(x.ndim)))
@@ -267,13 +265,9 @@ class MovementMixin(TensorMixin):
     """Wrap around: [a b c] pad 1 -> [c a b c a]."""
     for ax, ((b, a), L) in enumerate(zip(pairs, self.shape)):
       if b > L or a > L: raise _fail(ValueError, "pad", f"circular padding {tuple(pairs)} must be at most the dim ({L} in dim {ax})", self)
-    def piece(x, ax, L, p, left):
-      if not p: return None
-      return x.shrink(tuple(((L - p, L) if left else (0, p)) if i == ax else None for i in range(x.ndim)))
+    # torch's order: crop first (negative pads), then wrap around the crop: out[k] = crop[(k - before) % C] (a pad wider
+    # than the crop wraps more than once, where torch leaves the values uninitialized; zeros where the crop is empty)
     crops = [L + min(b, 0) + min(a, 0) for (b, a), L in zip(pairs, self.shape)]
-    if all(b <= C and a <= C for (b, a), C in zip(pairs, crops)): return self._pad_each(pairs, piece, "circular")
-    # a pad wider than the cropped dim (torch: its output shape, but values left uninitialized): wrap around the crop
-    # periodically, out[k] = crop[(k - before) % C]; zeros where the crop is empty
     x = self.shrink(tuple((-min(b, 0), L + min(a, 0)) for (b, a), L in zip(pairs, self.shape)))
     for ax, ((b, a), C) in enumerate(zip(pairs, crops)):
       b, a = max(b, 0), max(a, 0)
