@@ -30,7 +30,7 @@ URL tinygrad uses (see `cifar_files`).
 """
 from __future__ import annotations
 import array, gzip, io, os, pickle, random, struct, sys, tarfile, tempfile, urllib.request
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import DType, dtypes
 from petagrad.helpers import prod, cache_dir, MNIST_PATH, CIFAR_PATH
@@ -99,6 +99,19 @@ def _find_in(folder: str) -> list[str] | None:
     found.append(p)
   return found
 
+def _download_checked(url: str, dest: str, check: Callable[[str], Any], timeout: float) -> None:
+  """url into dest, whole or not at all: streamed into a temporary file beside it, check(that file) (it raises for what
+  is not the data: a proxy's error page), then renamed."""
+  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(dest)}.", suffix=".tmp", dir=os.path.dirname(dest))
+  try:
+    with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=timeout) as r:
+      while chunk := r.read(1 << 20): f.write(chunk)
+    check(tmp)
+    os.replace(tmp, dest)
+  except BaseException:
+    if os.path.exists(tmp): os.unlink(tmp)
+    raise
+
 def _download(urls: Sequence[str], folder: str, timeout: float) -> tuple[list[str] | None, list[str]]:
   """Fetch the four .gz files into folder (each written to a temporary file and renamed: never half a file).
   Returns (paths or None, one line per failure)."""
@@ -109,15 +122,7 @@ def _download(urls: Sequence[str], folder: str, timeout: float) -> tuple[list[st
       for name in MNIST_FILES:
         dest = os.path.join(folder, name + ".gz")
         if os.path.isfile(dest): continue
-        with urllib.request.urlopen(base + name + ".gz", timeout=timeout) as r: data = r.read()
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=folder)
-        try:
-          with os.fdopen(fd, "wb") as f: f.write(data)
-          read_idx(tmp)   # a proxy's error page is not an IDX file: check before keeping it
-          os.replace(tmp, dest)
-        except BaseException:
-          if os.path.exists(tmp): os.unlink(tmp)
-          raise
+        _download_checked(base + name + ".gz", dest, read_idx, timeout)   # a proxy's error page is not an IDX file
       if (found := _find_in(folder)) is not None: return found, errors
     except Exception as e:   # offline, HTTP error, bad file: try the next mirror
       errors.append(f"{base}: {type(e).__name__}: {e}")
@@ -270,8 +275,6 @@ def _cifar_in(folder: str) -> list[tuple[str, str | None]] | None:
     return [(tb, m) for m in members]
   return None
 
-def _cifar_path_setting() -> str: return str(CIFAR_PATH)
-
 def _cifar_download(folder: str, timeout: float) -> tuple[list[tuple[str, str | None]] | None, list[str]]:
   """Fetch the binary release tarball into folder (a temporary file, checked, then renamed). Returns (the batches or
   None, one line per failure)."""
@@ -279,19 +282,12 @@ def _cifar_download(folder: str, timeout: float) -> tuple[list[tuple[str, str | 
   for url in CIFAR_URLS:
     try:
       os.makedirs(folder, exist_ok=True)
-      dest = os.path.join(folder, url.rsplit("/", 1)[1])
-      fd, tmp = tempfile.mkstemp(prefix=".cifar.", suffix=".tmp", dir=folder)
-      try:
-        with os.fdopen(fd, "wb") as f, urllib.request.urlopen(url, timeout=timeout) as r:
-          while chunk := r.read(1 << 20): f.write(chunk)
+      def check(tmp: str) -> None:
         try:
           with tarfile.open(tmp, "r:*") as tf: ok = _cifar_members(tf.getnames()) is not None
         except (OSError, tarfile.TarError, EOFError) as e: raise CIFARError(f"not a tar archive ({type(e).__name__}: {e})") from None
         if not ok: raise CIFARError("the archive lacks the CIFAR-10 batches")
-        os.replace(tmp, dest)
-      except BaseException:
-        if os.path.exists(tmp): os.unlink(tmp)
-        raise
+      _download_checked(url, os.path.join(folder, url.rsplit("/", 1)[1]), check, timeout)
       if (found := _cifar_in(folder)) is not None: return found, errors
     except Exception as e:   # offline, HTTP error, bad file: try the next URL
       errors.append(f"{url}: {type(e).__name__}: {e}")
@@ -321,7 +317,7 @@ def cifar_files(path: str | os.PathLike | None = None, download: bool = True, ti
                             f": it needs {', '.join(CIFAR_BATCHES)} (python version, or the same names + .bin: binary version) or {' or '.join(CIFAR_TARBALLS)}")
   looked: list[str] = []
   candidates: list[tuple[str, str]] = []
-  if (env := _cifar_path_setting()): candidates.append(("CIFAR_PATH", env))
+  if (env := str(CIFAR_PATH)): candidates.append(("CIFAR_PATH", env))
   else: looked.append("  CIFAR_PATH: (not set)")
   cache = os.path.join(str(cache_dir()), "datasets", "cifar-10")
   candidates.append(("download cache", cache))

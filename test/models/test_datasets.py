@@ -228,12 +228,9 @@ def expected_cifar(n: int = 3):
 @pytest.fixture
 def no_cifar(monkeypatch, tmp_path):
   """No CIFAR_PATH, an empty cache dir, and no network."""
-  monkeypatch.delenv("CIFAR_PATH", raising=False)
   def offline(*a, **k): raise OSError("network is unreachable (test)")
   monkeypatch.setattr(datasets.urllib.request, "urlopen", offline)
-  from petagrad import helpers
-  ctx = {"CACHEDIR": str(tmp_path / "cache"), **({"CIFAR_PATH": ""} if hasattr(helpers, "CIFAR_PATH") else {})}
-  with Context(**ctx): yield tmp_path
+  with Context(CACHEDIR=str(tmp_path / "cache"), CIFAR_PATH=""): yield tmp_path
 
 def check_cifar(out, n: int = 3) -> None:
   X, Y, Xt, Yt = out
@@ -247,14 +244,9 @@ def test_cifar_from_path(no_cifar, kind, protocol, sub):
   fake_cifar(no_cifar / "d", kind, protocol=protocol, sub=sub)
   check_cifar(cifar(path=no_cifar / "d"))
 
-def test_cifar_path_setting(no_cifar, monkeypatch):
+def test_cifar_path_setting(no_cifar):
   fake_cifar(no_cifar / "env", "bin", n=2)
-  from petagrad import helpers
-  if hasattr(helpers, "CIFAR_PATH"):
-    with Context(CIFAR_PATH=str(no_cifar / "env")): check_cifar(cifar(), n=2)
-  else:
-    monkeypatch.setenv("CIFAR_PATH", str(no_cifar / "env"))
-    check_cifar(cifar(), n=2)
+  with Context(CIFAR_PATH=str(no_cifar / "env")): check_cifar(cifar(), n=2)
 
 def test_cifar_matches_tinygrad(tmp_path):
   """tinygrad 0.14's cifar() (its download replaced by the same fake binary tarball) returns what petagrad's does."""
