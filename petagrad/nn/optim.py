@@ -290,15 +290,11 @@ class Optimizer:
     commit(*new)   # buffers now (one realize), so an assign or a move before the first step writes the state itself
     return out
 
-  def _compat_items(self) -> dict[str, Any]:
-    """The optimizer's tensors under tinygrad's attribute names (what tinygrad's get_state_dict(opt) finds)."""
-    return {"params": self.params, "lr": self.lr}
-
   def _state_dict_items(self) -> dict[str, Any]:
-    """What `nn.state.get_state_dict(opt)` walks: tinygrad's names (params.0, lr, then m.0 / v.0 / b1_t / b2_t, or
-    b.0), so a tinygrad checkpoint of an optimizer (`safe_save(get_state_dict(opt))`, then `load_state_dict(opt, ...)`)
-    saves and restores the live state."""
-    return self._compat_items()
+    """What `nn.state.get_state_dict(opt)` walks: the optimizer's tensors under tinygrad's attribute names (params.0,
+    lr, then m.0 / v.0 / b1_t / b2_t, or b.0), so a tinygrad checkpoint of an optimizer (`safe_save(get_state_dict(opt))`,
+    then `load_state_dict(opt, ...)`) saves and restores the live state."""
+    return {"params": self.params, "lr": self.lr}
 
   def _begin_group(self, group: dict[str, Any], device: str) -> None:
     """Per-group work before its parameters (the step counter and bias corrections of Adam-like optimizers)."""
@@ -332,7 +328,7 @@ def _to(t: Tensor, device: str) -> Tensor:
 class _MomentumState(Optimizer):
   """The optimizers that keep a momentum buffer (SGD, LARS, Muon: all LARS in tinygrad), with tinygrad's `opt.b`."""
   def _momentum_buffers(self) -> list[Tensor]: return self._state_list("momentum_buffer", [g for g in self.param_groups if g["momentum"]])
-  def _compat_items(self) -> dict[str, Any]: return {**super()._compat_items(), "b": self._momentum_buffers()}
+  def _state_dict_items(self) -> dict[str, Any]: return {**super()._state_dict_items(), "b": self._momentum_buffers()}
 
   @property
   def b(self) -> list[Tensor]:
@@ -471,8 +467,8 @@ class Adam(Optimizer):
     views = self.__dict__.setdefault("_beta_views", {})
     if which not in views: views[which] = _BetaPower(self, which)
     return views[which]
-  def _compat_items(self) -> dict[str, Any]:
-    return {**super()._compat_items(), "b1_t": self.b1_t, "b2_t": self.b2_t, "m": self.m, "v": self.v}
+  def _state_dict_items(self) -> dict[str, Any]:
+    return {**super()._state_dict_items(), "b1_t": self.b1_t, "b2_t": self.b2_t, "m": self.m, "v": self.v}
 
 class _BetaPower(Tensor):
   """tinygrad's LAMB `b1_t` / `b2_t` (beta ** step, shape (1,), float32) as a live view of the optimizer's step counter
@@ -673,7 +669,7 @@ class OptimizerGroup(Optimizer):
     return {p: st for o in self.optimizers for p, st in o.state.items()}
   def zero_grad(self, set_to_none: bool = True) -> None:
     for o in self.optimizers: o.zero_grad(set_to_none)
-  def _compat_items(self) -> dict[str, Any]: return {"optimizers": self.optimizers, "params": self.params}   # tinygrad's names
+  def _state_dict_items(self) -> dict[str, Any]: return {"optimizers": self.optimizers, "params": self.params}   # tinygrad's names
   def _schedule(self, skip: Tensor | None) -> tuple[list[Tensor], list[Tensor]]:
     # every optimizer's gradients come before any write: a gradient of one optimizer's parameter may read another's
     grads: list[Tensor] = []
