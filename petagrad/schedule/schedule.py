@@ -75,6 +75,10 @@ def _chain_cost(root: UOp, realized: set[UOp]) -> int:
   """Op-equivalents one element of root costs to compute inside another kernel (a load counts one)."""
   return sum(1 if (u in realized or u.op is Ops.BUFFER) else _OP_COST.get(u.op, 0) for u in _kernel_walk((root,), realized))
 
+def _costly(u: UOp, realize: set[UOp]) -> bool:
+  """Is u a computed node without a buffer whose element costs at least RECOMPUTE_COST to compute in another kernel?"""
+  return u not in realize and u.op not in (Ops.BUFFER, Ops.CONST, Ops.IOTA) and _chain_cost(u, realize) >= RECOMPUTE_COST
+
 def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
   """Give a buffer to every costly elementwise chain a reduce would read through a large EXPAND."""
   for r in order:
@@ -82,14 +86,12 @@ def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
     for e in _kernel_walk(r.src, realize, stop=lambda u: u.op is Ops.EXPAND):
       if e.op is not Ops.EXPAND or e in realize or prod(e.shape) < RECOMPUTE_FACTOR * prod(e.src[0].shape): continue
       base = e.src[0].base   # below the movement ops: they are index math
-      if base in realize or base.op in (Ops.BUFFER, Ops.CONST, Ops.IOTA) or _chain_cost(base, realize) < RECOMPUTE_COST: continue
+      if not _costly(base, realize): continue
       # a costly piece the chain itself expands (the index of a one-hot `idx[:, None] == arange(n)`) gets the buffer
       # first: the small index is stored, not the n-times larger chain, which may then be cheap enough to fuse
       # (a gather stays a reduce over the comparison, which codegen/collapse.py turns into one load)
       for ie in _kernel_walk((base,), realize, stop=lambda u: u.op is Ops.EXPAND):
-        inner = ie.src[0].base if ie.op is Ops.EXPAND else None
-        if inner is not None and inner not in realize and inner.op not in (Ops.BUFFER, Ops.CONST, Ops.IOTA) and \
-           _chain_cost(inner, realize) >= RECOMPUTE_COST: realize.add(inner)
+        if ie.op is Ops.EXPAND and _costly(ie.src[0].base, realize): realize.add(ie.src[0].base)
       if _chain_cost(base, realize) >= RECOMPUTE_COST: realize.add(base)
 
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
