@@ -758,23 +758,23 @@ def _live_tensors_of(nodes: dict[UOp, Any]) -> list[Tensor]:
     out += [t for r in list(b.views.values()) if (t := r()) is not None and t.uop in nodes]
   return out
 
+def _drop_unset_grad(entry: tuple[weakref.ref, weakref.ref]) -> None:
+  """Take an entry's grad off its tensor (when the tensor still holds it)."""
+  if (owner := entry[1]()) is not None and (g := entry[0]()) is not None and owner.grad is g: owner.grad = None
+
 def _drop_unset_grads(readers: list[Tensor]) -> list[Tensor]:
   """readers less the grads of unset tensors (backward's tinygrad rule), which are dropped from their tensors."""
   keep = []
   for t in readers:
-    grad_ref, owner_ref = _unset_grads.pop(id(t), (None, None))
-    if grad_ref is None or grad_ref() is not t:
-      keep.append(t)
-      continue
-    if (owner := owner_ref()) is not None and owner.grad is t: owner.grad = None
+    if (entry := _unset_grads.pop(id(t), None)) is not None and entry[0]() is t: _drop_unset_grad(entry)
+    else: keep.append(t)
   for k in [k for k, (g, o) in _unset_grads.items() if g() is None or o() is None]: del _unset_grads[k]
   return keep
 
 # what TinyJit (petagrad/engine/jit.py) needs from this layer: the engine below never imports it
 def _forget_unset_grads() -> None:
   """Drop every grad backward() gave a tensor whose requires_grad is unset (TinyJit, at each call)."""
-  for grad_ref, owner_ref in _unset_grads.values():
-    if (owner := owner_ref()) is not None and (g := grad_ref()) is not None and owner.grad is g: owner.grad = None
+  for entry in _unset_grads.values(): _drop_unset_grad(entry)
   _unset_grads.clear()
 
 jit.TensorLayer.register(Tensor, lazy_tensors, _has_views, computed_view, _swap_uop_changes, _forget_unset_grads)
