@@ -182,20 +182,28 @@ class DeviceSpec:
     if self.sync is not None: self.sync()
 
 class _Device:
-  """`Device["CPU"]` gives the device's parts, importing runtime/ops_cpu.py on first use."""
-  KNOWN = ("CPU", "PYTHON", "NULL")
+  """`Device["CPU"]` gives the device's parts, importing runtime/ops_cpu.py on first use.
+
+  A device string is a kind, optionally with a colon and what follows it: "CPU", "CL:1" (the second OpenCL device),
+  "NULL:CUDA" (render and compile for CUDA, run nothing), "DISK:/path/file". The kind is case-insensitive; what
+  follows the colon keeps its case (a path)."""
+  KNOWN = ("CPU", "PYTHON", "NULL", "CL", "CUDA", "HIP", "DISK")
   @functools.cache
   def __getitem__(self, name: str) -> DeviceSpec:
-    base = self.canonicalize(name).split(":")[0]
-    try: mod = importlib.import_module(f"petagrad.runtime.ops_{base.lower()}")
+    name = self.canonicalize(name)
+    kind = name.split(":")[0]
+    try: mod = importlib.import_module(f"petagrad.runtime.ops_{kind.lower()}")
     except ModuleNotFoundError as e:
-      raise RuntimeError(f"unknown device {name!r}; known devices: {', '.join(self.KNOWN)}") from e
-    return mod.make_device(self.canonicalize(name))
+      if e.name != f"petagrad.runtime.ops_{kind.lower()}": raise
+      raise RuntimeError(f"device {name}: petagrad has no runtime for {kind} yet (NULL:{kind} renders and compiles for it without running)") from e
+    return mod.make_device(name)
   def canonicalize(self, name: str) -> str:
     if not isinstance(name, str): raise TypeError(f"device must be a string like 'CPU', got {name!r}")
-    n = name.upper()
-    if n.split(":")[0] not in self.KNOWN: raise RuntimeError(f"unknown device {name!r}; known devices: {', '.join(self.KNOWN)}")
-    return n[:-2] if n.endswith(":0") else n
+    kind, sep, rest = name.partition(":")
+    kind = kind.upper()
+    if kind not in self.KNOWN: raise RuntimeError(f"unknown device {name!r}; known devices: {', '.join(self.KNOWN)}")
+    if kind != "DISK": rest = rest.upper()
+    return kind if not sep or (rest == "0" and kind != "DISK") else f"{kind}:{rest}"
   @property
   def DEFAULT(self) -> str: return self.canonicalize(str(DEV) or "CPU")
   @property
