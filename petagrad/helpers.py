@@ -63,7 +63,11 @@ class Flag:
 FLAGS: dict[str, Flag] = {}
 
 DEBUG = Flag("DEBUG", 0, "Cumulative verbosity: 1 realize summary, 2 one line per kernel, 3 optimizations, 4 source, 5 kernel IR, 6 linear program.")
-DEV = Flag("DEV", "", "Default device (CPU, PYTHON, NULL). Empty: CPU.")
+DEV = Flag("DEV", "", "Default device: CPU, PYTHON, NULL, CL (CL:1 the second OpenCL device), CUDA, NULL:CUDA or NULL:HIP (render and compile "
+           "for that GPU, run nothing), DISK:/path. Empty: CPU. `python -m petagrad.device` lists what works here.")
+CUDA_ARCH = Flag("CUDA_ARCH", "sm_90", "GPU architecture NULL:CUDA compiles for (the CUDA device uses its GPU's own).")
+HIP_ARCH = Flag("HIP_ARCH", "gfx942", "AMD GPU architecture NULL:HIP compiles for (clang's --offload-arch).")
+HIP_CC = Flag("HIP_CC", "", "clang that compiles HIP kernels for NULL:HIP. Empty: the newest clang-NN on the PATH, else clang.")
 CC = Flag("CC", "", "C compiler used by the CPU device. Empty: gcc, or clang when gcc is missing.")
 CFLAGS = Flag("CFLAGS", "", "Extra flags appended to the CPU compiler command line.")
 NOOPT = Flag("NOOPT", 0, "1: turn kernel optimizations off (debugging).")

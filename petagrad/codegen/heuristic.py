@@ -5,6 +5,7 @@
   another output range (register tiling, as in a matmul micro-kernel), or, when the reduction itself runs
   over contiguous memory, take the lanes from the reduce range (partial sums combined at the end);
 * spread the outermost output loop over the CPU threads when the kernel is big enough;
+* GPU-style devices (work-groups): neighbouring output elements go to the threads of one work-group;
 * last (with NOOPT too): long float sums become nested blocks of partial sums (Kernel.block_sums).
 """
 from __future__ import annotations
@@ -35,6 +36,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   g = [r for r in rs if r.arg[2] == "global"]
   if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
+  if k.max_local: _work_groups(k)
   return block_sums(k, supports_vector)   # last: the loops left after unrolling and vectorizing are the ones that accumulate
 
 def block_sums(k: Kernel, supports_vector: bool) -> Kernel:
@@ -43,6 +45,19 @@ def block_sums(k: Kernel, supports_vector: bool) -> Kernel:
   one 512-bit register."""
   k.block_sums(64 if supports_vector else 0)
   return k
+
+LOCAL_TARGET = 256   # threads per work-group the heuristic aims for (a multiple of every GPU's warp/wavefront)
+
+def _work_groups(k: Kernel) -> None:
+  """The threads of a work-group take neighbouring output elements: the innermost output ranges first (the ones
+  contiguous in memory, so a group's loads and stores are coalesced), each split by its largest divisor that fits."""
+  budget, picks = min(k.max_local, LOCAL_TARGET), []
+  for r in reversed([r for r in k.ranges if r.arg[2] == "global"]):
+    d = max((d for d in range(1, min(budget, r.arg[1]) + 1) if r.arg[1] % d == 0), default=1)
+    if d > 1: picks.append((r.arg[0], d)); budget //= d
+    if budget < 2: break
+  # applied outermost first: the innermost output range's threads are made last, so they are the fastest varying
+  for rid, d in reversed(picks): _try(k, Opt(OptOps.LOCAL, _axis(k, next(x for x in k.ranges if x.arg[0] == rid)), d))
 
 def _axis(k: Kernel, r) -> int: return k.ranges.index(r)
 

@@ -65,8 +65,9 @@ def linearize(sink: UOp) -> LinearProgram:
   index_math: set[UOp] = set()
   for u in order:
     if u.op in (Ops.RANGE, Ops.CONST) or (u.op in GroupOp.ALU and all(s in index_math for s in u.src)): index_math.add(u)
-  # output loops: the threaded one outermost, then by id
-  global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] in ("global", "thread")), key=lambda r: (r.arg[2] != "thread", r.arg[0]))
+  # output loops: the threaded one outermost, then by id (a work-group's local ranges are output ranges too)
+  global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] in ("global", "thread", "local")),
+                         key=lambda r: (r.arg[2] != "thread", r.arg[0]))
 
   out: list[UOp] = []
   emitted: set[UOp] = set()

@@ -1,7 +1,9 @@
 """Kernel optimizations: transformations of a kernel's ranges, each checking its own legality.
 
 A range is a loop variable `RANGE(arg=(id, size, kind))`. Kinds:
-  global   an output loop (the outermost one may be spread over CPU threads: kind `thread`)
+  global   an output loop (the outermost one may be spread over CPU threads: kind `thread`); on a device with
+           work-groups (GPU-style), the output ranges are the work-group's id instead of loops
+  local    an output range split off into the work-group: the thread's id in its group (LOCAL)
   reduce   a reduction loop
   upcast   an output range unrolled into copies (register tiling: each copy keeps its own accumulator)
   unroll   a reduce range unrolled into copies (several partial sums)
@@ -32,6 +34,7 @@ class OptOps(Enum):
   UNROLL = auto()    # split a reduce range, unroll the inner part
   VECTOR = auto()    # split a range, compute the inner part as SIMD lanes
   THREAD = auto()    # spread the outermost output range over CPU threads
+  LOCAL = auto()     # split an output range, its inner part runs as the threads of a work-group (GPU-style devices)
   SWAP = auto()      # exchange the loop positions of two output ranges (axis and amount are their indices)
   TILE = auto()      # split an output range into an outer loop (in its place) and an inner loop of `amount`
                      # nested innermost among the output loops: blocks that stay in cache
@@ -56,13 +59,14 @@ class Kernel:
   ast: UOp
   applied: list[Opt] = field(default_factory=list)
   next_id: int = 0
+  max_local: int = 0   # the most threads a work-group of the target may have (0: no work-groups)
   def __post_init__(self): self.next_id = max((r.arg[0] for r in self.ranges), default=-1) + 1
 
   @property
   def ranges(self) -> list[UOp]:
     """Every RANGE of the kernel, output ranges first (in order), then the reduce ranges."""
     rs = [u for u in self.ast.toposort() if u.op is Ops.RANGE]
-    order = {"thread": 0, "global": 0, "upcast": 2, "vector": 3, "reduce": 1, "unroll": 2}
+    order = {"thread": 0, "global": 0, "local": 0, "upcast": 2, "vector": 3, "reduce": 1, "unroll": 2}
     return sorted(rs, key=lambda r: (order[r.arg[2]], r.arg[0]))
 
   def new_range(self, size: int, kind: str) -> UOp:
@@ -162,14 +166,18 @@ class Kernel:
     if opt.op is OptOps.VECTOR:
       if any(x.arg[2] == "vector" for x in rs): raise OptError("only one vector range per kernel")
       if kind not in ("global", "reduce"): raise OptError("VECTOR needs an output or reduce range")
+    if opt.op is OptOps.LOCAL:
+      if kind != "global": raise OptError("LOCAL needs an output range")
+      if self.local_size() * (opt.amount or r.arg[1]) > self.max_local: raise OptError(f"a work-group of at most {self.max_local} threads")
     if opt.op is OptOps.TILE:
       if kind != "global": raise OptError("TILE needs an output loop")
       self.split(r, opt.amount, "global")   # the inner part gets the newest id: the innermost output loop
       self.applied.append(opt)
       return
-    new_kind = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll", OptOps.VECTOR: "vector"}[opt.op]
+    new_kind = {OptOps.UPCAST: "upcast", OptOps.UNROLL: "unroll", OptOps.VECTOR: "vector", OptOps.LOCAL: "local"}[opt.op]
     amount = opt.amount or r.arg[1]
-    if amount == r.arg[1]:
+    # (a work-group's ranges always get a new id: the newest local range varies fastest between neighbouring threads)
+    if amount == r.arg[1] and opt.op is not OptOps.LOCAL:
       self.replace_range(r, UOp(Ops.RANGE, dtypes.index, (), (r.arg[0], r.arg[1], new_kind)))
     else: self.split(r, amount, new_kind)
     self.applied.append(opt)
@@ -210,6 +218,8 @@ class Kernel:
     if ast is not self.ast:
       self.ast = simplify(ast)
       self.applied.append(Opt(OptOps.BLOCK, 0, simd_bytes))
+
+  def local_size(self) -> int: return prod(r.arg[1] for r in self.ranges if r.arg[2] == "local")
 
   def unrolled_size(self) -> int:
     return prod(r.arg[1] for r in self.ranges if r.arg[2] in ("upcast", "unroll"))

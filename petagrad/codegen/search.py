@@ -25,7 +25,7 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Op
       out += [Opt(OptOps.UPCAST, i, a) for a in (2, 4, 8) if size % a == 0 and size > a]
       out += [Opt(OptOps.TILE, i, a) for a in (8, 32) if size % a == 0 and size > a]
       if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
-    if kind == "reduce":
+      if k.max_local: out += [Opt(OptOps.LOCAL, i, a) for a in (2, 4, 8, 16, 32, 64, 128, 256) if size % a == 0 and a <= k.max_local]
       out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4) if size % a == 0 and size > a]
       if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
   g = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global"]
@@ -34,7 +34,7 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Op
   return out
 
 def _clone(k: Kernel) -> Kernel:
-  c = Kernel(k.ast, list(k.applied))
+  c = Kernel(k.ast, list(k.applied), max_local=k.max_local)
   c.next_id = k.next_id
   return c
 

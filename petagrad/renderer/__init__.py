@@ -1,0 +1,34 @@
+"""Renderers: a linear program -> source text for one device.
+
+`Renderer` is what every device's renderer offers the optimizer and the engine: which optimizations the target allows
+(vectors, CPU threads, work-groups), which ops it needs decomposed, and how a kernel is launched. The C-style renderers
+(renderer/cstyle.py: C; renderer/opencl.py: OpenCL C; renderer/cuda.py: CUDA C and HIP) share one base and differ by
+tables; the PYTHON device's renderer prints the linear program as data (runtime/ops_python.py).
+
+>>> from petagrad.renderer.cstyle import CRenderer
+>>> CRenderer().launch_dims(None)
+(1, 1)
+"""
+from __future__ import annotations
+from typing import Any
+from petagrad.helpers import prod
+
+class Renderer:
+  """Base of all renderers: turns a linear program into source text for one device."""
+  device: str = ""
+  supports_vector: bool = False     # may the optimizer create vector (SIMD) ranges?
+  supports_threads: bool = False    # may the optimizer spread the outer loop over CPU threads?
+  decompose_ops: frozenset = frozenset()   # (op, dtype) pairs to rewrite into primitives (codegen/decompositions.py)
+  # GPU-style launches: a kernel runs as a grid of work-groups; its output ("global") ranges come from the group id and
+  # its "local" ranges from the thread's id inside the group, instead of being loops. 0: loops (CPU, PYTHON)
+  max_local: int = 0
+  launch_groups: bool = True        # may several kernels run one after another in one program (a launch group)?
+  def render(self, name: str, prog: Any, params: list) -> str: raise NotImplementedError
+  @property
+  def has_local(self) -> bool: return self.max_local > 0
+  def launch_dims(self, prog: Any) -> tuple[int, int]:
+    """(work-groups, threads per work-group) of the program's launch: the sizes of its global ranges and of its local
+    ranges multiplied out. (1, 1) for a device without launch geometry (the loops run inside one call)."""
+    if not self.has_local or prog is None: return 1, 1
+    rs = prog.global_ranges
+    return prod(r.arg[1] for r in rs if r.arg[2] == "global"), prod(r.arg[1] for r in rs if r.arg[2] == "local")

@@ -1,5 +1,8 @@
-"""The C-style renderer base: prints a linear program as C-like source. Dialects (C, OpenCL, CUDA, ...)
-differ by tables: type names, function qualifiers, math functions, pragmas.
+"""The C-style renderer base: prints a linear program as C-like source. Dialects (C here; OpenCL C in
+renderer/opencl.py; CUDA C and HIP in renderer/cuda.py) differ by tables: type names, integer literal suffixes,
+special float constants, the bitcast form, half conversions, kernel and buffer qualifiers, launch-index intrinsics,
+math functions, pragmas, a preamble. A dialect with work-groups (max_local > 0) gets its output ranges from the
+launch indices instead of loops (GPU-style kernels, see _launch_indices).
 
 Half types: float16 and bfloat16 are stored as 16 bits and live in float variables (float vectors) inside a kernel:
 a load widens, every result that may not be representable is rounded back to the half type (so values are exactly
@@ -19,19 +22,11 @@ from petagrad.uop.uop import UOp
 from petagrad.dtype import DType, dtypes
 from petagrad.codegen.linearize import LinearProgram
 from petagrad.helpers import cpu_threads, OMP, SANITIZE
-
-class Renderer:
-  """Base of all renderers: turns a linear program into source text for one device."""
-  device: str = ""
-  supports_vector: bool = False     # may the optimizer create vector (SIMD) ranges?
-  supports_threads: bool = False    # may the optimizer spread the outer loop over CPU threads?
-  decompose_ops: frozenset = frozenset()   # (op, dtype) pairs to rewrite into primitives (codegen/decompositions.py)
-  def render(self, name: str, prog: LinearProgram, params: list[DType]) -> str: raise NotImplementedError
+from petagrad.renderer import Renderer
 
 HALF = (dtypes.float16, dtypes.bfloat16)
 # ops whose result is one of their inputs (or exact): a half result needs no rounding
 EXACT = frozenset({Ops.MAX, Ops.NEG, Ops.WHERE, Ops.TRUNC, Ops.GEP, Ops.VECTORIZE})
-HALF_STORE = {dtypes.float16: "_Float16", dtypes.bfloat16: "unsigned short"}   # the C type of a stored half
 def _is_half(dt: DType) -> bool: return dt.scalar() in HALF
 def _fv(dt: DType) -> DType:
   """The dtype a value of dt is computed in: float32 (lanes) for the half types."""
@@ -54,6 +49,18 @@ class CStyleRenderer(Renderer):
                            Ops.AND: "&", Ops.OR: "|", Ops.XOR: "^", Ops.SHL: "<<", Ops.SHR: ">>"}
   thread_pragma = ""   # emitted before a loop over a `thread` range
   simd_pragma = ""     # emitted before an innermost loop; {reduction} is filled in
+  thread_pool = False  # thread loops outlined into functions the CPU thread pool runs (C only)
+  can_sanitize = False # SANITIZE=1 bounds-checks this dialect's kernels (C only: the checks use GCC builtins)
+  int_suffix: dict[DType, str] = {dtypes.int64: "LL", dtypes.uint64: "ULL", dtypes.uint32: "U"}
+  float_special = ('__builtin_nanf("")', "__builtin_inff()")   # NaN and +inf as float32 expressions
+  # a scalar bitcast; C: a union compound literal (not memcpy): compilers vectorize loops around it
+  bitcast_fmt = "((union {{{src} i; {dst} o;}}){{.i = {x}}}).o"
+  # one float16 scalar: its stored value as float, a float (representable) as stored, a float rounded to float16
+  f16_load, f16_store, f16_round = "((float)({x}))", "((_Float16)({x}))", "((float)(_Float16)({x}))"
+  launch_ids = ("", "")   # the work-group's id and the thread's id in it (dialects with max_local > 0)
+  # signed integer +, -, * and << wrap around (torch's and numpy's results) through the unsigned type where the
+  # compiler has no -fwrapv (overflow is undefined in OpenCL C and CUDA C++: a compiler folds x * 2 / 2 to x)
+  wrap_signed = False
 
   # ------------------------------------------------------------ types and constants
   def tname(self, dt: DType) -> str:
@@ -82,14 +89,14 @@ class CStyleRenderer(Renderer):
       return self._broadcast(('-1' if v else '0') if dt.scalar().is_bool else self.const(v, dt.scalar()), dt)
     if dt in HALF: return self.const(v, dtypes.float32)   # v is already rounded to dt (UOp.const)
     if dt.is_float:
-      if math.isnan(v): s = "__builtin_nanf(\"\")"
-      elif math.isinf(v): s = ("-" if v < 0 else "") + "__builtin_inff()"
+      if math.isnan(v): s = self.float_special[0]
+      elif math.isinf(v): s = ("-" if v < 0 else "") + self.float_special[1]
       else: s = float(v).hex() + ("" if dt == dtypes.float64 else "f")
       return f"(({self.types[dt]}){s})" if dt != dtypes.float32 else s
     if dt.is_bool: return "1" if v else "0"
-    if dt == dtypes.int64 and v == dt.min: return "(-9223372036854775807LL-1)"
+    suffix = self.int_suffix.get(dt, "")
+    if dt == dtypes.int64 and v == dt.min: return f"(-9223372036854775807{suffix}-1)"
     if dt == dtypes.int32 and v == dt.min: return "(-2147483647-1)"
-    suffix = {dtypes.int64: "LL", dtypes.uint64: "ULL", dtypes.uint32: "U"}.get(dt, "")
     return f"{v}{suffix}" if dt in (dtypes.int32, dtypes.int64, dtypes.uint64, dtypes.uint32) else f"(({self.types[dt]}){v})"
 
   # ------------------------------------------------------------ the program
@@ -103,7 +110,7 @@ class CStyleRenderer(Renderer):
     self._vec_types: dict[str, tuple[str, int]] = {}
     self._f16_vec: set[int] = set()   # lane counts of float16 vectors converted with the F16C helpers (F16_VEC)
     self._outlined: list[str] = []
-    self.sanitize = bool(SANITIZE)   # bounds-check every load and store (docs/safety.md); part of the program cache keys
+    self.sanitize = bool(SANITIZE) and self.can_sanitize   # bounds-check every load and store (docs/safety.md); part of the program cache keys
     uops = prog.uops
     if not self.sanitize: lines = self._body(name, uops, names, params, "plain")
     else:
@@ -135,11 +142,13 @@ class CStyleRenderer(Renderer):
     # its lines go to that function while it is open
     thread_end = _thread_loops(uops) if self.thread_pool and mode != "probe" else {}
     open_thread: tuple[int, list[str], int, list[UOp]] | None = None   # (end index, caller's lines, caller's depth, captured)
+    launched = self._launch_indices(uops, names, lines) if self.has_local else set()
     for i, u in enumerate(uops):
       op, dt = u.op, u.dtype
       if op is Ops.CONST: names[u] = self.const(u.arg, _fv(dt)); continue
       if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; continue
       ind = "  " * depth
+      if u in launched or (op is Ops.ENDRANGE and u.src[0] in launched): continue   # a launch index, not a loop
       if op is Ops.RANGE:
         v = f"{'r' if u.arg[2] == 'reduce' else 'g'}idx{u.arg[0]}"
         names[u] = v
@@ -155,7 +164,7 @@ class CStyleRenderer(Renderer):
         if u.arg[2] == "thread" and self.thread_pragma and not self.thread_pool and mode != "probe":
           lines.append(f"{ind}{self.thread_pragma}{' simd' if simd else ''}{red} num_threads({cpu_threads()})")
         elif simd: lines.append(f"{ind}{self.simd_pragma}{red}")
-        lines.append(f"{ind}for (long long {v} = 0; {v} < {u.arg[1]}; {v}++) {{")
+        lines.append(f"{ind}for ({self.types[dtypes.index]} {v} = 0; {v} < {u.arg[1]}; {v}++) {{")
         depth += 1; continue
       if op is Ops.ENDRANGE:
         depth -= 1; lines.append("  " * depth + "}")
@@ -174,6 +183,24 @@ class CStyleRenderer(Renderer):
       elif op in (Ops.LOAD, Ops.STORE): lines += self._probe(u, names, ind)
     assert open_thread is None, "a thread loop was never closed"
     return lines
+
+  def _launch_indices(self, uops: list[UOp], names: dict[UOp, str], lines: list[str]) -> set[UOp]:
+    """GPU-style: the output ranges are the work-group's id and the local ranges the thread's id in its group, each id
+    split into its ranges (outermost first: the last range varies fastest between neighbouring ids). Returns them."""
+    it = self.types[dtypes.index]
+    out: set[UOp] = set()
+    for kind, ident, var in (("global", self.launch_ids[0], "gid_"), ("local", self.launch_ids[1], "lid_")):
+      rs = sorted((u for u in uops if u.op is Ops.RANGE and u.arg[2] == kind), key=lambda r: r.arg[0])
+      if not rs: continue
+      lines.append(f"  {it} {var} = ({it})({ident});")
+      stride = 1
+      for r in reversed(rs):
+        names[r] = f"{'l' if kind == 'local' else 'g'}idx{r.arg[0]}"
+        div = f"{var} / {stride}" if stride > 1 else var
+        lines.append(f"  {it} {names[r]} = {div if r is rs[0] else f'({div}) % {r.arg[1]}'};")
+        stride *= r.arg[1]
+      out.update(rs)
+    return out
 
   def _probe(self, x: UOp, names: dict[UOp, str], ind: str) -> list[str]:
     """The checks of one access, where it happens (its mask holds), setting pg_bad_."""
@@ -269,7 +296,7 @@ class CStyleRenderer(Renderer):
     """The float value(s) x (of src lanes) rounded to the half type dt, as float(s)."""
     n = dt.count
     if dt.scalar() == dtypes.float16:
-      if n == 1: return f"((float)(_Float16)({x}))"
+      if n == 1: return self.f16_round.format(x=x)
       if src == dtypes.float32 and self._f16(n): return f"__hround_v{n}({x})"
       return f"__builtin_convertvector(__builtin_convertvector({x}, {self._vt('_Float16', n)}), {self.tname(dtypes.float32.vec(n))})"
     if n == 1: return f"__bfr({x})"
@@ -282,7 +309,7 @@ class CStyleRenderer(Renderer):
     """Stored half bits/values x (scalar or vector) as float(s)."""
     n, ft = dt.count, self.tname(dtypes.float32.vec(dt.count))
     if dt.scalar() == dtypes.float16:
-      if n == 1: return f"((float)({x}))"
+      if n == 1: return self.f16_load.format(x=x)
       return f"__h2f_v{n}({x})" if self._f16(n) else f"__builtin_convertvector({x}, {ft})"
     return f"__bf2f({x})" if n == 1 else f"(({ft})(__builtin_convertvector({x}, {self._vt('unsigned int', n)}) << 16))"
 
@@ -290,7 +317,7 @@ class CStyleRenderer(Renderer):
     """Float value(s) x, representable in the half type dt, as what is stored (exact: no rounding here)."""
     n = dt.count
     if dt.scalar() == dtypes.float16:
-      if n == 1: return f"((_Float16)({x}))"
+      if n == 1: return self.f16_store.format(x=x)
       return f"__f2h_v{n}({x})" if self._f16(n) else f"__builtin_convertvector({x}, {self._vt('_Float16', n)})"
     # the top 16 bits of the float (a loaded NaN keeps its bits)
     return f"__bfbits({x})" if n == 1 else f"__builtin_convertvector((({self._vt('unsigned int', n)})({x})) >> 16, {self._vt('unsigned short', n)})"
@@ -303,8 +330,8 @@ class CStyleRenderer(Renderer):
 
   def _half_bitcast(self, sdt: DType, ddt: DType, x: str) -> str:
     """A scalar bitcast with a half type on either side: the half's bits come from / go to its float value."""
-    if sdt in HALF: x = f"((_Float16)({x}))" if sdt == dtypes.float16 else f"__bfbits({x})"
-    out = f"((union {{{HALF_STORE.get(sdt, self.types[sdt])} i; {HALF_STORE.get(ddt, self.types[ddt])} o;}}){{.i = {x}}}).o"
+    if sdt in HALF: x = self.f16_store.format(x=x) if sdt == dtypes.float16 else f"__bfbits({x})"
+    out = self.bitcast_fmt.format(src=self.types[sdt], dst=self.types[ddt], x=x)
     return self._from_store(ddt, out) if ddt in HALF else out
 
   def _outline(self, name: str, k: int, body: list[str], captured: list[UOp], params: list[DType], names: dict[UOp, str]) -> str:
@@ -333,6 +360,9 @@ class CStyleRenderer(Renderer):
   def _binary(self, op: Ops, compute_dt: DType, a: str, b: str) -> str:
     if op is Ops.MAX:
       return f"((({a})!=({a}))||(({a})>({b})) ? ({a}) : ({b}))" if compute_dt.is_float else f"(({a})>({b}) ? ({a}) : ({b}))"
+    if self.wrap_signed and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL) and compute_dt.is_int and not compute_dt.is_unsigned:
+      u = self.types[UNSIGNED[compute_dt.itemsize]]
+      return f"(({self.types[compute_dt]})(({u})({a}) {self.infix[op]} " + (f"{b}))" if op is Ops.SHL else f"({u})({b})))")
     return f"({a} {self.infix[op]} {b})"
 
   def _lanewise(self, dt: DType, fn: Callable[[list[str]], str], src: list[UOp], names: dict[UOp, str]) -> str:
@@ -413,15 +443,15 @@ class CStyleRenderer(Renderer):
     if op is Ops.CAST:
       if dt.is_bool: return f"({a[0]} != 0)"
       return f"(({self.types[dt]})({a[0]}))"
-    if op is Ops.BITCAST:
-      # a union compound literal (not memcpy): compilers vectorize loops around it
-      return f"((union {{{self.types[src[0].dtype]} i; {self.types[dt]} o;}}){{.i = {a[0]}}}).o"
+    if op is Ops.BITCAST: return self.bitcast_fmt.format(src=self.types[src[0].dtype], dst=self.types[dt], x=a[0])
     if op is Ops.WHERE: return f"({a[0]} ? {a[1]} : {a[2]})"
     return self._alu_str(op, a, src, src[0].dtype)
 
   def _alu_str(self, op: Ops, a: list[str], src: tuple[UOp, ...], sdt: DType) -> str:
     if op in self.math_fns: return f"{self.math_fns[op][1 if sdt == dtypes.float64 else 0]}({a[0]})"
-    if op is Ops.NEG: return f"(!{a[0]})" if sdt.is_bool else f"(-{a[0]})"
+    if op is Ops.NEG:
+      if sdt.is_bool: return f"(!{a[0]})"
+      return self._binary(Ops.SUB, sdt, "0", a[0]) if self.wrap_signed and sdt.is_int and not sdt.is_unsigned else f"(-{a[0]})"
     if op is Ops.RECIPROCAL: return f"(1/{a[0]})"
     if op in (Ops.IDIV, Ops.MOD):
       d = src[1]
@@ -513,6 +543,7 @@ def _captured(uops: list[UOp], start: int, end: int, names: dict[UOp, str]) -> l
     assert not (u.op is Ops.ACC_UPDATE and u.src[0] not in inside), "a thread loop updates an accumulator declared outside it"
   return list(out)
 
+UNSIGNED = {1: dtypes.uint8, 2: dtypes.uint16, 4: dtypes.uint32, 8: dtypes.uint64}
 C_SIZES = {"_Bool": 1, "signed char": 1, "unsigned char": 1, "short": 2, "unsigned short": 2, "int": 4, "unsigned int": 4,
            "long long": 8, "unsigned long long": 8, "_Float16": 2, "float": 4, "double": 8}
 
@@ -569,6 +600,7 @@ class CRenderer(CStyleRenderer):
   # libm calls stop loops from vectorizing; these become polynomials
   decompose_ops = frozenset({(Ops.EXP2, dtypes.float32), (Ops.LOG2, dtypes.float32)})
   supports_threads = True
+  can_sanitize = True
   preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"

@@ -11,7 +11,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.uop.alu import exec_alu, exec_cast, exec_bitcast
 from petagrad.dtype import DTYPES_BY_NAME, dtypes, bf16_bits_to_float, float_to_bf16_bits, truncate
-from petagrad.renderer.cstyle import Renderer
+from petagrad.renderer import Renderer
 from petagrad.codegen.linearize import LinearProgram
 from petagrad.helpers import PYTHON_CHECK
 

@@ -80,6 +80,23 @@ def test_exp2_log2_decomposition_accuracy():
   with np.errstate(all="ignore"): ref = np.log2(y.astype(np.float64)).astype(np.float32)
   np.testing.assert_allclose(Tensor(y, device="CPU").log2().numpy(), ref, rtol=1e-6, atol=1e-6, equal_nan=True)
 
+def test_float64_decompositions_accuracy(monkeypatch):
+  """The float64 exp2/log2/sin of targets without a math library (HIP), run on the CPU: within ~1 ulp of numpy."""
+  import petagrad.engine.realize as R
+  from petagrad.device import Device
+  from petagrad.uop.ops import Ops
+  from petagrad.dtype import dtypes
+  r = Device["CPU"].renderer
+  monkeypatch.setattr(r, "decompose_ops", r.decompose_ops | {(op, dtypes.float64) for op in (Ops.EXP2, Ops.LOG2, Ops.SIN)})
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  with Context(DISABLE_DISK_CACHE=1), np.errstate(all="ignore"):
+    x = np.concatenate([np.linspace(-1100, 1100, 20001), [np.inf, -np.inf, np.nan, 0.0, -0.0, -1074.5]])
+    np.testing.assert_allclose(Tensor(x).exp2().numpy(), np.exp2(x), rtol=5e-16, atol=1e-323, equal_nan=True)   # subnormals: 1 ulp
+    y = np.concatenate([np.exp(np.linspace(-700, 700, 20001)), [np.inf, 0.0, -1.0, np.nan, 5e-324, 1e-310]])
+    np.testing.assert_allclose(Tensor(y).log2().numpy(), np.log2(y), rtol=5e-16, atol=0, equal_nan=True)
+    z = np.concatenate([np.linspace(-1e4, 1e4, 200001), np.linspace(-1e6, 1e6, 1001), [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e-310]])
+    np.testing.assert_allclose(Tensor(z).sin().numpy(), np.sin(z), rtol=0, atol=3e-16, equal_nan=True)
+
 def test_swap_reorders_loops_and_keeps_results(monkeypatch):
   import petagrad.engine.realize as R
   from petagrad.codegen.opt import Opt, OptOps, OptError

@@ -1,0 +1,61 @@
+"""CUDA C and HIP: the C-style base with the tables of NVIDIA's and AMD's GPU C++ dialects.
+
+Both compile C++ for one GPU thread, launched as a grid of blocks. CUDA (NVRTC) gets no headers: float16 lives as
+its 16 bits (`unsigned short`) converted by the PTX cvt instructions, the launch ids are blockIdx/threadIdx, special
+floats come from their bits. HIP is compiled by clang's AMDGPU target without the ROCm headers or device libraries,
+so it uses clang's own spellings: `__attribute__((global))`, the amdgcn id builtins, `__builtin_*` math (lowered to
+the GPU's instructions), and `_Float16` as in C.
+
+>>> from petagrad.renderer.cuda import CUDARenderer, HIPRenderer
+>>> CUDARenderer().launch_ids
+('blockIdx.x', 'threadIdx.x')
+"""
+from __future__ import annotations
+from petagrad.dtype import dtypes
+from petagrad.uop.ops import Ops
+from petagrad.renderer.cstyle import CStyleRenderer
+
+# a bitcast between equally sized types (C++ has no union compound literals)
+BITCAST = "template <class T, class F> __device__ __forceinline__ T pg_bitcast(F f) { union { F f; T t; } u; u.f = f; return u.t; }\n"
+CUDA_HELPERS = BITCAST + """__device__ __forceinline__ float pg_h2f(unsigned short b) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b)); return f; }
+__device__ __forceinline__ unsigned short pg_f2h(float x) { unsigned short b; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x)); return b; }
+__device__ __forceinline__ float __bf2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
+__device__ __forceinline__ float __bfr(float f) { unsigned int u = __float_as_uint(f);
+  return __uint_as_float((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : ((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u)); }
+__device__ __forceinline__ unsigned short __bfbits(float f) { return (unsigned short)(__float_as_uint(f) >> 16); }
+"""   # noqa: E501 (CUDA source, printed as is)
+
+class CUDARenderer(CStyleRenderer):
+  device = "CUDA"
+  max_local = 1024         # threads per block
+  launch_groups = False
+  wrap_signed = True    # no grid-wide barrier between kernels inside one launch
+  kernel_prefix = 'extern "C" __global__ '
+  types = {**CStyleRenderer.types, dtypes.bool: "bool", dtypes.float16: "unsigned short"}
+  float_special = ("__int_as_float(0x7fc00000)", "__int_as_float(0x7f800000)")
+  bitcast_fmt = "pg_bitcast<{dst}>({x})"
+  f16_load, f16_store, f16_round = "pg_h2f({x})", "pg_f2h({x})", "pg_h2f(pg_f2h({x}))"
+  launch_ids = ("blockIdx.x", "threadIdx.x")
+  preamble = CUDA_HELPERS
+
+HIP_HELPERS = BITCAST.replace("__device__ __forceinline__", "static __attribute__((device, always_inline))") + """\
+static __attribute__((device)) inline float __bf2f(unsigned short b) { return pg_bitcast<float>(((unsigned int)b) << 16); }
+static __attribute__((device)) inline float __bfr(float f) { unsigned int u = pg_bitcast<unsigned int>(f);
+  return pg_bitcast<float>((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : ((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u)); }
+static __attribute__((device)) inline unsigned short __bfbits(float f) { return (unsigned short)(pg_bitcast<unsigned int>(f) >> 16); }
+"""
+
+class HIPRenderer(CStyleRenderer):
+  device = "HIP"
+  max_local = 256          # a 256-thread block runs on every AMD GPU (1024 is the hardware limit)
+  launch_groups = False
+  wrap_signed = True
+  kernel_prefix = 'extern "C" __attribute__((global)) '
+  types = {**CStyleRenderer.types, dtypes.bool: "bool"}
+  float_special = ("__builtin_nanf(\"\")", "__builtin_inff()")
+  bitcast_fmt = "pg_bitcast<{dst}>({x})"
+  math_fns = {op: (f"__builtin_{a}", f"__builtin_{b}") for op, (a, b) in CStyleRenderer.math_fns.items()}
+  # the GPU has float32 exp2/log2/sin instructions; float64 ones live in ROCm's device library, which is not linked
+  decompose_ops = frozenset({(Ops.EXP2, dtypes.float64), (Ops.LOG2, dtypes.float64), (Ops.SIN, dtypes.float64)})
+  launch_ids = ("__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workitem_id_x()")
+  preamble = HIP_HELPERS

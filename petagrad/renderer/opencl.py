@@ -1,0 +1,47 @@
+"""OpenCL C: the C-style base with OpenCL's tables.
+
+What differs from C: one-word type names (`long` is 64-bit, `bool` buffers are `uchar`: a kernel cannot take `bool*`),
+buffers in `__global` memory, `__kernel` functions, the work-group and work-item ids, `as_<type>` bitcasts, overloaded
+math functions, and float16 as storage only: a device without cl_khr_fp16 (PoCL) may not compute in `half` at all, so
+float16 buffers are `ushort` bits converted with vload_half/vstore_half_rte, as every OpenCL 1.2 device offers.
+
+>>> from petagrad.renderer.opencl import OpenCLRenderer
+>>> from petagrad.dtype import dtypes
+>>> OpenCLRenderer().types[dtypes.int64]
+'long'
+"""
+from __future__ import annotations
+from petagrad.dtype import dtypes
+from petagrad.uop.ops import Ops
+from petagrad.renderer.cstyle import CStyleRenderer
+
+OPENCL_HELPERS = """inline float pg_h2f(ushort b) { return vload_half(0, (const __private half *)&b); }
+inline ushort pg_f2h(float x) { ushort b; vstore_half_rte(x, 0, (__private half *)&b); return b; }
+inline float __bf2f(ushort b) { return as_float(((uint)b) << 16); }
+inline float __bfr(float f) { uint u = as_uint(f);
+  return as_float((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : ((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u)); }
+inline ushort __bfbits(float f) { return (ushort)(as_uint(f) >> 16); }
+"""
+
+class OpenCLRenderer(CStyleRenderer):
+  device = "CL"
+  max_local = 256          # work-group size the optimizer may use (every OpenCL GPU allows 256; PoCL up to 4096)
+  launch_groups = False
+  wrap_signed = True    # no barrier between kernels inside one launch
+  kernel_prefix = "__kernel "
+  buffer_prefix = "__global "
+  types = {**CStyleRenderer.types, dtypes.bool: "uchar", dtypes.int8: "char", dtypes.int16: "short", dtypes.int32: "int",
+           dtypes.int64: "long", dtypes.uint8: "uchar", dtypes.uint16: "ushort", dtypes.uint32: "uint", dtypes.uint64: "ulong",
+           dtypes.float16: "ushort", dtypes.bfloat16: "ushort", dtypes.float32: "float", dtypes.float64: "double"}
+  int_suffix = {dtypes.int64: "L", dtypes.uint64: "UL", dtypes.uint32: "U"}
+  float_special = ("NAN", "INFINITY")
+  bitcast_fmt = "as_{dst}({x})"
+  f16_load, f16_store, f16_round = "pg_h2f({x})", "pg_f2h({x})", "pg_h2f(pg_f2h({x}))"
+  math_fns = {Ops.EXP2: ("exp2", "exp2"), Ops.LOG2: ("log2", "log2"), Ops.SIN: ("sin", "sin"), Ops.SQRT: ("sqrt", "sqrt"),
+              Ops.TRUNC: ("trunc", "trunc")}
+  launch_ids = ("get_group_id(0)", "get_local_id(0)")
+  preamble = OPENCL_HELPERS
+  def render(self, name, prog, params) -> str:
+    src = super().render(name, prog, params)
+    # doubles need the extension switched on (OpenCL 1.2); a kernel without them builds on devices lacking it
+    return ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if "double" in src else "") + src
