@@ -65,6 +65,9 @@ FLAGS: dict[str, Flag] = {}
 DEBUG = Flag("DEBUG", 0, "Cumulative verbosity: 1 realize summary, 2 one line per kernel, 3 optimizations, 4 source, 5 kernel IR, 6 linear program.")
 DEV = Flag("DEV", "", "Default device: CPU, PYTHON, NULL, CL (CL:1 the second OpenCL device), CUDA, NULL:CUDA or NULL:HIP (render and compile "
            "for that GPU, run nothing), DISK:/path. Empty: CPU. `python -m petagrad.device` lists what works here.")
+COMPILE_ALSO = Flag("COMPILE_ALSO", "", "Comma-separated compile-only targets (NULL:CUDA, NULL:HIP) every new kernel is also rendered and compiled "
+                    "for, next to the device it runs on; a kernel that fails to build for one raises CompileError naming the target (how CI "
+                    "checks the GPU dialects on a machine without a GPU).")
 CUDA_ARCH = Flag("CUDA_ARCH", "sm_90", "GPU architecture NULL:CUDA compiles for (the CUDA device uses its GPU's own).")
 HIP_ARCH = Flag("HIP_ARCH", "gfx942", "AMD GPU architecture NULL:HIP compiles for (clang's --offload-arch).")
 HIP_CC = Flag("HIP_CC", "", "clang that compiles HIP kernels for NULL:HIP. Empty: the newest clang-NN on the PATH, else clang.")

@@ -16,7 +16,7 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, SANITIZE, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached, write_cached
+from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached, write_cached
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
 from petagrad.uop.graph import substitute
 from petagrad.codegen.lower import lower
@@ -108,6 +108,16 @@ def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
 def _members(device: str, parts: tuple[Part, ...], params: list[DType]) -> list[Member]:
   return [(_optimize(device, p.ast, [params[i] for i in p.params]), p.params) for p in parts]
 
+def _remember(key: tuple, launch: _Launch, ck: CompiledKernel) -> None:
+  """Keep a launch's program in the memory cache; with COMPILE_ALSO, build its kernels for those targets first."""
+  for target in [t for t in str(COMPILE_ALSO).split(",") if t]:
+    ps = launch.params()
+    if Device[target].renderer.launch_groups: todo = [(launch.parts, ps)]
+    else: todo = [((Part(p.ast, tuple(range(len(p.params)))),), [ps[i] for i in p.params]) for p in launch.parts]   # one kernel each
+    for built in compile_kernels(target, [(_members(target, parts, params), launch.name, params) for parts, params in todo]):
+      if isinstance(built, Exception): raise built
+  _kernel_cache[key] = ck
+
 def get_kernel(launch: _Launch) -> CompiledKernel:
   """The compiled program running the launch's kernels in order, from the caches or generated and compiled now."""
   key = _kernel_key(launch.device, launch.parts)
@@ -117,7 +127,7 @@ def get_kernel(launch: _Launch) -> CompiledKernel:
       ck = compile_kernels(launch.device, [(_members(launch.device, launch.parts, params), launch.name, params)])[0]
       if isinstance(ck, Exception): raise ck
       _save_generated(launch, ck)
-    _kernel_cache[key] = ck
+    _remember(key, launch, ck)
   return ck
 
 def compile_ahead(launches: list[_Launch]) -> None:
@@ -126,7 +136,7 @@ def compile_ahead(launches: list[_Launch]) -> None:
   todo: dict[tuple, _Launch] = {}
   for l in launches:
     if (key := _kernel_key(l.device, l.parts)) in _kernel_cache or key in todo: continue
-    if (ck := _load_generated(l)) is not None: _kernel_cache[key] = ck
+    if (ck := _load_generated(l)) is not None: _remember(key, l, ck)
     else: todo[key] = l
   if len(todo) < 2 or BEAM: return
   by_device: dict[str, list[tuple[tuple, _Launch]]] = {}
@@ -136,7 +146,7 @@ def compile_ahead(launches: list[_Launch]) -> None:
     for (key, l), ck in zip(group, built):
       if isinstance(ck, Exception): raise ck
       _save_generated(l, ck)
-      _kernel_cache[key] = ck
+      _remember(key, l, ck)
 
 # Generated programs on disk, keyed by the content of their kernels' ASTs (UOp.key), the flags that change the
 # code, the device's compiler and petagrad's own code: a new process that runs the same kernels skips lowering's

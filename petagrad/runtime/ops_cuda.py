@@ -1,0 +1,100 @@
+"""CUDA device: the driver API (libcuda.so.1, installed with the GPU's driver) through ctypes; kernels are CUDA C
+(renderer/cuda.py) compiled to PTX by NVRTC (runtime/compile_cuda.py) for the GPU's architecture, and loaded by the
+driver (or, where the driver is older than the PTX, assembled by ptxas first).
+
+`CUDA` is GPU 0, `CUDA:1` GPU 1. A launch waits for its kernel (timings in DEBUG=2 and BEAM are the kernel's).
+"""
+from __future__ import annotations
+import ctypes, functools, shutil
+from typing import Any
+from petagrad.device import Allocator, DeviceSpec, Program
+from petagrad.renderer.cuda import CUDARenderer
+from petagrad.runtime.compile_cuda import NVRTCCompiler, ptxas
+
+FIX = "libcuda.so.1 comes with the NVIDIA driver: install the driver for this GPU (nvidia-smi should list it)"
+OUT_OF_MEMORY, UNSUPPORTED_PTX = 2, 222
+MAX_THREADS, CC_MAJOR, CC_MINOR = 1, 75, 76   # CUdevice_attribute values
+u64, vp, ci = ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int
+
+@functools.cache
+def libcuda() -> Any:
+  try: lib = ctypes.CDLL("libcuda.so.1")
+  except OSError as e: raise RuntimeError(f"device CUDA: libcuda.so.1 not found ({e}): {FIX}") from None
+  lib.cuMemcpyHtoD_v2.argtypes = [u64, vp, ctypes.c_size_t]
+  lib.cuMemcpyDtoH_v2.argtypes = [vp, u64, ctypes.c_size_t]
+  lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(u64), ctypes.c_size_t]
+  lib.cuMemFree_v2.argtypes = [u64]
+  lib.cuLaunchKernel.argtypes = [vp, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
+                                 vp, vp, vp]
+  check(lib.cuInit(0), "cuInit", "CUDA", lib)
+  return lib
+
+def check(status: int, what: str, device: str, lib: Any = None) -> None:
+  if status == 0: return
+  s = ctypes.c_char_p()
+  (lib or libcuda()).cuGetErrorString(status, ctypes.byref(s))
+  msg = f"device {device}: {what} failed: {(s.value or b'unknown error').decode()} ({status})"
+  if status == OUT_OF_MEMORY: raise MemoryError(msg)
+  raise RuntimeError(msg)
+
+class CUDAContext:
+  """One GPU: its primary context, made current on the calling thread before each driver call that needs it."""
+  def __init__(self, name: str):
+    lib, n = libcuda(), ci()
+    check(lib.cuDeviceGetCount(ctypes.byref(n)), "cuDeviceGetCount", name)
+    idx = int(name.split(":")[1]) if ":" in name and name.split(":")[1].isdigit() else 0 if ":" not in name else -1
+    if not 0 <= idx < n.value:
+      raise RuntimeError(f"device {name} does not exist: GPUs here: {', '.join(['CUDA'] + [f'CUDA:{i}' for i in range(1, n.value)]) if n.value else 'none'}")
+    self.name, self.dev, self.ctx = name, ci(), vp()
+    check(lib.cuDeviceGet(ctypes.byref(self.dev), idx), "cuDeviceGet", name)
+    check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), self.dev), "creating a context", name)
+    major, minor, threads = ci(), ci(), ci()
+    for v, attr in ((major, CC_MAJOR), (minor, CC_MINOR), (threads, MAX_THREADS)): lib.cuDeviceGetAttribute(ctypes.byref(v), attr, self.dev)
+    self.arch, self.max_threads = f"sm_{major.value}{minor.value}", threads.value
+    label = ctypes.create_string_buffer(256)
+    lib.cuDeviceGetName(label, 256, self.dev)
+    self.label = f"{label.value.decode()} ({self.arch})"
+  def current(self) -> Any:
+    check(libcuda().cuCtxSetCurrent(self.ctx), "cuCtxSetCurrent", self.name)
+    return libcuda()
+  def synchronize(self) -> None: check(self.current().cuCtxSynchronize(), "synchronizing", self.name)
+
+class CUDAAllocator(Allocator):
+  def __init__(self, ctx: CUDAContext): self.ctx = ctx
+  def alloc(self, nbytes: int) -> Any:
+    ptr = u64()
+    check(self.ctx.current().cuMemAlloc_v2(ctypes.byref(ptr), max(nbytes, 1)), f"allocating {nbytes} bytes", self.ctx.name)
+    return ptr
+  def free(self, raw: Any, nbytes: int) -> None: self.ctx.current().cuMemFree_v2(raw)
+  def copyin(self, dest: Any, src: memoryview) -> None:
+    if not src.nbytes: return
+    host = ctypes.c_char_p(src.tobytes()) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src)
+    check(self.ctx.current().cuMemcpyHtoD_v2(dest, host, src.nbytes), "copy to the device", self.ctx.name)
+  def copyout(self, dest: memoryview, src: Any) -> None:
+    if not dest.nbytes: return
+    check(self.ctx.current().cuMemcpyDtoH_v2((ctypes.c_char * dest.nbytes).from_buffer(dest), src, dest.nbytes), "copy from the device", self.ctx.name)
+
+class CUDAProgram(Program):
+  def __init__(self, ctx: CUDAContext, name: str, lib: bytes, meta: Any = None):
+    super().__init__(name, lib, meta)
+    self.ctx, (self.groups, self.local) = ctx, meta or (1, 1)
+    if self.local > ctx.max_threads: raise RuntimeError(f"device {ctx.name}: kernel {name} needs blocks of {self.local} threads, the GPU allows {ctx.max_threads}")
+    if self.groups >= 1 << 31: raise RuntimeError(f"device {ctx.name}: kernel {name} needs {self.groups} blocks, more than a grid's 2**31 - 1")
+    cu, self.module, self.fn = ctx.current(), vp(), vp()
+    image = lib + b"\0"
+    status = cu.cuModuleLoadData(ctypes.byref(self.module), image)
+    if status == UNSUPPORTED_PTX and shutil.which("ptxas"):   # a driver older than NVRTC's PTX: assemble it here
+      status = cu.cuModuleLoadData(ctypes.byref(self.module), ptxas(lib, ctx.arch, name))
+    check(status, f"loading kernel {name}", ctx.name)
+    check(cu.cuModuleGetFunction(ctypes.byref(self.fn), self.module, name.encode()), f"finding kernel {name}", ctx.name)
+  def __call__(self, *bufs: Any) -> None:
+    args = (u64 * len(bufs))(*[b.value for b in bufs])
+    params = (vp * len(bufs))(*[ctypes.addressof(args) + 8 * i for i in range(len(bufs))])
+    check(self.ctx.current().cuLaunchKernel(self.fn, self.groups, 1, 1, self.local, 1, 1, 0, None, params, None), f"launching {self.name}", self.ctx.name)
+    self.ctx.synchronize()
+
+def make_device(name: str) -> DeviceSpec:
+  ctx = CUDAContext(name)
+  renderer = CUDARenderer()
+  renderer.max_local = min(renderer.max_local, ctx.max_threads)
+  return DeviceSpec(name, CUDAAllocator(ctx), NVRTCCompiler(ctx.arch), functools.partial(CUDAProgram, ctx), renderer, ctx.synchronize)

@@ -1,0 +1,157 @@
+"""The GPU-style devices: OpenCL (PoCL in CI), and the compile-only CUDA and HIP targets.
+
+The op suites run on CL through TEST_DEVICES=CL and build every kernel for CUDA and HIP through COMPILE_ALSO (see
+docs/devices.md and .ci/run); this file checks what is particular to these devices: launch geometry, the dialects
+side by side, copies between devices, the probe, and clear errors.
+"""
+from __future__ import annotations
+import os, subprocess, sys
+import numpy as np
+import pytest
+from petagrad import Tensor, Device, Context, GlobalCounters
+from petagrad.device import CompileError
+from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
+
+def _available(name: str) -> bool:
+  try: Device[name]; return True
+  except Exception: return False
+
+needs_cl = pytest.mark.skipif(not _available("CL"), reason="no OpenCL device (apt-get install pocl-opencl-icd ocl-icd-opencl-dev)")
+needs_cuda_compile = pytest.mark.skipif(not _available("NULL:CUDA"), reason="no NVRTC (pip install nvidia-cuda-nvrtc==13.0.88)")
+needs_hip_compile = pytest.mark.skipif(not _available("NULL:HIP"), reason="no clang with the AMDGPU target")
+
+def _source(device: str, fn) -> str:
+  """The source of the last kernel fn realizes on device."""
+  import petagrad.engine.realize as R
+  with Context(DEV=device):
+    before = set(R._kernel_cache)
+    fn().realize()
+    new = [ck for k, ck in R._kernel_cache.items() if k not in before]
+  assert new, "no new kernel was compiled"
+  return new[-1].src
+
+@needs_cl
+def test_cl_matches_cpu_on_a_small_training_step():
+  """Forward and backward of a tiny MLP on CL, against the same on CPU (same initial weights)."""
+  rng = np.random.default_rng(0)
+  x, w1, w2 = (rng.standard_normal(s).astype(np.float32) for s in ((8, 5), (5, 7), (7, 3)))
+  out = {}
+  for dev in ("CPU", "CL"):
+    with Context(DEV=dev):
+      tw1, tw2 = Tensor(w1, requires_grad=True), Tensor(w2, requires_grad=True)
+      loss = (Tensor(x) @ tw1).relu().matmul(tw2).log_softmax(1).mean()
+      loss.backward()
+      out[dev] = (loss.item(), tw1.grad.numpy(), tw2.grad.numpy())
+  assert out["CL"][0] == pytest.approx(out["CPU"][0], rel=1e-5)
+  for a, b in zip(out["CL"][1:], out["CPU"][1:]): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+@needs_cl
+def test_work_groups_cover_the_output_once():
+  """Kernels on CL take their output indices from the work-group and thread ids; every element is written once,
+  including shapes whose sizes have no divisor near the group size (a prime)."""
+  for shape in ((1,), (7,), (4099,), (3, 257), (64, 64), (2, 3, 5, 7)):
+    a = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    with Context(DEV="CL"): got = (Tensor(a) * 2 + 1).numpy()
+    np.testing.assert_array_equal(got, a * 2 + 1)
+  src = _source("CL", lambda: Tensor.ones(256, 64, device="CL").contiguous() + 1)
+  assert "get_group_id(0)" in src and "get_local_id(0)" in src and "for (" not in src   # no loops over the output
+
+@needs_cl
+def test_cl_runs_no_launch_groups():
+  """A GPU has no barrier between kernels of one launch: independent small kernels run as launches of their own."""
+  with Context(DEV="CL"):
+    a, b = Tensor.ones(4).contiguous().realize(), Tensor.ones(4).contiguous().realize()
+    GlobalCounters.reset()
+    Tensor.realize(a + 1, b * 3)
+    assert GlobalCounters.kernel_count == GlobalCounters.launch_count == 2
+
+@needs_cl
+def test_copies_between_devices():
+  a = np.arange(12, dtype=np.float32).reshape(3, 4)
+  t = Tensor(a, device="CPU").to("CL")
+  assert t.device == "CL"
+  back = (t * 2).to("PYTHON").to("CPU")
+  np.testing.assert_array_equal(back.numpy(), a * 2)
+  with pytest.raises(RuntimeError, match="different devices: CPU and CL"): Tensor(a, device="CPU") + t
+
+def test_local_opt_is_checked():
+  k = Kernel(_elementwise_ast(), max_local=64)
+  k.normalize_ranges()   # one output range of 384
+  k.apply(Opt(OptOps.LOCAL, 0, 16))
+  assert k.local_size() == 16
+  with pytest.raises(OptError, match="work-group of at most 64"): k.apply(Opt(OptOps.LOCAL, 0, 8))
+  with pytest.raises(OptError): k.apply(Opt(OptOps.LOCAL, 0, 7))   # 7 does not divide 24 (nor fit)
+
+def _elementwise_ast():
+  import petagrad.engine.realize as R
+  with Context(DEV="NULL"):
+    t = Tensor.empty(8, 48) + 1
+    sched = R.schedule_cached([t.uop])
+    item = sched.items()[0]
+  return R.lower_cached(item.out, item.value)[0]
+
+def test_dialects_side_by_side():
+  """One kernel in every C-style dialect: the same statements, each dialect's own spellings."""
+  from petagrad.renderer.cstyle import CRenderer
+  from petagrad.renderer.opencl import OpenCLRenderer
+  from petagrad.renderer.cuda import CUDARenderer, HIPRenderer
+  from petagrad.codegen.linearize import linearize
+  from petagrad.codegen.expand import expand_unrolled, vectorize
+  from petagrad.codegen.heuristic import hand_coded_optimizations
+  from petagrad.dtype import dtypes
+  expect = {CRenderer: ["void k(", "long long", "for ("], OpenCLRenderer: ["__kernel void k(__global float*", "get_group_id(0)", "long "],
+            CUDARenderer: ['extern "C" __global__ void k(', "blockIdx.x", "threadIdx.x"],
+            HIPRenderer: ["__attribute__((global))", "__builtin_amdgcn_workgroup_id_x()"]}
+  for cls, words in expect.items():
+    r = cls()
+    k = hand_coded_optimizations(Kernel(_elementwise_ast(), max_local=r.max_local), r.supports_vector, r.supports_threads)
+    src = r.render("k", linearize(vectorize(expand_unrolled(k.ast))), [dtypes.float32, dtypes.float32])
+    for w in words: assert w in src, f"{cls.__name__}: {w!r} not in\n{src}"
+    assert r.launch_dims(linearize(vectorize(expand_unrolled(k.ast)))) == ((1, 1) if not r.max_local else (384 // k.local_size(), k.local_size()))
+
+@needs_cuda_compile
+def test_null_cuda_builds_ptx_checked_by_ptxas():
+  import petagrad.engine.realize as R
+  with Context(DEV="NULL:CUDA"):
+    x = Tensor.empty(33, 17, dtype="float16")
+    (x.float().exp() * 2).cast("bfloat16").realize()
+  ck = list(R._kernel_cache.values())[-1]
+  assert ck.device == "NULL:CUDA" and ck.program.lib.startswith(b"//") and b".target sm_" in ck.program.lib
+  with pytest.raises(CompileError, match="NVRTC"):
+    Device["NULL:CUDA"].compiler.compile('extern "C" __global__ void k(float* a) { a[0] = undefined_name; }', "k")
+
+@needs_hip_compile
+def test_null_hip_builds_amdgpu_code_objects():
+  import petagrad.engine.realize as R
+  with Context(DEV="NULL:HIP"):
+    Tensor.empty(40, dtype="float64").sin().realize()   # float64 sin: decomposed (no device math library)
+  ck = list(R._kernel_cache.values())[-1]
+  assert ck.program.lib.startswith(b"\x7fELF") and "__builtin_sin(" not in ck.src
+  with pytest.raises(CompileError, match="HIP"):
+    Device["NULL:HIP"].compiler.compile("this is not C++", "k")
+
+@needs_cl
+def test_cl_build_error_shows_log_and_source():
+  with pytest.raises(CompileError, match=r"(?s)building kernel k failed.*undefined_name.*--- source ---"):
+    Device["CL"].compiler.compile("__kernel void k(__global float* a) { a[0] = undefined_name; }", "k")
+
+def test_bad_device_strings():
+  with pytest.raises(RuntimeError, match="unknown device"): Tensor([1], device="TPU")
+  with pytest.raises(RuntimeError, match="NULL:CUDA"): Device["NULL:FOO"]
+  if _available("CL"):
+    with pytest.raises(RuntimeError, match=r"CL:7 does not exist.*CL"): Tensor([1.0], device="CL:7").realize()
+
+@needs_cl
+def test_cl_out_of_memory_is_a_memory_error():
+  with pytest.raises(MemoryError, match="device CL"):
+    Tensor.zeros(1 << 45, dtype="uint8", device="CL").realize()
+
+def test_probe_lists_every_device():
+  out = subprocess.run([sys.executable, "-m", "petagrad.device"], capture_output=True, text=True, timeout=600,
+                       env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
+  assert out.returncode == 0, out.stderr
+  lines = {l.split()[0]: l for l in out.stdout.splitlines()[1:] if l and not l.startswith("default")}
+  for name in ("CPU", "PYTHON", "NULL", "CL", "CUDA", "NULL:CUDA", "NULL:HIP", "DISK:<file>"): assert name in lines, out.stdout
+  assert "PASS" in lines["CPU"] and "PASS" in lines["PYTHON"]
+  if not _available("CUDA"): assert "FAIL" in lines["CUDA"] and "driver" in lines["CUDA"]
+  assert out.stdout.splitlines()[-1].startswith("default: CPU")
