@@ -16,7 +16,8 @@ from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
-from petagrad.helpers import DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached, write_cached
+from petagrad.helpers import (DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached,
+                              write_cached)
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
 from petagrad.uop.graph import substitute
 from petagrad.codegen.lower import lower

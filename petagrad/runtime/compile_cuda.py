@@ -78,5 +78,6 @@ def ptxas(ptx: bytes, arch: str, name: str) -> bytes:
     src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
     with open(src, "wb") as f: f.write(ptx)
     p = subprocess.run(["ptxas", f"-arch={arch}", src, "-o", out], capture_output=True, text=True, timeout=300)
-    if p.returncode != 0: raise CompileError(f"device CUDA: ptxas rejected kernel {name} for {arch}:\n{p.stderr.strip()}\n--- PTX ---\n{ptx.decode()}")
+    if p.returncode != 0:
+      raise CompileError(f"device CUDA: ptxas rejected kernel {name} for {arch}:\n{p.stderr.strip()}\n--- PTX ---\n{ptx.decode()}")
     with open(out, "rb") as f: return f.read()

@@ -138,7 +138,8 @@ class CLCompiler(Compiler):
     n = sz()
     check(cl.clGetProgramInfo(prog, BINARY_SIZES, ctypes.sizeof(sz), ctypes.byref(n), None), "reading a program binary", self.ctx.name)
     binary = ctypes.create_string_buffer(n.value)
-    check(cl.clGetProgramInfo(prog, BINARIES, ctypes.sizeof(vp), ctypes.byref(ctypes.cast(binary, vp)), None), "reading a program binary", self.ctx.name)
+    ptrs = (vp * 1)(ctypes.cast(binary, vp))
+    check(cl.clGetProgramInfo(prog, BINARIES, ctypes.sizeof(vp), ptrs, None), "reading a program binary", self.ctx.name)
     cl.clReleaseProgram(prog)
     return binary.raw
 
@@ -157,7 +158,8 @@ class CLProgram(Program):
       raise RuntimeError(f"device {ctx.name}: kernel {name} needs work-groups of {self.local} threads, the device allows {ctx.max_work_group}")
   def __call__(self, *bufs: Any) -> None:
     cl = opencl()
-    for i, b in enumerate(bufs): check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(vp), ctypes.byref(b)), f"argument {i} of {self.name}", self.ctx.name)
+    for i, b in enumerate(bufs):
+      check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(vp), ctypes.byref(b)), f"argument {i} of {self.name}", self.ctx.name)
     check(cl.clEnqueueNDRangeKernel(self.ctx.queue, self.kernel, 1, None, ctypes.byref(sz(self.groups * self.local)), ctypes.byref(sz(self.local)),
                                     0, None, None), f"launching {self.name}", self.ctx.name)
     self.ctx.finish()

@@ -44,7 +44,8 @@ class CUDAContext:
     check(lib.cuDeviceGetCount(ctypes.byref(n)), "cuDeviceGetCount", name)
     idx = int(name.split(":")[1]) if ":" in name and name.split(":")[1].isdigit() else 0 if ":" not in name else -1
     if not 0 <= idx < n.value:
-      raise RuntimeError(f"device {name} does not exist: GPUs here: {', '.join(['CUDA'] + [f'CUDA:{i}' for i in range(1, n.value)]) if n.value else 'none'}")
+      have = ", ".join(["CUDA"] + [f"CUDA:{i}" for i in range(1, n.value)]) if n.value else "none"
+      raise RuntimeError(f"device {name} does not exist: GPUs here: {have}")
     self.name, self.dev, self.ctx = name, ci(), vp()
     check(lib.cuDeviceGet(ctypes.byref(self.dev), idx), "cuDeviceGet", name)
     check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), self.dev), "creating a context", name)
@@ -72,14 +73,17 @@ class CUDAAllocator(Allocator):
     check(self.ctx.current().cuMemcpyHtoD_v2(dest, host, src.nbytes), "copy to the device", self.ctx.name)
   def copyout(self, dest: memoryview, src: Any) -> None:
     if not dest.nbytes: return
-    check(self.ctx.current().cuMemcpyDtoH_v2((ctypes.c_char * dest.nbytes).from_buffer(dest), src, dest.nbytes), "copy from the device", self.ctx.name)
+    host = (ctypes.c_char * dest.nbytes).from_buffer(dest)
+    check(self.ctx.current().cuMemcpyDtoH_v2(host, src, dest.nbytes), "copy from the device", self.ctx.name)
 
 class CUDAProgram(Program):
   def __init__(self, ctx: CUDAContext, name: str, lib: bytes, meta: Any = None):
     super().__init__(name, lib, meta)
     self.ctx, (self.groups, self.local) = ctx, meta or (1, 1)
-    if self.local > ctx.max_threads: raise RuntimeError(f"device {ctx.name}: kernel {name} needs blocks of {self.local} threads, the GPU allows {ctx.max_threads}")
-    if self.groups >= 1 << 31: raise RuntimeError(f"device {ctx.name}: kernel {name} needs {self.groups} blocks, more than a grid's 2**31 - 1")
+    if self.local > ctx.max_threads:
+      raise RuntimeError(f"device {ctx.name}: kernel {name} needs blocks of {self.local} threads, the GPU allows {ctx.max_threads}")
+    if self.groups >= 1 << 31:
+      raise RuntimeError(f"device {ctx.name}: kernel {name} needs {self.groups} blocks, more than a grid's 2**31 - 1")
     cu, self.module, self.fn = ctx.current(), vp(), vp()
     image = lib + b"\0"
     status = cu.cuModuleLoadData(ctypes.byref(self.module), image)
@@ -90,7 +94,8 @@ class CUDAProgram(Program):
   def __call__(self, *bufs: Any) -> None:
     args = (u64 * len(bufs))(*[b.value for b in bufs])
     params = (vp * len(bufs))(*[ctypes.addressof(args) + 8 * i for i in range(len(bufs))])
-    check(self.ctx.current().cuLaunchKernel(self.fn, self.groups, 1, 1, self.local, 1, 1, 0, None, params, None), f"launching {self.name}", self.ctx.name)
+    cu = self.ctx.current()
+    check(cu.cuLaunchKernel(self.fn, self.groups, 1, 1, self.local, 1, 1, 0, None, params, None), f"launching {self.name}", self.ctx.name)
     self.ctx.synchronize()
 
 def make_device(name: str) -> DeviceSpec:

@@ -33,6 +33,7 @@ TARGETS = {"": _c, "CUDA": _cuda, "HIP": _hip}   # what follows "NULL:" -> (rend
 
 def make_device(name: str) -> DeviceSpec:
   target = name.partition(":")[2]
-  if target not in TARGETS: raise RuntimeError(f"device {name}: no such compile-only target; known: NULL, " + ", ".join(f"NULL:{t}" for t in TARGETS if t))
+  if target not in TARGETS:
+    raise RuntimeError(f"device {name}: no such compile-only target; known: NULL, " + ", ".join(f"NULL:{t}" for t in TARGETS if t))
   renderer, compiler = TARGETS[target]()
   return DeviceSpec(name, NullAllocator(), compiler, NullProgram, renderer)
