@@ -22,7 +22,11 @@ class OutOfBoundsError(IndexError):
 
 class Allocator:
   """Device memory. Host devices return objects exposing the buffer protocol."""
+  counted = True   # its buffers count in GlobalCounters.mem_used (DISK's, mapped files, do not)
   def alloc(self, nbytes: int) -> Any: raise NotImplementedError
+  def offset(self, raw: Any, offset: int, nbytes: int) -> Any:
+    """The nbytes of raw from byte offset, as a raw buffer of this device over the same memory (Buffer.view)."""
+    raise NotImplementedError(f"{type(self).__name__} cannot view part of a buffer")
   def copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
   def free(self, raw: Any, nbytes: int) -> None: """Memory a Buffer no longer uses (default: let it go)."""
@@ -219,8 +223,9 @@ class Buffer:
   """`size` elements of `dtype` on `device`; memory is allocated on first use and freed with the object (or, after
   `use_external`, memory someone else owns, never freed here). Allocated memory counts in GlobalCounters.mem_used."""
   made = 0   # buffers created so far
-  def __init__(self, device: str, size: int, dtype: DType):
+  def __init__(self, device: str, size: int, dtype: DType, base: Buffer | None = None, offset: int = 0):
     self.device, self.size, self.dtype = device, size, dtype
+    self._base, self.offset = base, offset   # a view (Buffer.view): the bytes from offset of base's memory
     # creation order: the JIT tells the buffers made during a call from older ones
     self.serial, Buffer.made = Buffer.made, Buffer.made + 1
     self.nbytes = size * dtype.itemsize
@@ -230,26 +235,38 @@ class Buffer:
     self.writes = 0
     self.views: dict[int, Any] = {}
   def __del__(self):
-    if self._raw is not None and self.external is None:
+    if self._raw is not None and self.external is None and self._base is None:
       try:
-        GlobalCounters.mem_used -= self.nbytes
-        GlobalCounters.mem_used_per_device[self.device] -= self.nbytes
-        Device[self.device].allocator.free(self._raw, self.nbytes)
+        if (allocator := Device[self.device].allocator).counted:
+          GlobalCounters.mem_used -= self.nbytes
+          GlobalCounters.mem_used_per_device[self.device] -= self.nbytes
+        allocator.free(self._raw, self.nbytes)
       except Exception: pass   # interpreter shutdown: modules may already be gone
   @property
   def is_allocated(self) -> bool: return self._raw is not None
+  @property
+  def base(self) -> Buffer: return self._base if self._base is not None else self
+  def view(self, offset: int, size: int, dtype: DType) -> Buffer:
+    """size elements of dtype from byte offset of this buffer's memory, as a Buffer sharing it (no copy; the memory
+    stays the base buffer's). The device's allocator must support it (Allocator.offset: DISK does)."""
+    if offset < 0 or size < 0 or offset + size * dtype.itemsize > self.nbytes:
+      raise ValueError(f"a view of {size} x {dtype.name} at byte {offset} does not fit in {self!r} ({self.nbytes} bytes)")
+    return Buffer(self.device, size, dtype, self.base, self.offset + offset)
   def ensure_allocated(self) -> Buffer:
     if self._raw is None:
-      self._raw = Device[self.device].allocator.alloc(self.nbytes)
-      GlobalCounters.mem_used += self.nbytes
-      GlobalCounters.mem_used_per_device[self.device] += self.nbytes
+      allocator = Device[self.device].allocator
+      if self._base is not None: self._raw = allocator.offset(self._base.raw, self.offset, self.nbytes); return self
+      self._raw = allocator.alloc(self.nbytes)
+      if allocator.counted:
+        GlobalCounters.mem_used += self.nbytes
+        GlobalCounters.mem_used_per_device[self.device] += self.nbytes
     return self
   def use_external(self, ptr: int) -> Buffer:
     """Make this (not yet allocated) buffer the nbytes at host address ptr, which someone else owns and keeps valid
     while the buffer lives (tinygrad's allocate(external_ptr=...)): kernels read and write that memory; it is never
     freed here, nor counted in GlobalCounters.mem_used. ValueError when the buffer already has memory or its device
     cannot use host memory."""
-    if self._raw is not None: raise ValueError(f"{self!r} already has memory")
+    if self._raw is not None or self._base is not None: raise ValueError(f"{self!r} already has memory")
     try: self._raw, keep = Device[self.device].allocator.wrap(ptr, self.nbytes)
     except NotImplementedError: raise ValueError(f"device {self.device} cannot use memory at a host address") from None
     self.external = keep if keep is not None else True

@@ -10,12 +10,12 @@ primitives; they never import this module.
 [3.0, 5.0, 7.0]
 """
 from __future__ import annotations
-import struct, weakref
+import os, struct, weakref
 from typing import Any, Callable, cast
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.gradient import compute_gradient, custom_backward
-from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_other_view
+from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_other_view, is_disk, byte_view
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Buffer, Device
 from petagrad.helpers import NO_GRAD, TRAINING, Context, prod
@@ -283,6 +283,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
         data = UOp(Ops.COPY, data.dtype, (data, UOp(Ops.DEVICE, dtypes.bool, (), dev)))
       self.uop = data if dt is None else data.cast(dt)
       return
+    if isinstance(data, os.PathLike):   # a file: all its bytes, on DISK (nothing is read)
+      self.uop = _file_buffer(data, dt or dtypes.uint8)
+      if device is not None and (dev := Device.canonicalize(device)) != self.uop.device: self.uop = self.to(dev).uop
+      return
     dev = Device.canonicalize(device) if device is not None else Device.DEFAULT
     if isinstance(data, Tensor): raise _fail(TypeError, "Tensor", "Tensor(Tensor) is not supported; use .clone(), .to() or .cast()")
     if isinstance(data, (bool, int, float)):
@@ -384,6 +388,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
       r.views, r.key = b.buffer.views, key
       self._lazy_key = None
     else:
+      if is_disk(u.device_or_none): raise _disk_no_kernels(u)   # DISK holds views of its file only
       _lazy_tensors[key] = weakref.ref(self)
       self._lazy_key = key
 
@@ -513,6 +518,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if jit.jit_active:
       raise _fail(jit.JitError, "TinyJit", f"reading a tensor's value into Python inside the jitted function {jit.jit_active[-1]!r} "
                   "cannot be replayed; return the tensor instead", self)
+    if is_disk(self.device): return memoryview(cast(Buffer, _disk_bytes(self, "data").base.buffer).as_bytes())   # its bytes only
     buf = self._contiguous_buffer()
     return memoryview(buf.buffer.as_bytes())
 
@@ -546,7 +552,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     """This tensor on another device (a copy; the same tensor when already there)."""
     dev = Device.canonicalize(device)
     if dev == self.device: return self
-    return self._new(UOp(Ops.COPY, self.dtype, (self.uop, UOp(Ops.DEVICE, dtypes.bool, (), dev))))
+    if is_disk(dev): return _write_file(self, dev)
+    # from DISK: a copy of exactly the bytes the view covers (a Buffer view of them), as any copy of a buffer
+    src = _disk_bytes(self, "to") if is_disk(self.device) else self.uop
+    return self._new(UOp(Ops.COPY, self.dtype, (src, UOp(Ops.DEVICE, dtypes.bool, (), dev))))
 
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor (the object) hold x's value, of the same shape: tinygrad's rebinding, no copy, no in-place write.
@@ -567,8 +576,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     """A tensor whose data is one row-major buffer (a no-op if it already is)."""
     u = self.uop
     if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or u.op is Ops.CONTIGUOUS: return self
+    if is_disk(self.device): return Tensor(_disk_bytes(self, "contiguous"))   # its bytes are one run already (or it raises)
     return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (u,)), self)
-  def detach(self) -> Tensor: return Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
+  def detach(self) -> Tensor: return Tensor(self.uop) if is_disk(self.device) else Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))
   def contiguous_backward(self) -> Tensor:
     """Identity in the forward pass; in the backward pass the gradient flowing into this tensor is realized
     into its own contiguous buffer (a kernel boundary), in this tensor's layout.
@@ -580,7 +590,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     """
     return self._new(UOp(Ops.CONTIGUOUS_BACKWARD, self.dtype, (self.uop,)), self)
   def assign(self, x: Tensor | Scalar) -> Tensor:
-    """Write x into this tensor's buffer (in place: every view of the buffer sees it)."""
+    """Write x into this tensor's buffer (in place: every view of the buffer sees it). Into a DISK tensor, x (from any
+    device) is written into the file at once."""
+    if is_disk(self.device): return _write_into_file(self, x)
     if isinstance(x, (int, float, bool)):
       _check_fits("assign", _scalar_arg("assign", "value", x, self), self.dtype, True, self)
       x = Tensor(self._c(x))
@@ -724,6 +736,55 @@ def _movement_nodes(u: UOp) -> list[UOp]:
   out = []
   while u.op in GroupOp.Movement: out.append(u); u = u.src[0]
   return out
+
+# ------------------------------------------------------------ DISK tensors (runtime/ops_disk.py, docs/disk.md)
+# A DISK tensor is always movement ops over a BUFFER of its file: the uop setter refuses anything else on DISK, bitcast
+# makes a Buffer view (mixin/elementwise.py); reads, copies and writes go through the bytes the view covers.
+
+def _file_buffer(path: os.PathLike, dtype: DType) -> UOp:
+  """The whole file at path as a flat DISK tensor of dtype: mapped now (its size is fixed now), nothing read."""
+  full = os.path.abspath(os.fsdecode(path))
+  if not os.path.exists(full): raise FileNotFoundError(f"DISK:{full}: no such file")
+  size = os.path.getsize(full)
+  if size % dtype.itemsize: raise _fail(ValueError, "Tensor", f"DISK:{full}: {size} bytes is not a whole number of {dtype} elements")
+  buf = new_buffer(f"DISK:{full}", size // dtype.itemsize, dtype)
+  cast(Buffer, buf.buffer).ensure_allocated()   # (a directory or an unreadable file raises here)
+  return buf
+
+def _disk_no_kernels(u: UOp) -> Exception:
+  return _fail(RuntimeError, u.base.op.name.lower(), f"{u.device} runs no kernels (a DISK tensor is bytes of a file: it can be "
+               "sliced, reshaped, bitcast and copied); copy it to a compute device first, e.g. t.to('CPU')")
+
+def _disk_bytes(t: Tensor, op: str) -> UOp:
+  """The bytes of DISK tensor t as a BUFFER node over a view of its file (reshaped to t's shape); RuntimeError when
+  they are not one contiguous run."""
+  if (v := byte_view(t.uop, t.dtype, t.shape)) is None:
+    raise _fail(RuntimeError, op, f"this view of {t.device} is not one contiguous byte range of the file (a step, a transpose or "
+                "an expand): DISK copies byte ranges only; copy a slice that holds it (e.g. whole rows) with .to('CPU') and take the "
+                "view there", t)
+  return v
+
+def _write_file(t: Tensor, device: str) -> Tensor:
+  """t's bytes written into the file of DISK device `device` from its start (created or grown), now: t.to('DISK:...')."""
+  raw = t.data()
+  buf = new_buffer(device, t.numel(), t.dtype)
+  cast(Buffer, buf.buffer).ensure_allocated().copyin(raw)
+  return Tensor(buf.reshape(t.shape))
+
+def _write_into_file(t: Tensor, x: Any) -> Tensor:
+  """t.assign(x) for a DISK tensor t: x (a tensor on any device, an array or a scalar) is cast, broadcast and written
+  into t's bytes of the file now; lazy tensors reading the file (through any tensor of it) are computed first: they
+  read the old bytes."""
+  view = cast(Buffer, _disk_bytes(t, "assign").base.buffer)
+  if not isinstance(x, Tensor): x = Tensor.full(t.shape, x, dtype=t.dtype) if isinstance(x, (bool, int, float)) else Tensor(x, dtype=t.dtype)
+  if x.shape != t.shape: x = x._broadcast_to(t.shape, "assign")
+  if x.dtype != t.dtype: x = x.cast(t.dtype)
+  raw = x.data()
+  if readers := [r for r in lazy_tensors() if any(n.op is Ops.BUFFER and n.arg[0] == t.device for n in r.uop.toposort())]:
+    Tensor.realize_all(*readers)
+  view.copyin(raw)
+  for hook in write_hooks: hook(view.base)   # as every in-place write: tensors viewing the file get fresh nodes
+  return t
 
 def _empty_nested(shape: tuple[int, ...]) -> Any:
   if not shape: return []

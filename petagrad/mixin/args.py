@@ -16,7 +16,9 @@ def _is_tensor(x: Any) -> bool: return isinstance(x, TensorMixin)
 
 Scalar = int | float | bool
 
-def _shape_str(t: Any) -> str: return f"{tuple(t.shape)} {t.dtype}" if isinstance(t, TensorMixin) else repr(t)
+def _shape_str(t: Any) -> str:
+  if not isinstance(t, TensorMixin): return repr(t)
+  return f"{tuple(t.shape)} {t.dtype}" + (f" on {t.device}" if t.device.startswith("DISK") else "")   # (a DISK tensor: its file)
 
 # A user error is an instance of the Python type (ValueError, TypeError, IndexError) and also of RuntimeError, which
 # PyTorch raises for most of the same mistakes (shape mismatches, bad dims, indices out of range, dtype mismatches):

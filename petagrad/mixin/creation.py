@@ -10,7 +10,7 @@ from petagrad.dtype import DType, dtypes, DTypeOverflowError, fit_error
 from petagrad.helpers import prod
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
-from petagrad.uop.graph import new_buffer
+from petagrad.uop.graph import new_buffer, is_disk
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import Scalar, MAX_NUMEL, _fail, _check_fits, _shape_arg, _int_arg, _scalar_arg, _dtype_arg, _is_tensor
 
@@ -51,10 +51,17 @@ class CreationMixin(TensorMixin):
     return cls.full(_sizes("ones", shape, size), 1.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
   @classmethod
   def empty(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
-    """Uninitialized memory (here: a fresh buffer, zero-filled by the allocator). Shapes as for zeros."""
+    """Uninitialized memory (here: a fresh buffer, zero-filled by the allocator). Shapes as for zeros. On a DISK device
+    ("DISK:/path") the tensor is the file's first bytes: the file is opened now (created, or grown when shorter).
+
+    >>> Tensor.empty(2, 3).shape
+    (2, 3)
+    """
     shape = _sizes("empty", shape, size)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
-    return cls(new_buffer(cls._dev(device), prod(shape), dt).reshape(shape), requires_grad=requires_grad)
+    buf = new_buffer(cls._dev(device), prod(shape), dt)
+    if is_disk(buf.device): buf.buffer.ensure_allocated()   # a file: a bad path fails here, not at the first use
+    return cls(buf.reshape(shape), requires_grad=requires_grad)
   def full_like(self, fill_value: Scalar, dtype=None, device=None) -> Tensor:
     return type(self).full(self.shape, fill_value, _dtype_arg(dtype) if dtype is not None else self.dtype, device or self.device)
   def zeros_like(self, dtype=None, device=None) -> Tensor: return self.full_like(0, dtype, device)

@@ -9,6 +9,7 @@ from typing import Any
 from petagrad.dtype import DType, dtypes, promote, promote_scalar
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
+from petagrad.uop.graph import is_disk, byte_view
 from petagrad.uop.gradient import custom_backward
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import Scalar, _fail, _check_fits, _scalar_arg, _dtype_arg, _tensor_arg, _scalar_operand, _check_int_divisor, \
@@ -73,10 +74,27 @@ class ElementwiseMixin(TensorMixin):
     dt = _dtype_arg(dtype)
     return self if dt == self.dtype else self._new(self.uop.cast(dt), self)
   def bitcast(self, dtype: DType | str) -> Tensor:
-    """Reinterpret the bits as another dtype of the same size."""
+    """Reinterpret the bits as another dtype of the same size. On DISK the sizes may differ (the last dim scales: 8
+    uint8 are 2 float32), and the result is a view of the same bytes of the file.
+
+    >>> Tensor([1.0]).bitcast("int32").tolist()
+    [1065353216]
+    """
     dt = _dtype_arg(dtype)
+    if is_disk(self.device): return self._disk_bitcast(dt)
     if dt.itemsize != self.dtype.itemsize: raise _fail(TypeError, "bitcast", f"{self.dtype} and {dt} differ in size", self)
     return self if dt == self.dtype else type(self)(self.uop.bitcast(dt))
+  def _disk_bitcast(self, dt: DType) -> Tensor:
+    """bitcast of a DISK tensor: its bytes as dt, a Buffer view of the file (DISK runs no kernels)."""
+    old, new = self.dtype.itemsize, dt.itemsize
+    if dt == self.dtype: return self
+    if old != new and (not self.shape or self.shape[-1] * old % new):
+      raise _fail(ValueError, "bitcast", f"the last dim of shape {self.shape} ({old}-byte elements) is not a whole number of {dt} elements", self)
+    shape = self.shape if old == new else self.shape[:-1] + (self.shape[-1] * old // new,)
+    if (v := byte_view(self.uop, dt, shape)) is None:
+      raise _fail(RuntimeError, "bitcast", f"this view of {self.device} is not one contiguous byte range of the file: DISK bitcasts byte "
+                  "ranges only; copy it to a compute device first (.to('CPU'))", self)
+    return type(self)(v)
   def float(self) -> Tensor: return self.cast(dtypes.float32)
   def half(self) -> Tensor: return self.cast(dtypes.float16)
   def bfloat16(self) -> Tensor: return self.cast(dtypes.bfloat16)

@@ -27,6 +27,7 @@ from typing import Any
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, flatten as flatten_list, NO_GRAD
 from petagrad.uop.ops import Ops
+from petagrad.uop.graph import is_disk
 from petagrad.engine.jit import jit_active
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import TensorIndexError, _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg
@@ -289,6 +290,7 @@ class IndexingMixin(TensorMixin):
     into x in place. With duplicate tensor indices the last write wins (like PyTorch on the CPU).
     Basic indices with unit steps write straight into the buffer view; other indices build the new
     value with where/one-hot (O(len(idx) * numel) for tensor indices) and assign it."""
+    if is_disk(self.device): self[idx].assign(value); return   # into the file, through the view's bytes
     basic, adv = self._parse_index(idx, "setitem")
     plan = _basic_plan("setitem", self, basic)
     target_shape = _advanced_shape(_apply_plan(self, plan), adv) if adv else _apply_plan(self, plan).shape

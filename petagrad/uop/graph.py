@@ -1,12 +1,13 @@
 """Graph helpers every stage above the IR uses: rebuilding a graph with nodes substituted, new BUFFER nodes (for new
-memory or for existing memory under a new identity), and a test for a value that reads a buffer through another
-view."""
+memory or for existing memory under a new identity), a test for a value that reads a buffer through another
+view, and byte views (the bytes a view reads as a Buffer view of them: how DISK tensors are sliced and copied)."""
 from __future__ import annotations
 import itertools
 from petagrad.device import Buffer
 from petagrad.dtype import DType
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
+from petagrad.helpers import prod
 
 _buffer_ids = itertools.count()
 
@@ -45,3 +46,42 @@ def reads_other_view(value: UOp, target: UOp) -> bool:
     for s in n.src:
       if s.base is buf and s is not target: return True
   return value.base is buf and value is not target and value.op in GroupOp.Movement
+
+def is_disk(device: str | None) -> bool:
+  """Is device a DISK device (a file: byte-range views and copies, no kernels; runtime/ops_disk.py)?"""
+  return device is not None and device.startswith("DISK")
+
+def byte_range(view: UOp) -> tuple[Buffer, int] | None:
+  """(buffer, byte offset) when view, movement ops over a BUFFER node that has a Buffer, reads one contiguous run of
+  that buffer's bytes in row-major order (then its bytes are the view.size elements from the offset); None when it
+  does not (a step, a transpose, an expand or a pad of more than one element)."""
+  ops: list[UOp] = []
+  u = view
+  while u.op in GroupOp.Movement: ops.append(u); u = u.src[0]
+  if u.op is not Ops.BUFFER or u.buffer is None: return None
+  shape, strides, offset = (u.arg[1],), (1,), 0   # the view as strides over the buffer's elements
+  def contiguous(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    return 0 in shape or all(st == prod(shape[i + 1:]) for i, (d, st) in enumerate(zip(shape, strides)) if d > 1)
+  for m in reversed(ops):
+    if m.op is Ops.RESHAPE:
+      if not contiguous(shape, strides): return None
+      shape = m.arg
+      strides = tuple(prod(shape[i + 1:]) for i in range(len(shape)))
+    elif m.op is Ops.SHRINK:
+      offset += sum(b * st for (b, _), st in zip(m.arg, strides))
+      shape = tuple(e - b for b, e in m.arg)
+    elif m.op is Ops.PERMUTE: shape, strides = tuple(shape[i] for i in m.arg), tuple(strides[i] for i in m.arg)
+    elif m.op is Ops.EXPAND: shape, strides = m.arg, tuple(st if d == n else 0 for d, n, st in zip(shape, m.arg, strides))
+    elif m.op is Ops.FLIP:
+      offset += sum((d - 1) * st for d, st, f in zip(shape, strides, m.arg) if f)
+      strides = tuple(-st if f else st for st, f in zip(strides, m.arg))
+    else: return None   # a pad reads nothing for its padding
+  if not contiguous(shape, strides): return None
+  return u.buffer, (offset if prod(shape) else 0) * u.dtype.itemsize
+
+def byte_view(view: UOp, dtype: DType, shape: tuple[int, ...]) -> UOp | None:
+  """The bytes view reads (see byte_range) as a new BUFFER node of dtype, reshaped to shape, over a view of its buffer
+  (Buffer.view: no copy); None when they are not one contiguous run or not shape's size in dtype."""
+  if (r := byte_range(view)) is None or prod(shape) * dtype.itemsize != view.size * view.dtype.itemsize: return None
+  buf, offset = r
+  return new_buffer_node(buf.view(offset, prod(shape), dtype), dtype).reshape(shape)
