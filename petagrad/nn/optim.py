@@ -251,7 +251,7 @@ class Optimizer:
       if name == "step":   # one counter per group (every parameter of the group holds the same value)
         if id(g) in steps_done or not counts_steps: continue
         steps_done.add(id(g))
-        t = t.reshape(()).cast(dtypes.int32).to(p.device)
+        t = t.reshape(()).to(p.device).cast(dtypes.int32)   # (moved first: a DISK tensor cannot cast)
         if isinstance(g.get("step"), Tensor): write(g["step"], t)
         else: g["step"] = self._new_state(t)
         writes.append(g["step"])

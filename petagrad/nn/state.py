@@ -3,13 +3,18 @@
 * `get_state_dict(obj)` / `get_parameters(obj)` / `load_state_dict(obj, sd, strict=True)`: PyTorch-style
   dotted keys ("layers.0.weight") found by walking attributes, lists, tuples and dicts.
 * `safe_save` / `safe_load`: the safetensors format (compatible both ways with the `safetensors` package).
-  `safe_load` memory-maps the file and makes a tensor only for the names you read.
 * `flatten_state` / `unflatten_state`: an optimizer's or scheduler's nested state dict as flat tensors plus one
   JSON string, so it fits in a safetensors file next to the model.
 * `torch_load`: PyTorch checkpoints (zip and legacy formats) without importing torch, through a restricted
   unpickler that refuses every global it does not know to be safe.
 * `gguf_load`: GGUF files (llama.cpp): F32, F16, BF16 and the Q8_0, Q4_0, Q4_1, Q6_K quantizations,
   dequantized with Tensor ops on the raw bytes.
+
+The loaders read nothing but the headers: `safe_load`, `torch_load` and `gguf_load` give (by default) lazy DISK tensors,
+byte-range views of the file (runtime/ops_disk.py, docs/disk.md), read when they are used: `load_state_dict` copies each
+one onto its parameter's device on its own, so a checkpoint larger than memory loads piece by piece. A tensor that is no
+byte range of the file (a gguf quantized tensor, a strided torch view) is its raw bytes copied to the compute device
+and decoded there, lazily too.
 
 Every writer goes to a temporary file in the target's folder and renames it over the target at the end
 (`os.replace`), so a crash mid-save leaves the previous file intact; the next save to the same path removes the
@@ -24,11 +29,14 @@ is wrong (every header field is checked before anything is loaded).
 [[1.0, 2.0]]
 """
 from __future__ import annotations
-import io, json, mmap, os, pickle, socket, struct, tempfile, types, zipfile, zlib
+import io, json, mmap, os, pathlib, pickle, socket, struct, tempfile, types, zipfile, zlib
 from collections import OrderedDict
 from typing import Any, Callable, Iterator, Mapping, NamedTuple, BinaryIO
 from petagrad.tensor import Tensor
+from petagrad.device import Device
 from petagrad.dtype import DType, dtypes
+from petagrad.uop.graph import is_disk, byte_range
+from petagrad.uop.ops import Ops
 from petagrad.helpers import prod
 from petagrad.nn._inplace import write, commit
 
@@ -101,6 +109,10 @@ def _to_tensor(v: Any, like: Tensor) -> Tensor:
     return Tensor(np.asarray(v), device=like.device)
   return Tensor(v, device=like.device)
 
+def _reads_disk(t: Tensor) -> bool:
+  """Does t read a file (a DISK tensor, or a lazy graph over one: a copy, a dequantization)?"""
+  return is_disk(t.device) or any(u.op is Ops.BUFFER and is_disk(u.device) for u in t.uop.toposort())
+
 def _shape_of(v: Any) -> tuple[int, ...]:
   return tuple(v.shape) if hasattr(v, "shape") else tuple(Tensor(v).shape)
 
@@ -142,11 +154,12 @@ def load_state_dict(obj: Any, state_dict: Mapping[str, Any], strict: bool = True
     if v.shape != t.shape: v = v.reshape(t.shape)
     if verbose: print(f"load_state_dict: {k} {v.shape} {v.dtype} -> {t.dtype} on {t.device}")
     if getattr(type(t), "_derived", False): derived.append((t, v))   # a view of other state (an optimizer's b1_t): it writes that
+    elif _reads_disk(v): commit(write(t, v.to(t.device)))   # read from a file: on its own, so one tensor at a time is in memory
     else:
       write(t, v.to(t.device))
       if not any(w is t for w in written): written.append(t)
   commit(*written)
-  for t, v in derived: t.assign(v)
+  for t, v in derived: t.assign(v.to(t.device))
   if consume:
     for k in model:
       if k in state_dict and k not in bad: del state_dict[k]   # type: ignore[attr-defined]
@@ -230,9 +243,15 @@ def _short(x: Any, n: int = 60) -> str:
   except RecursionError: r = f"<a deeply nested {type(x).__name__}>"
   return r if len(r) <= n else r[:n - 3] + "..."
 
-def _tensor_from_bytes(raw: bytes | memoryview, dtype: DType, shape: tuple[int, ...], device: str | None) -> Tensor:
-  if prod(shape) == 0: return Tensor.zeros(*shape, dtype=dtype, device=device).contiguous()
-  return Tensor(bytes(raw), dtype=dtype, device=device).reshape(shape)
+def _compute_device(device: str | None) -> str | None:
+  """The device a loader puts its tensors on: None (they stay on DISK, views of the file) for None or a DISK device."""
+  return None if device is None or is_disk(dev := Device.canonicalize(device)) else dev
+
+def _file_view(file: Tensor, begin: int, end: int, dtype: DType, shape: tuple[int, ...], device: str | None) -> Tensor:
+  """Bytes begin..end of a file (a flat uint8 DISK tensor) as a tensor of dtype and shape: a DISK view, copied to
+  device (lazily) when one is given."""
+  t = file[begin:end].bitcast(dtype).reshape(shape)
+  return t if device is None else t.to(device)
 
 class _DuplicateKey(ValueError): pass
 
@@ -252,15 +271,16 @@ def _check_no_overlap(path: str, spans: list[tuple[int, int, str]], kind: str) -
     prev_end, prev = e, name
 
 class SafeTensorsFile(Mapping):
-  """A safetensors file opened lazily: the header is read at once; `sf[name]` makes a Tensor from the
-  memory-mapped bytes of that one entry (a copy each time it is read), so a file larger than memory can
-  be loaded tensor by tensor. `metadata` holds the file's `__metadata__` strings.
+  """A safetensors file opened lazily: the header is read at once; `sf[name]` is that entry's bytes of the file as a
+  DISK tensor (a view: nothing is read until it is used, then only its bytes), or copied to `device` (lazily) when
+  one was given. So a file larger than memory can be loaded tensor by tensor. `metadata` holds the file's
+  `__metadata__` strings.
 
   The whole header is checked when the file is opened: a malformed header, a shape that is not a list of
   non-negative ints, an unknown dtype, offsets that are not two ints, that do not match shape x itemsize, that
   overlap another tensor's or that lie past the end of the file raise ValueError naming the file."""
   def __init__(self, path: str | os.PathLike, device: str | None = None):
-    self.path, self.device = os.fspath(path), device
+    self.path, self.device = os.fspath(path), _compute_device(device)
     with open(self.path, "rb") as f:
       size = os.fstat(f.fileno()).st_size
       if size < 8: raise _corrupt(self.path, f"not a safetensors file: {size} bytes is shorter than the 8-byte header length")
@@ -268,7 +288,6 @@ class SafeTensorsFile(Mapping):
       if n > size - 8: raise _corrupt(self.path, f"truncated or corrupt safetensors file: the header is {n} bytes but only {size - 8} follow")
       raw_header = f.read(n)
       if len(raw_header) != n: raise _corrupt(self.path, "truncated safetensors file: the header is cut short")
-      self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     try: header = json.loads(raw_header, object_pairs_hook=_json_object)
     except (UnicodeDecodeError, json.JSONDecodeError, _DuplicateKey) as e: raise _corrupt(self.path, f"corrupt safetensors header (not JSON: {e})") from None
     except RecursionError: raise _corrupt(self.path, "corrupt safetensors header (JSON nested too deeply)") from None
@@ -281,6 +300,7 @@ class SafeTensorsFile(Mapping):
     self._entries: dict[str, tuple[DType, tuple[int, ...], int, int]] = {}
     for name, e in header.items(): self._entries[name] = self._check_entry(name, e, data_len)
     _check_no_overlap(self.path, [(b, en, name) for name, (_, _, b, en) in self._entries.items()], "safetensors")
+    self._file = Tensor(pathlib.Path(self.path))   # the whole file on DISK, mapped (its size is fixed now), unread
   def _check_entry(self, name: str, e: Any, data_len: int) -> tuple[DType, tuple[int, ...], int, int]:
     def bad(what: str) -> ValueError: return _corrupt(self.path, f"corrupt safetensors header entry for tensor {name!r}: {what}")
     if not isinstance(e, dict): raise bad(f"a JSON {type(e).__name__} ({_short(e)}), not an object")
@@ -299,7 +319,7 @@ class SafeTensorsFile(Mapping):
     return dt, tuple(shape), b, en
   def __getitem__(self, name: str) -> Tensor:
     dt, shape, b, e = self._entries[name]
-    return _tensor_from_bytes(memoryview(self._mm)[self._start + b:self._start + e], dt, shape, self.device)
+    return _file_view(self._file, self._start + b, self._start + e, dt, shape, self.device)
   def __iter__(self) -> Iterator[str]: return iter(self._entries)
   def __len__(self) -> int: return len(self._entries)
   def shape(self, name: str) -> tuple[int, ...]: return self._entries[name][1]
@@ -307,7 +327,15 @@ class SafeTensorsFile(Mapping):
   def __repr__(self) -> str: return f"<SafeTensorsFile {self.path!r}: {len(self)} tensors>"
 
 def safe_load(path: str | os.PathLike, device: str | None = None) -> SafeTensorsFile:
-  """Open a .safetensors file lazily (see SafeTensorsFile); `dict(safe_load(p))` loads everything."""
+  """Open a .safetensors file lazily (see SafeTensorsFile): its tensors are DISK views of the file (device None or a
+  DISK device) or lazy copies onto `device`; `dict(safe_load(p))` makes them all, still reading nothing.
+
+  >>> import tempfile, os
+  >>> path = os.path.join(tempfile.mkdtemp(), "w.safetensors")
+  >>> safe_save({"w": Tensor([1.0, 2.0])}, path)
+  >>> w = safe_load(path)["w"]; w.device.startswith("DISK"), w.to("CPU").tolist()
+  (True, [1.0, 2.0])
+  """
   return SafeTensorsFile(path, device)
 
 def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]: return SafeTensorsFile(path).metadata
@@ -419,20 +447,22 @@ class _TorchDtype(_Sealed):
   def __repr__(self) -> str: return f"torch.{self.name}"
 
 class _Storage(_Sealed):
-  """A storage of a checkpoint: its element dtype and count (from the pickle), how to read its raw bytes, and the
-  file and device its tensors belong to. Its Tensor is made once per dtype, on first use."""
-  def __init__(self, read: Callable[[], bytes], dtype: DType, numel: int, key: str, path: str, device: str | None):
-    self._read, self.dtype, self.numel, self.key, self.path, self.device = read, dtype, numel, key, path, device
+  """A storage of a checkpoint: its element dtype and count (from the pickle), where its raw bytes are (a uint8 DISK
+  view of the file, or, for a compressed zip member, a function reading them), and the file and device (None: DISK)
+  its tensors belong to. Its Tensor is made once per dtype, on first use."""
+  def __init__(self, source: Callable[[], Tensor | bytes], dtype: DType, numel: int, key: str, path: str, device: str | None):
+    self._source, self.dtype, self.numel, self.key, self.path, self.device = source, dtype, numel, key, path, device
     self._ts: dict[DType, Tensor] = {}
   @property
   def nbytes(self) -> int: return self.numel * self.dtype.itemsize
   def tensor(self, dtype: DType) -> Tensor:
+    """The storage as a flat tensor of dtype: a DISK view of the file, or its bytes read onto the compute device."""
     if dtype not in self._ts:
-      raw = self._read()
-      if len(raw) != self.nbytes:
-        raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, its record says {self.numel} x {self.dtype.name} ({self.nbytes} bytes)")
-      if len(raw) % dtype.itemsize: raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {len(raw)} bytes, not a whole number of {dtype.name}")
-      self._ts[dtype] = Tensor(raw, dtype=dtype, device=self.device) if raw else Tensor.zeros(0, dtype=dtype, device=self.device).contiguous()
+      raw = self._source()
+      if (n := raw.numel() if isinstance(raw, Tensor) else len(raw)) != self.nbytes:
+        raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {n} bytes, its record says {self.numel} x {self.dtype.name} ({self.nbytes} bytes)")
+      if n % dtype.itemsize: raise _corrupt(self.path, f"corrupt torch checkpoint: storage {self.key} has {n} bytes, not a whole number of {dtype.name}")
+      self._ts[dtype] = raw.bitcast(dtype) if isinstance(raw, Tensor) else Tensor(raw, dtype=dtype, device=self.device or Device.DEFAULT)
     return self._ts[dtype]
 
 def _as_strided(flat: Tensor, offset: int, size: tuple[int, ...], stride: tuple[int, ...]) -> Tensor:
@@ -473,8 +503,12 @@ class _PendingTensor(_Sealed):
   def __init__(self, storage: _Storage, offset: int, size: tuple[int, ...], stride: tuple[int, ...], dtype: DType):
     self.storage, self.offset, self.size, self.stride, self.dtype = storage, offset, size, stride, dtype
   def make(self) -> Tensor:
-    if prod(self.size) == 0: return Tensor.zeros(*self.size, dtype=self.dtype, device=self.storage.device).contiguous()
-    return _as_strided(self.storage.tensor(self.dtype), self.offset, self.size, self.stride)
+    def view(flat: Tensor) -> Tensor:
+      return flat[:0].reshape(self.size) if prod(self.size) == 0 else _as_strided(flat, self.offset, self.size, self.stride)
+    flat, device = self.storage.tensor(self.dtype), self.storage.device
+    if not is_disk(flat.device): return view(flat)
+    if byte_range((t := view(flat)).uop) is not None: return t if device is None else t.to(device)   # a byte range: a DISK view
+    return view(flat.to(device or Device.DEFAULT))   # strided: the storage's bytes are copied, the strides run there
 
 def _ints(x: Any, what: str) -> tuple[int, ...]:
   if not isinstance(x, (tuple, list)) or not all(_is_int(v) for v in x): raise _BadRecord(f"a tensor's {what} {_short(x)} is not a tuple of ints")
@@ -621,15 +655,17 @@ def _storage_record(pid: tuple, path: str, n: int) -> tuple[DType, str, int]:
 
 def torch_load(path: str | os.PathLike, device: str | None = None) -> Any:
   """Load a PyTorch checkpoint (torch.save's zip format or the legacy format of
-  `_use_new_zipfile_serialization=False`) without torch: tensors become petagrad Tensors (on `device`),
-  nn.Parameters become Tensors, OrderedDicts stay OrderedDicts. Only the globals a state dict needs are
+  `_use_new_zipfile_serialization=False`) without torch: tensors become petagrad Tensors, nn.Parameters become
+  Tensors, OrderedDicts stay OrderedDicts. With device None (or a DISK device) a tensor whose elements are one byte
+  range of the file is a DISK view of it (read when used); a strided one (transposed, stepped, expanded) is its
+  storage copied to Device.DEFAULT, viewed there. With a device, every tensor is a lazy copy onto it. Only the globals a state dict needs are
   allowed; anything else (e.g. os.system) raises TorchUnpicklingError before it can run.
 
   Views (transposed, sliced with steps, expanded, at an offset) become movement ops on their storage, so a
   checkpoint of a tensor expanded to 10**8 elements loads at once, and nothing is copied until it is used.
   A malformed pickle, a missing or short storage, or a view that reads outside its storage raises ValueError
   naming the file."""
-  path = os.fspath(path)
+  path, device = os.fspath(path), _compute_device(device)
   try:
     if zipfile.is_zipfile(path): return _torch_load_zip(path, device)
     with open(path, "rb") as f:
@@ -643,7 +679,18 @@ def _zip_read(zf: zipfile.ZipFile, member: str, path: str) -> bytes:
   except (zipfile.BadZipFile, zlib.error, EOFError, OSError, NotImplementedError, RuntimeError) as e:   # CRC, compression, encryption
     raise _corrupt(path, f"corrupt torch checkpoint: cannot read {member} ({type(e).__name__}: {e})") from None
 
+def _zip_data_offset(zf: zipfile.ZipFile, info: zipfile.ZipInfo, size: int) -> int | None:
+  """Where a member's bytes lie in the zip file as they are (stored, not compressed or encrypted: what torch.save
+  writes), from its local header; None when they do not."""
+  if info.compress_type != zipfile.ZIP_STORED or info.flag_bits & 1 or zf.fp is None: return None
+  zf.fp.seek(info.header_offset)
+  head = zf.fp.read(30)
+  if len(head) != 30 or head[:4] != b"PK\x03\x04": return None
+  begin = info.header_offset + 30 + int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
+  return begin if begin + info.file_size <= size else None
+
 def _torch_load_zip(path: str, device: str | None) -> Any:
+  file = Tensor(pathlib.Path(path))   # the checkpoint on DISK: stored storages are views of it
   with zipfile.ZipFile(path) as zf:
     names = zf.namelist()
     pkls = [n for n in names if n.endswith("/data.pkl") or n == "data.pkl"]
@@ -659,7 +706,10 @@ def _torch_load_zip(path: str, device: str | None) -> Any:
         if member not in names: raise _corrupt(path, f"storage {key} is referenced but {member} is missing")
         if (have := zf.getinfo(member).file_size) != numel * dt.itemsize:
           raise _corrupt(path, f"corrupt torch checkpoint: storage {key} should hold {numel} x {dt.name} ({numel * dt.itemsize} bytes) but {member} has {have}")
-        storages[key] = _Storage(lambda m=member: _zip_read(zf, m, path), dt, numel, key, path, device)
+        info = zf.getinfo(member)
+        at = _zip_data_offset(zf, info, file.numel())
+        read: Callable[[], Tensor | bytes] = (lambda m=member: _zip_read(zf, m, path)) if at is None else (lambda a=at, n=info.file_size: file[a:a + n])
+        storages[key] = _Storage(read, dt, numel, key, path, device)
       return storages[key]
     obj = _RestrictedUnpickler(io.BytesIO(_zip_read(zf, pkls[0], path)), path, load_storage).load()
     return _finish(obj)   # while the zip is open: each storage is read once
@@ -667,6 +717,7 @@ def _torch_load_zip(path: str, device: str | None) -> Any:
 _LEGACY_MAGIC = 0x1950a86a20f9469cfc6c
 
 def _torch_load_legacy(path: str, device: str | None) -> Any:
+  file = Tensor(pathlib.Path(path))   # the checkpoint on DISK: the storages are views of it
   with open(path, "rb") as f:
     def no_storage(pid): raise _corrupt(path, "not a torch checkpoint (a storage in the legacy header)")
     def small(what: str) -> Any: return _RestrictedUnpickler(f, path, no_storage, what).load()
@@ -681,7 +732,7 @@ def _torch_load_legacy(path: str, device: str | None) -> Any:
     def load_storage(pid: tuple) -> _Storage:
       dt, key, numel = _storage_record(pid, path, 6)
       if pid[5] is not None: raise _corrupt(path, "legacy storage views are not supported")
-      if key not in storages: storages[key] = _Storage(lambda k=key: _legacy_read(path, offsets[k], storages[k]), dt, numel, key, path, device)
+      if key not in storages: storages[key] = _Storage(lambda k=key: file[offsets[k]:offsets[k] + storages[k].nbytes], dt, numel, key, path, device)
       return storages[key]
     obj = _RestrictedUnpickler(f, path, load_storage).load()
     keys = small("corrupt legacy torch checkpoint (its storage key list)")
@@ -705,13 +756,6 @@ def _torch_load_legacy(path: str, device: str | None) -> Any:
     missing = [k for k in storages if k not in offsets]
     if missing: raise _corrupt(path, f"corrupt torch checkpoint: storages {missing} are referenced but not stored")
   return _finish(obj)
-
-def _legacy_read(path: str, offset: int, st: _Storage) -> bytes:
-  with open(path, "rb") as f:
-    f.seek(offset)
-    raw = f.read(st.nbytes)
-  if len(raw) != st.nbytes: raise _corrupt(path, f"truncated torch checkpoint: storage {st.key} is cut short")
-  return raw
 
 # ====================================================================== GGUF
 
@@ -795,7 +839,9 @@ def ggml_dequantize(raw: Tensor, ggml_type: int, n: int) -> Tensor:
 def gguf_load(path: str | os.PathLike, device: str | None = None) -> tuple[dict[str, Any], dict[str, Tensor]]:
   """Read a GGUF file: returns (metadata, tensors). Tensor shapes follow numpy/torch order (GGUF stores
   dims innermost first). Quantized tensors (Q8_0, Q4_0, Q4_1, Q6_K) are dequantized to float32 with
-  Tensor ops on the raw bytes; F32/F16/BF16 keep their dtype. A malformed file (bad magic or version, absurd
+  Tensor ops on the raw bytes; F32/F16/BF16 keep their dtype. With device None (or a DISK device) the F32/F16/BF16
+  tensors are DISK views of the file and a quantized tensor is its bytes copied to Device.DEFAULT and dequantized
+  there; with a device, all run there. Nothing is read before a tensor is used. A malformed file (bad magic or version, absurd
   counts, unknown type ids, truncated strings, a bad alignment, misaligned, overlapping or out-of-file tensor
   data) raises ValueError naming the file."""
   path = os.fspath(path)
@@ -842,9 +888,9 @@ def gguf_load(path: str | os.PathLike, device: str | None = None) -> tuple[dict[
     spans.append((b, e, name))
   _check_no_overlap(path, spans, "GGUF")
   tensors: dict[str, Tensor] = {}
+  file, device = Tensor(pathlib.Path(path)), _compute_device(device)   # the file on DISK: the tensors are views of it
   for (name, shape, gt, off), (b, e, _) in zip(infos, spans):
     tname, n = GGML_TYPES[gt][0], prod(shape)
-    if n == 0: tensors[name] = Tensor.zeros(*shape, dtype=_GGML_FLOATS.get(tname, dtypes.float32), device=device).contiguous()
-    elif GGML_TYPES[gt][1] == 1: tensors[name] = Tensor(bytes(mm[b:e]), dtype=_GGML_FLOATS[tname], device=device).reshape(shape)   # plain floats: the bytes as they are
-    else: tensors[name] = ggml_dequantize(Tensor(bytes(mm[b:e]), dtype=dtypes.uint8, device=device), gt, n).reshape(shape)
+    if n == 0 or GGML_TYPES[gt][1] == 1: tensors[name] = _file_view(file, b, e, _GGML_FLOATS.get(tname, dtypes.float32), shape, device)
+    else: tensors[name] = ggml_dequantize(file[b:e].to(device or Device.DEFAULT), gt, n).reshape(shape)   # decoded on a compute device
   return kv, tensors
