@@ -5,7 +5,8 @@
   another output range (register tiling, as in a matmul micro-kernel), or, when the reduction itself runs
   over contiguous memory, take the lanes from the reduce range (partial sums combined at the end);
 * spread the outermost output loop over the CPU threads when the kernel is big enough;
-* GPU-style devices (work-groups): neighbouring output elements go to the threads of one work-group;
+* GPU-style devices (work-groups): a long reduction to few outputs is shared by the threads of a work-group (GROUP),
+  and neighbouring output elements go to the threads of one work-group (LOCAL);
 * last (with NOOPT too): long float sums become nested blocks of partial sums (Kernel.block_sums).
 """
 from __future__ import annotations
@@ -47,13 +48,23 @@ def block_sums(k: Kernel, supports_vector: bool) -> Kernel:
   return k
 
 LOCAL_TARGET = 256   # threads per work-group the heuristic aims for (a multiple of every GPU's warp/wavefront)
+GROUP_OUTPUTS = 4096 # a reduction with fewer outputs than this leaves most of a GPU idle with one thread per output...
+GROUP_MIN = 256      # ...so when it is at least this long, a work-group shares each output's reduction
+
+def _largest_divisor(n: int, most: int) -> int: return max(d for d in range(1, min(most, n) + 1) if n % d == 0)
 
 def _work_groups(k: Kernel) -> None:
-  """The threads of a work-group take neighbouring output elements: the innermost output ranges first (the ones
-  contiguous in memory, so a group's loads and stores are coalesced), each split by its largest divisor that fits."""
+  """A long reduction to few outputs: the threads of a work-group each sum a share of the longest reduce range and
+  combine their sums (GROUP). Then the threads of a work-group take neighbouring output elements: the innermost output
+  ranges first (the ones contiguous in memory, so a group's loads and stores are coalesced), each split by its largest
+  divisor that fits."""
   budget, picks = min(k.max_local, LOCAL_TARGET), []
+  red = [r for r in k.ranges if r.arg[2] == "reduce"]
+  if red and prod(r.arg[1] for r in k.ranges if r.arg[2] == "global") < GROUP_OUTPUTS and prod(r.arg[1] for r in red) >= GROUP_MIN:
+    r = max(red, key=lambda x: x.arg[1])
+    if (d := _largest_divisor(r.arg[1], budget)) > 1 and _try(k, Opt(OptOps.GROUP, _axis(k, r), d)): budget //= d
   for r in reversed([r for r in k.ranges if r.arg[2] == "global"]):
-    d = max((d for d in range(1, min(budget, r.arg[1]) + 1) if r.arg[1] % d == 0), default=1)
+    d = _largest_divisor(r.arg[1], budget)
     if d > 1: picks.append((r.arg[0], d)); budget //= d
     if budget < 2: break
   # applied outermost first: the innermost output range's threads are made last, so they are the fastest varying

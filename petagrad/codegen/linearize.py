@@ -3,6 +3,10 @@
 Every node is placed in the innermost loop it depends on: the output ("global") ranges open first; each
 REDUCE becomes an accumulator, a loop nest over its ranges holding the nodes that depend on them, and
 an update. Nodes that do not depend on a reduce's ranges are hoisted before its loop.
+
+A REDUCE over work-group ranges only (kind `group`, GPU-style devices) stays a REDUCE in the linear program: the
+threads of the group combine their values through local memory (the renderer prints it). Its group ranges are launch
+indices, listed with the output ranges.
 """
 from __future__ import annotations
 from dataclasses import dataclass, field
@@ -22,6 +26,8 @@ class LinearProgram:
   uops: list[UOp]
   flops: int = 0                       # ALU work on data (not index math), over the whole launch
   global_ranges: list[UOp] = field(default_factory=list)
+  # index math (computed from loop variables and constants): in bounds by construction, so it never overflows
+  index_math: frozenset[UOp] = frozenset()
 
 @dataclass
 class _Scope:
@@ -49,8 +55,9 @@ def linearize(sink: UOp) -> LinearProgram:
   def scope_for(d: frozenset[UOp]) -> _Scope:
     cands = [scope_of_range[r] for r in d if r in scope_of_range]
     return max(cands, key=lambda s: s.depth) if cands else root
+  def grouped(u: UOp) -> bool: return u.op is Ops.REDUCE and len(u.src) > 1 and all(r.arg[2] == "group" for r in u.src[1:])
   for u in reversed(order):
-    if u.op is Ops.REDUCE:
+    if u.op is Ops.REDUCE and not grouped(u):
       parent = scope_for(deps[u])
       key = (id(parent), u.src[1:])
       group_of[u] = key
@@ -66,7 +73,7 @@ def linearize(sink: UOp) -> LinearProgram:
   for u in order:
     if u.op in (Ops.RANGE, Ops.CONST) or (u.op in GroupOp.ALU and all(s in index_math for s in u.src)): index_math.add(u)
   # output loops: the threaded one outermost, then by id (a work-group's local ranges are output ranges too)
-  global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] in ("global", "thread", "local")),
+  global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] in ("global", "thread", "local", "group")),
                          key=lambda r: (r.arg[2] != "thread", r.arg[0]))
 
   out: list[UOp] = []
@@ -106,7 +113,7 @@ def linearize(sink: UOp) -> LinearProgram:
     waiting: set[UOp] = set()
     deferred: list[UOp] = []
     for u in sc.nodes:
-      if u.op is Ops.REDUCE:
+      if u.op is Ops.REDUCE and not grouped(u):
         key = group_of[u]
         seen[key] = seen.get(key, 0) + 1
         if seen[key] < len(groups[key]): waiting.add(u); continue
@@ -125,7 +132,7 @@ def linearize(sink: UOp) -> LinearProgram:
   for r in global_ranges: out.append(r)
   emit_scope(root, prod(r.arg[1] for r in global_ranges))
   for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
-  return LinearProgram(out, flops, global_ranges)
+  return LinearProgram(out, flops, global_ranges, frozenset(new[u] for u in index_math if u in new))
 
 
 def concat_programs(progs: list[LinearProgram], params: list[list[int]]) -> LinearProgram:
@@ -134,6 +141,7 @@ def concat_programs(progs: list[LinearProgram], params: list[list[int]]) -> Line
   sees everything the ones before it wrote. Renderers take a node's latest emission as its value, so a node that
   appears in two programs (the same load, say) is computed again in each."""
   out: list[UOp] = []
+  index_math: set[UOp] = set()
   for prog, pmap in zip(progs, params):
     new: dict[UOp, UOp] = {}
     for u in prog.uops:
@@ -141,4 +149,5 @@ def concat_programs(progs: list[LinearProgram], params: list[list[int]]) -> Line
       else: nu = UOp(u.op, u.dtype, tuple(new.get(s, s) for s in u.src), u.arg) if u.src else u
       new[u] = nu
       out.append(nu)
-  return LinearProgram(out, sum(p.flops for p in progs), [r for p in progs for r in p.global_ranges])
+    index_math.update(new[u] for u in prog.index_math if u in new)
+  return LinearProgram(out, sum(p.flops for p in progs), [r for p in progs for r in p.global_ranges], frozenset(index_math))

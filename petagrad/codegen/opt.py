@@ -4,6 +4,8 @@ A range is a loop variable `RANGE(arg=(id, size, kind))`. Kinds:
   global   an output loop (the outermost one may be spread over CPU threads: kind `thread`); on a device with
            work-groups (GPU-style), the output ranges are the work-group's id instead of loops
   local    an output range split off into the work-group: the thread's id in its group (LOCAL)
+  group    a reduce range split off into the work-group (GROUP): each thread of the group sums its share, then the
+           group combines the partial sums through local memory: REDUCE(REDUCE(x, outer ranges), group range)
   reduce   a reduction loop
   upcast   an output range unrolled into copies (register tiling: each copy keeps its own accumulator)
   unroll   a reduce range unrolled into copies (several partial sums)
@@ -35,6 +37,7 @@ class OptOps(Enum):
   VECTOR = auto()    # split a range, compute the inner part as SIMD lanes
   THREAD = auto()    # spread the outermost output range over CPU threads
   LOCAL = auto()     # split an output range, its inner part runs as the threads of a work-group (GPU-style devices)
+  GROUP = auto()     # split a reduce range, its inner part runs as the threads of a work-group that combine their sums
   SWAP = auto()      # exchange the loop positions of two output ranges (axis and amount are their indices)
   TILE = auto()      # split an output range into an outer loop (in its place) and an inner loop of `amount`
                      # nested innermost among the output loops: blocks that stay in cache
@@ -66,7 +69,7 @@ class Kernel:
   def ranges(self) -> list[UOp]:
     """Every RANGE of the kernel, output ranges first (in order), then the reduce ranges."""
     rs = [u for u in self.ast.toposort() if u.op is Ops.RANGE]
-    order = {"thread": 0, "global": 0, "local": 0, "upcast": 2, "vector": 3, "reduce": 1, "unroll": 2}
+    order = {"thread": 0, "global": 0, "local": 0, "upcast": 2, "vector": 3, "reduce": 1, "unroll": 2, "group": 1}
     return sorted(rs, key=lambda r: (order[r.arg[2]], r.arg[0]))
 
   def new_range(self, size: int, kind: str) -> UOp:
@@ -166,9 +169,22 @@ class Kernel:
     if opt.op is OptOps.VECTOR:
       if any(x.arg[2] == "vector" for x in rs): raise OptError("only one vector range per kernel")
       if kind not in ("global", "reduce"): raise OptError("VECTOR needs an output or reduce range")
-    if opt.op is OptOps.LOCAL:
-      if kind != "global": raise OptError("LOCAL needs an output range")
+    if opt.op in (OptOps.LOCAL, OptOps.GROUP):
+      if kind != ("global" if opt.op is OptOps.LOCAL else "reduce"):
+        raise OptError(f"{opt.op.name} needs {'an output' if opt.op is OptOps.LOCAL else 'a reduce'} range")
       if self.local_size() * (opt.amount or r.arg[1]) > self.max_local: raise OptError(f"a work-group of at most {self.max_local} threads")
+    if opt.op is OptOps.GROUP:
+      red = [u for u in self.ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
+      if any(u.dtype.scalar() in (dtypes.float16, dtypes.bfloat16) or u.dtype.count > 1 for u in red): raise OptError("GROUP of a half or vector sum")
+      _, g = self.split(r, opt.amount or r.arg[1], "group")
+      # the group's threads each reduce over the other ranges; one reduce over the group range combines their results
+      def nest(red: UOp) -> UOp | None:
+        if g not in red.src[1:] or len(red.src) == 2: return None
+        inner = UOp(Ops.REDUCE, red.dtype, (red.src[0], *(x for x in red.src[1:] if x is not g)), red.arg)
+        return UOp(Ops.REDUCE, red.dtype, (inner, g), red.arg)
+      self.ast = graph_rewrite(self.ast, PatternMatcher([(UPat(Ops.REDUCE, name="red"), nest)]))
+      self.applied.append(opt)
+      return
     if opt.op is OptOps.TILE:
       if kind != "global": raise OptError("TILE needs an output loop")
       self.split(r, opt.amount, "global")   # the inner part gets the newest id: the innermost output loop
@@ -219,7 +235,7 @@ class Kernel:
       self.ast = simplify(ast)
       self.applied.append(Opt(OptOps.BLOCK, 0, simd_bytes))
 
-  def local_size(self) -> int: return prod(r.arg[1] for r in self.ranges if r.arg[2] == "local")
+  def local_size(self) -> int: return prod(r.arg[1] for r in self.ranges if r.arg[2] in ("local", "group"))
 
   def unrolled_size(self) -> int:
     return prod(r.arg[1] for r in self.ranges if r.arg[2] in ("upcast", "unroll"))

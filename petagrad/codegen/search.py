@@ -27,6 +27,7 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Op
       if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
       if k.max_local: out += [Opt(OptOps.LOCAL, i, a) for a in (2, 4, 8, 16, 32, 64, 128, 256) if size % a == 0 and a <= k.max_local]
       out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4) if size % a == 0 and size > a]
+      if k.max_local: out += [Opt(OptOps.GROUP, i, a) for a in (16, 32, 64, 128, 256) if size % a == 0 and a <= k.max_local]
       if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
   g = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global"]
   out += [Opt(OptOps.SWAP, a, b) for a, b in zip(g, g[1:])]   # loop order: adjacent output loops exchanged

@@ -58,6 +58,8 @@ class CStyleRenderer(Renderer):
   # one float16 scalar: its stored value as float, a float (representable) as stored, a float rounded to float16
   f16_load, f16_store, f16_round = "((float)({x}))", "((_Float16)({x}))", "((float)(_Float16)({x}))"
   launch_ids = ("", "")   # the work-group's id and the thread's id in it (dialects with max_local > 0)
+  local_decl = ""         # an array in a work-group's local (shared) memory: {type} {name}[{size}]
+  barrier = ""            # every thread of the work-group waits here, and sees the others' local memory writes
   # signed integer +, -, * and << wrap around (torch's and numpy's results) through the unsigned type where the
   # compiler has no -fwrapv (overflow is undefined in OpenCL C and CUDA C++: a compiler folds x * 2 / 2 to x)
   wrap_signed = False
@@ -110,6 +112,9 @@ class CStyleRenderer(Renderer):
     self._vec_types: dict[str, tuple[str, int]] = {}
     self._f16_vec: set[int] = set()   # lane counts of float16 vectors converted with the F16C helpers (F16_VEC)
     self._outlined: list[str] = []
+    self._locals: list[str] = []   # local memory arrays (work-group reductions), declared at the kernel's top
+    self._lstride: dict[UOp, int] = {}
+    self._index_math = prog.index_math   # wraps no index math (wrap_signed): it cannot overflow, and stays fast
     self.sanitize = bool(SANITIZE) and self.can_sanitize   # bounds-check every load and store (docs/safety.md); part of the program cache keys
     uops = prog.uops
     if not self.sanitize: lines = self._body(name, uops, names, params, "plain")
@@ -129,7 +134,7 @@ class CStyleRenderer(Renderer):
     pool = POOL_DECL if self._outlined else ""
     check = SANITIZE_DECL.format(params=" ".join(d.name for d in params)) if self.sanitize else ""
     return (f"{self.preamble}{pool}{check}{self.vector_typedefs()}{''.join(self._outlined)}"
-            f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(lines) + "\n}\n")
+            f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(self._locals + lines) + "\n}\n")
 
   def _body(self, name: str, uops: list[UOp], names: dict[UOp, str], params: list[DType], mode: str, need: set[UOp] | None = None) -> list[str]:
     """The kernel's statements. mode: plain; checked (every access bounds-checked); probe (only the loops and the index
@@ -189,18 +194,39 @@ class CStyleRenderer(Renderer):
     split into its ranges (outermost first: the last range varies fastest between neighbouring ids). Returns them."""
     it = self.types[dtypes.index]
     out: set[UOp] = set()
-    for kind, ident, var in (("global", self.launch_ids[0], "gid_"), ("local", self.launch_ids[1], "lid_")):
-      rs = sorted((u for u in uops if u.op is Ops.RANGE and u.arg[2] == kind), key=lambda r: r.arg[0])
+    self._lstride: dict[UOp, int] = {}   # the step of the thread id from one value of a work-group range to the next
+    self._lsize = 1
+    for kinds, ident, var in ((("global",), self.launch_ids[0], "gid_"), (("local", "group"), self.launch_ids[1], "lid_")):
+      rs = sorted((u for u in uops if u.op is Ops.RANGE and u.arg[2] in kinds), key=lambda r: r.arg[0])
       if not rs: continue
       lines.append(f"  {it} {var} = ({it})({ident});")
       stride = 1
       for r in reversed(rs):
-        names[r] = f"{'l' if kind == 'local' else 'g'}idx{r.arg[0]}"
+        names[r] = f"{'g' if kinds == ('global',) else 'l'}idx{r.arg[0]}"
         div = f"{var} / {stride}" if stride > 1 else var
         lines.append(f"  {it} {names[r]} = {div if r is rs[0] else f'({div}) % {r.arg[1]}'};")
+        if var == "lid_": self._lstride[r] = stride
         stride *= r.arg[1]
+      if var == "lid_": self._lsize = stride
       out.update(rs)
     return out
+
+  def _group_reduce(self, u: UOp, names: dict[UOp, str], lines: list[str], ind: str) -> str:
+    """A REDUCE over a work-group range g: each thread puts its value in local memory, then log2(|g|) rounds of
+    pairwise combines (a tree: the same order on every run) leave the result at g = 0, which every thread reads."""
+    (g,), dt = u.src[1:], u.dtype
+    tmp = f"pg_local{len(self._locals)}"
+    self._locals.append("  " + self.local_decl.format(type=self.vtype(dt), name=tmp, size=self._lsize))
+    me, step, n = names[g], self._lstride[g], g.arg[1]
+    lines += [f"{ind}{tmp}[lid_] = {names[u.src[0]]};", f"{ind}{self.barrier}"]
+    s = 1
+    while s < n:
+      both = self._scalar_reduce(u.arg, dt, f"{tmp}[lid_]", f"{tmp}[lid_ + {s * step}]", dt)
+      lines += [f"{ind}if ({me} % {2 * s} == 0 && {me} + {s} < {n}) {tmp}[lid_] = {both};", f"{ind}{self.barrier}"]
+      s *= 2
+    self._counter += 1
+    lines += [f"{ind}{self.vtype(dt)} red{self._counter} = {tmp}[lid_ - {me} * {step}];", f"{ind}{self.barrier}"]   # read before reuse
+    return f"red{self._counter}"
 
   def _probe(self, x: UOp, names: dict[UOp, str], ind: str) -> list[str]:
     """The checks of one access, where it happens (its mask holds), setting pg_bad_."""
@@ -216,9 +242,12 @@ class CStyleRenderer(Renderer):
     op, dt = u.op, u.dtype
     if op is Ops.CONST: names[u] = self.const(u.arg, _fv(dt)); return
     if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; return
+    if op is Ops.REDUCE: names[u] = self._group_reduce(u, names, lines, ind); return
     if op is Ops.STORE:
       buf, idx, val = (names[s] for s in u.src)
       vdt = u.src[2].dtype
+      # a work-group that combined a reduction holds the result in every thread: the first one stores it
+      if (first := [f"{names[g]} == 0" for g in self._lstride if g.arg[2] == "group"]): ind += f"if ({' && '.join(first)}) "
       ind += self._check(u.src[0].arg, idx, vdt.count, True, "if ({}) ")
       if vdt.count > 1 and vdt.scalar().is_bool:   # masks are stored as bytes 0/1
         lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, "
@@ -355,12 +384,12 @@ class CStyleRenderer(Renderer):
 
   def _scalar_reduce(self, op: Ops, dt: DType, a: str, b: str, sdt: DType) -> str:
     if dt.is_bool: return f"({a} | {b})" if op in (Ops.ADD, Ops.MAX) else f"({a} & {b})"
-    return self._binary(op, dt, a, b)
+    return self._binary(op, dt, a, b, self.wrap_signed)
 
-  def _binary(self, op: Ops, compute_dt: DType, a: str, b: str) -> str:
+  def _binary(self, op: Ops, compute_dt: DType, a: str, b: str, wrap: bool = False) -> str:
     if op is Ops.MAX:
       return f"((({a})!=({a}))||(({a})>({b})) ? ({a}) : ({b}))" if compute_dt.is_float else f"(({a})>({b}) ? ({a}) : ({b}))"
-    if self.wrap_signed and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL) and compute_dt.is_int and not compute_dt.is_unsigned:
+    if wrap and op in (Ops.ADD, Ops.SUB, Ops.MUL, Ops.SHL) and compute_dt.is_int and not compute_dt.is_unsigned:
       u = self.types[UNSIGNED[compute_dt.itemsize]]
       return f"(({self.types[compute_dt]})(({u})({a}) {self.infix[op]} " + (f"{b}))" if op is Ops.SHL else f"({u})({b})))")
     return f"({a} {self.infix[op]} {b})"
@@ -445,13 +474,13 @@ class CStyleRenderer(Renderer):
       return f"(({self.types[dt]})({a[0]}))"
     if op is Ops.BITCAST: return self.bitcast_fmt.format(src=self.types[src[0].dtype], dst=self.types[dt], x=a[0])
     if op is Ops.WHERE: return f"({a[0]} ? {a[1]} : {a[2]})"
-    return self._alu_str(op, a, src, src[0].dtype)
+    return self._alu_str(op, a, src, src[0].dtype, self.wrap_signed and u not in self._index_math)
 
-  def _alu_str(self, op: Ops, a: list[str], src: tuple[UOp, ...], sdt: DType) -> str:
+  def _alu_str(self, op: Ops, a: list[str], src: tuple[UOp, ...], sdt: DType, wrap: bool = False) -> str:
     if op in self.math_fns: return f"{self.math_fns[op][1 if sdt == dtypes.float64 else 0]}({a[0]})"
     if op is Ops.NEG:
       if sdt.is_bool: return f"(!{a[0]})"
-      return self._binary(Ops.SUB, sdt, "0", a[0]) if self.wrap_signed and sdt.is_int and not sdt.is_unsigned else f"(-{a[0]})"
+      return self._binary(Ops.SUB, sdt, "0", a[0], wrap) if wrap else f"(-{a[0]})"
     if op is Ops.RECIPROCAL: return f"(1/{a[0]})"
     if op in (Ops.IDIV, Ops.MOD):
       d = src[1]
@@ -463,7 +492,7 @@ class CStyleRenderer(Renderer):
       fill = f"({a[0]} < 0 ? -1 : 0)" if op is Ops.SHR and not sdt.is_unsigned else "0"
       return f"(({a[1]}) >= 0 && ({a[1]}) < {sdt.bits} ? ({a[0]} {self.infix[op]} {a[1]}) : {fill})"
     if op is Ops.WHERE: return f"({a[0]} ? {a[1]} : {a[2]})"
-    return self._binary(op, sdt, a[0], a[1])
+    return self._binary(op, sdt, a[0], a[1], wrap)
 
 def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
   """For each innermost loop (no loop inside it), the accumulators it updates with + (None: not safe or not useful

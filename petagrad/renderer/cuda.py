@@ -36,6 +36,7 @@ class CUDARenderer(CStyleRenderer):
   bitcast_fmt = "pg_bitcast<{dst}>({x})"
   f16_load, f16_store, f16_round = "pg_h2f({x})", "pg_f2h({x})", "pg_h2f(pg_f2h({x}))"
   launch_ids = ("blockIdx.x", "threadIdx.x")
+  local_decl, barrier = "__shared__ {type} {name}[{size}];", "__syncthreads();"
   preamble = CUDA_HELPERS
 
 HIP_HELPERS = BITCAST.replace("__device__ __forceinline__", "static __attribute__((device, always_inline))") + """\
@@ -58,4 +59,7 @@ class HIPRenderer(CStyleRenderer):
   # the GPU has float32 exp2/log2/sin instructions; float64 ones live in ROCm's device library, which is not linked
   decompose_ops = frozenset({(Ops.EXP2, dtypes.float64), (Ops.LOG2, dtypes.float64), (Ops.SIN, dtypes.float64)})
   launch_ids = ("__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workitem_id_x()")
+  local_decl = "__attribute__((shared)) {type} {name}[{size}];"
+  barrier = ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); __builtin_amdgcn_s_barrier(); '
+             '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
   preamble = HIP_HELPERS

@@ -40,6 +40,7 @@ class OpenCLRenderer(CStyleRenderer):
   math_fns = {Ops.EXP2: ("exp2", "exp2"), Ops.LOG2: ("log2", "log2"), Ops.SIN: ("sin", "sin"), Ops.SQRT: ("sqrt", "sqrt"),
               Ops.TRUNC: ("trunc", "trunc")}
   launch_ids = ("get_group_id(0)", "get_local_id(0)")
+  local_decl, barrier = "__local {type} {name}[{size}];", "barrier(CLK_LOCAL_MEM_FENCE);"
   preamble = OPENCL_HELPERS
   def render(self, name, prog, params) -> str:
     src = super().render(name, prog, params)

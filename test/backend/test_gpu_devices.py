@@ -57,6 +57,49 @@ def test_work_groups_cover_the_output_once():
   assert "get_group_id(0)" in src and "get_local_id(0)" in src and "for (" not in src   # no loops over the output
 
 @needs_cl
+def test_grouped_reductions_match_numpy(monkeypatch):
+  """Reductions shared by a work-group's threads (GROUP), with the output ranges also split over the group (LOCAL):
+  sums, maxima, int sums that wrap around, a reduction followed by elementwise ops, a mean and a softmax."""
+  import petagrad.engine.realize as R
+  from petagrad.helpers import DISABLE_DISK_CACHE
+  applied = []
+  def group_and_local(k, *_):
+    k.normalize_ranges()
+    red = [i for i, r in enumerate(k.ranges) if r.arg[2] == "reduce" and r.arg[1] % 8 == 0]
+    if red: k.apply(Opt(OptOps.GROUP, red[-1], 8)); applied.append("group")
+    out = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global" and r.arg[1] % 4 == 0]
+    if out: k.apply(Opt(OptOps.LOCAL, out[-1], 4)); applied.append("local")
+    return k
+  monkeypatch.setattr(R, "hand_coded_optimizations", group_and_local)
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
+  rng = np.random.default_rng(3)
+  a = rng.standard_normal((12, 64)).astype(np.float32)
+  i = np.full((4, 16), 2**31 - 1, dtype=np.int32)
+  with Context(DEV="CL"):
+    np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.sum(1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(Tensor(a).amax(1).numpy(), a.max(1))
+    np.testing.assert_allclose((Tensor(a).sum(1) * 2 + 1).exp().numpy(), np.exp(a.sum(1) * 2 + 1), rtol=1e-4)
+    np.testing.assert_array_equal(Tensor(i).sum(1, dtype="int32").numpy(), i.sum(1, dtype=np.int32))
+    np.testing.assert_allclose(Tensor(a).softmax(1).numpy(), np.exp(a) / np.exp(a).sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    src = _source("CL", lambda: Tensor(a).sum(1) + 3)
+  assert "group" in applied and "local" in applied
+  assert "__local float pg_local0[32];" in src and "barrier(CLK_LOCAL_MEM_FENCE);" in src
+
+def test_default_heuristic_groups_long_reductions():
+  """A long reduction to few outputs is shared by the threads of a work-group; a short one or one to many outputs is not."""
+  from petagrad.codegen.heuristic import hand_coded_optimizations
+  def opts(shape, axis):
+    import petagrad.engine.realize as R
+    with Context(DEV="NULL"):
+      sched = R.schedule_cached([Tensor.empty(*shape).sum(axis).uop])
+      item = sched.items()[0]
+    k = hand_coded_optimizations(Kernel(R.lower_cached(item.out, item.value)[0], max_local=256), False, False)
+    return [o.op for o in k.applied]
+  assert OptOps.GROUP in opts((100000,), 0) and OptOps.GROUP in opts((7, 3000), 1)
+  assert OptOps.GROUP not in opts((7, 30), 1) and OptOps.GROUP not in opts((8192, 512), 1)
+
+@needs_cl
 def test_cl_runs_no_launch_groups():
   """A GPU has no barrier between kernels of one launch: independent small kernels run as launches of their own."""
   with Context(DEV="CL"):
