@@ -210,7 +210,7 @@ class GlobalCounters:
 
   `mem_used` (and `mem_used_per_device`, by device name) is different: the bytes of device memory petagrad's buffers
   hold now (Buffer in device.py counts each allocation and free; memory a tensor only views, Tensor.from_blob's, is not
-  counted). `reset()` leaves it alone, as tinygrad's does.
+  counted, nor are DISK's memory-mapped files). `reset()` leaves it alone, as tinygrad's does.
 
   >>> from petagrad import Tensor
   >>> before = GlobalCounters.mem_used

@@ -378,17 +378,18 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   @uop.setter
   def uop(self, u: UOp) -> None:
     key = id(self)
+    view = (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and (b := u.base).op is Ops.BUFFER and b.buffer is not None
+    if not view and is_disk(u.device_or_none): raise _disk_no_kernels(u)   # DISK holds views of its file only
     if uop_changes is not None and key not in uop_changes and (old := getattr(self, "_uop", None)) is not None \
        and old.base.op is Ops.BUFFER:
       uop_changes[key] = (weakref.ref(self), old)
     self._uop = u
     # remember which tensors view which buffer (an in-place write gives them a fresh buffer node), and which are lazy
-    if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and (b := u.base).op is Ops.BUFFER and b.buffer is not None:
+    if view:
       r = b.buffer.views[key] = _ViewRef(self, _drop_view)
       r.views, r.key = b.buffer.views, key
       self._lazy_key = None
     else:
-      if is_disk(u.device_or_none): raise _disk_no_kernels(u)   # DISK holds views of its file only
       _lazy_tensors[key] = weakref.ref(self)
       self._lazy_key = key
 
@@ -544,12 +545,17 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def numpy(self):
     """A numpy copy of the tensor (bfloat16 becomes float32: numpy has no bfloat16)."""
     import numpy as np
-    if self.dtype == dtypes.bfloat16: return self.cast(dtypes.float32).numpy()
+    if self.dtype == dtypes.bfloat16: return (self.to(Device.DEFAULT) if is_disk(self.device) else self).cast(dtypes.float32).numpy()
     npdt = np.dtype(self.dtype.name if self.dtype != dtypes.bool else "bool")
     return np.frombuffer(bytes(self.data()), dtype=npdt).reshape(self.shape).copy()
 
   def to(self, device: str) -> Tensor:
-    """This tensor on another device (a copy; the same tensor when already there)."""
+    """This tensor on another device (a lazy copy; the same tensor when already there). From DISK the copy reads
+    exactly the bytes the view covers; to DISK ("DISK:/path") the bytes are written into the file now (docs/disk.md).
+
+    >>> Tensor([1, 2]).to("PYTHON").device
+    'PYTHON'
+    """
     dev = Device.canonicalize(device)
     if dev == self.device: return self
     if is_disk(dev): return _write_file(self, dev)

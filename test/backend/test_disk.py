@@ -166,6 +166,10 @@ def test_safe_load_is_lazy_disk(tmp_path, reads, device):
   on = safe_load(p, device=device)["w"]   # with a device: a lazy copy onto it
   assert on.device == device and reads.count(arrs["w"].nbytes) == 1
   np.testing.assert_array_equal(on.numpy(), arrs["w"])
+  bf = torch.randn(3, 2).to(torch.bfloat16)
+  from safetensors.torch import save_file
+  save_file({"bf": bf}, str(tmp_path / "bf.safetensors"))
+  np.testing.assert_array_equal(safe_load(tmp_path / "bf.safetensors")["bf"].numpy(), bf.float().numpy())   # numpy(): via a copy
   safe_save(sd, tmp_path / "again.safetensors")   # DISK tensors save as they are
   np.testing.assert_array_equal(safe_load(tmp_path / "again.safetensors")["h"].numpy(), arrs["h"])
 
