@@ -52,11 +52,14 @@ def _buffers(k: Kernel, params: list[DType], device: str) -> list[Buffer]:
   return [Buffer(device, s, dt).ensure_allocated() for s, dt in zip(sizes, params)]
 
 def _time(ck, raw: list, runs: int = 3) -> float:
+  sync = Device[ck.device].synchronize   # a device that queues launches returns before its kernel is done
   ck.program(*raw)
+  sync()
   best = float("inf")
   for _ in range(runs):
     st = time.perf_counter()
     ck.program(*raw)
+    sync()
     best = min(best, time.perf_counter() - st)
   return best
 

@@ -236,6 +236,7 @@ class ExecItem:
     st = time.perf_counter()
     if getattr(k.program, "sanitized", False): k.program(*raw, sizes=[b.size for b in self.bufs])   # bounds-checked (SANITIZE)
     else: k.program(*raw)
+    if DEBUG.value >= 2: Device[k.device].synchronize()   # a device that queues launches: time the kernel itself
     et = time.perf_counter() - st
     for w in self.writes:
       if w.in_place:

@@ -2,7 +2,9 @@
 
 `CL` is the first OpenCL device of all platforms, `CL:1` the second, ... Kernels are OpenCL C (renderer/opencl.py),
 built by the driver; the built binary is the compiler's artifact, so the disk cache spares a new process the build
-(PoCL takes 1-3 s per kernel cold). A launch waits for its kernel to finish (timings in DEBUG=2 and BEAM are real).
+(PoCL takes 1-3 s per kernel cold). Launches queue up in order on one command queue and return at once; a copy back to
+the host waits for what came before it, and `Device["CL"].synchronize()` waits for everything (DEBUG=2 and BEAM do,
+to time kernels).
 """
 from __future__ import annotations
 import ctypes, functools
@@ -162,7 +164,6 @@ class CLProgram(Program):
       check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(vp), ctypes.byref(b)), f"argument {i} of {self.name}", self.ctx.name)
     check(cl.clEnqueueNDRangeKernel(self.ctx.queue, self.kernel, 1, None, ctypes.byref(sz(self.groups * self.local)), ctypes.byref(sz(self.local)),
                                     0, None, None), f"launching {self.name}", self.ctx.name)
-    self.ctx.finish()
 
 def make_device(name: str) -> DeviceSpec:
   ctx = CLContext(name)

@@ -2,7 +2,8 @@
 (renderer/cuda.py) compiled to PTX by NVRTC (runtime/compile_cuda.py) for the GPU's architecture, and loaded by the
 driver (or, where the driver is older than the PTX, assembled by ptxas first).
 
-`CUDA` is GPU 0, `CUDA:1` GPU 1. A launch waits for its kernel (timings in DEBUG=2 and BEAM are the kernel's).
+`CUDA` is GPU 0, `CUDA:1` GPU 1. Launches queue up in order on the default stream and return at once; a copy back to
+the host waits for them, and `Device["CUDA"].synchronize()` waits for everything (DEBUG=2 and BEAM do, to time kernels).
 """
 from __future__ import annotations
 import ctypes, functools, shutil
@@ -96,7 +97,6 @@ class CUDAProgram(Program):
     params = (vp * len(bufs))(*[ctypes.addressof(args) + 8 * i for i in range(len(bufs))])
     cu = self.ctx.current()
     check(cu.cuLaunchKernel(self.fn, self.groups, 1, 1, self.local, 1, 1, 0, None, params, None), f"launching {self.name}", self.ctx.name)
-    self.ctx.synchronize()
 
 def make_device(name: str) -> DeviceSpec:
   ctx = CUDAContext(name)

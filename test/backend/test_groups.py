@@ -6,6 +6,14 @@ from petagrad import Tensor, GlobalCounters, nn
 from petagrad.helpers import Context
 from petagrad.engine.jit import TinyJit
 from petagrad.nn._inplace import write   # a lazy in-place write (Tensor.assign realizes at once)
+from petagrad.device import Device
+
+@pytest.fixture(autouse=True)
+def _launch_groups_only(request):
+  """Launch groups are a CPU-style feature: a GPU-style device (no barrier between kernels of one launch) runs each
+  kernel alone (test/backend/test_gpu_devices.py checks that)."""
+  if "device" in request.fixturenames and not Device[request.getfixturevalue("device")].renderer.launch_groups:
+    pytest.skip("this device runs one kernel per launch")
 
 SHAPES = [(16, 8), (8,), (4, 3, 2), (1,), (32, 5)]
 

@@ -28,10 +28,11 @@ def _module_name(path: pathlib.Path) -> str:
   return ".".join(parts)
 
 def _stage(module: str) -> str:
-  """'petagrad.mixin.movement' -> 'mixin'; the package itself ('petagrad') is the top stage."""
+  """'petagrad.mixin.movement' -> 'mixin'; the package itself ('petagrad') and its programs (`python -m` entry points,
+  `__main__` modules such as the device probe) are the top stage."""
   parts = module.split(".")
   assert parts[0] == "petagrad", module
-  return "__init__" if len(parts) == 1 else parts[1]
+  return "__init__" if len(parts) == 1 or parts[-1] == "__main__" else parts[1]
 
 def _imports(path: pathlib.Path, module: str) -> list[tuple[int, str]]:
   """(line, imported petagrad module) for every import in the file, wherever it is."""

@@ -179,7 +179,8 @@ class DeviceSpec:
   def device(self) -> str: return self.name   # tinygrad's Compiled.device
   def synchronize(self) -> None:
     """Wait until everything launched on this device has finished (tinygrad's `Device[dev].synchronize()`, for timing).
-    Nothing to wait for on the devices petagrad has now (CPU, PYTHON, NULL): a launch returns when its kernel is done.
+    CPU, PYTHON and NULL return from a launch when its kernel is done; CL and CUDA queue launches (a copy back to the
+    host waits for them on its own).
 
     >>> Device[Device.DEFAULT].synchronize()
     """

@@ -1,10 +1,11 @@
 """The device probe: `python -m petagrad.device` tries every device kind on this machine and prints, for each,
-PASS (what it is) or FAIL (why, and the fix), then the default device.
+PASS (what it is) or FAIL (why, and the fix), then the default device. A program (an entry point), so it may use
+every stage of petagrad, the Tensor included.
 
 Each check runs a small computation (3 * [1, 2, 3] summed) on the device and compares the result; compile-only
 targets (NULL:CUDA, NULL:HIP) build it and run nothing.
 
->>> from petagrad.runtime.probe import probe
+>>> from petagrad.device.__main__ import probe
 >>> probe("CPU")[0]
 True
 """
@@ -29,7 +30,7 @@ def probe(name: str) -> tuple[bool, str]:
     spec = Device[name]
     if name.startswith("DISK"):
       t = Tensor.empty(3, dtype="int32", device=name)
-      t.assign(Tensor([1, 2, 3], dtype="int32", device="CPU").to(name)).realize()
+      t.assign(Tensor([1, 2, 3], dtype="int32", device="CPU"))   # written to the file at once
       got = int(t.to("CPU").mul(3).sum().item())
     else:
       with Context(DEV=name):
@@ -37,10 +38,19 @@ def probe(name: str) -> tuple[bool, str]:
         if name.startswith("NULL"): x.realize(); got = 18
         else: got = int(x.item())
     if got != 18: return False, f"3 * [1, 2, 3] summed gave {got}, not 18: the device computes wrong numbers"
-    about = getattr(getattr(spec.compiler, "ctx", None), "label", "") or type(spec.renderer).__name__
-    return True, about
+    return True, describe(name, spec)
   except Exception as e:
     return False, f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+
+def describe(name: str, spec) -> str:
+  """What a working device is, in a few words."""
+  c = spec.compiler
+  if name.startswith("DISK"): return "memory-mapped files: views and copies, no kernels"
+  if hasattr(c, "ctx"): return c.ctx.label   # a real OpenCL device or GPU
+  if name == "NULL:CUDA": return f"CUDA C -> PTX for {c.arch} with NVRTC" + (", checked by ptxas" if c.check else " (no ptxas on the PATH)")
+  if name == "NULL:HIP": return f"HIP -> AMDGPU code objects for {c.arch} with {c.cc}"
+  known = {"CPU": f"C compiled by {getattr(c, 'cc', '?')}", "PYTHON": "the linear program, interpreted", "NULL": "C rendered, nothing run"}
+  return known.get(name, name)
 
 def main() -> None:
   width = 16
@@ -49,3 +59,6 @@ def main() -> None:
     ok, what = probe(name)
     print(f"{name if not name.startswith('DISK') else 'DISK:<file>':{width}s} {'PASS' if ok else 'FAIL'}  {what}")
   print(f"default: {Device.DEFAULT} (set DEV=... or Device.DEFAULT to choose)")
+
+if __name__ == "__main__":
+  main()
