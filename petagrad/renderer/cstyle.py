@@ -480,7 +480,7 @@ class CStyleRenderer(Renderer):
     if op in self.math_fns: return f"{self.math_fns[op][1 if sdt == dtypes.float64 else 0]}({a[0]})"
     if op is Ops.NEG:
       if sdt.is_bool: return f"(!{a[0]})"
-      return self._binary(Ops.SUB, sdt, "0", a[0], wrap) if wrap else f"(-{a[0]})"
+      return self._binary(Ops.SUB, sdt, "0", a[0], wrap) if wrap and sdt.is_int and not sdt.is_unsigned else f"(-{a[0]})"
     if op is Ops.RECIPROCAL: return f"(1/{a[0]})"
     if op in (Ops.IDIV, Ops.MOD):
       d = src[1]
