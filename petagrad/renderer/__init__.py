@@ -23,7 +23,14 @@ class Renderer:
   # its "local" ranges from the thread's id inside the group, instead of being loops. 0: loops (CPU, PYTHON)
   max_local: int = 0
   launch_groups: bool = True        # may several kernels run one after another in one program (a launch group)?
+  unsupported: dict = {}            # dtype -> why this device cannot store or compute it (a kernel using one raises)
   def render(self, name: str, prog: Any, params: list) -> str: raise NotImplementedError
+  def check_dtypes(self, name: str, prog: Any, params: list) -> None:
+    """RuntimeError naming the device when the kernel uses a dtype the device does not have."""
+    if not self.unsupported: return
+    used = set(params) | {u.dtype.scalar() for u in prog.uops}
+    for dt, why in self.unsupported.items():
+      if dt in used: raise RuntimeError(f"device {self.device}: kernel {name} uses {dt.name}, which this device does not have ({why})")
   @property
   def has_local(self) -> bool: return self.max_local > 0
   def launch_dims(self, prog: Any) -> tuple[int, int]:

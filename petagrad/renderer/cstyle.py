@@ -103,6 +103,7 @@ class CStyleRenderer(Renderer):
 
   # ------------------------------------------------------------ the program
   def render(self, name: str, prog: LinearProgram, params: list[DType]) -> str:
+    self.check_dtypes(name, prog, params)
     # one device's renderer is shared by every Python thread that realizes; a render's state (names, counters, the
     # outlined thread functions) lives on a copy of its own, so two renders at once never mix their lines
     return copy.copy(self)._render(name, prog, params)

@@ -11,6 +11,7 @@ import ctypes, functools
 from typing import Any
 from petagrad.device import Allocator, Compiler, CompileError, DeviceSpec, Program
 from petagrad.renderer.opencl import OpenCLRenderer
+from petagrad.dtype import dtypes
 
 FIX = "apt-get install ocl-icd-libopencl1 pocl-opencl-icd (PoCL: an OpenCL device on the CPU), or a GPU vendor's OpenCL driver"
 ERRORS = {-1: "DEVICE_NOT_FOUND", -4: "MEM_OBJECT_ALLOCATION_FAILURE", -5: "OUT_OF_RESOURCES", -6: "OUT_OF_HOST_MEMORY",
@@ -42,7 +43,7 @@ SIGNATURES = {
   "clEnqueueNDRangeKernel": (ctypes.c_int, [vp, vp, u32, vp, ctypes.POINTER(sz), ctypes.POINTER(sz), u32, vp, vp]),
   "clFinish": (ctypes.c_int, [vp]),
 }
-DEVICE_NAME, DEVICE_VERSION, DRIVER_VERSION, MAX_WORK_GROUP = 0x102B, 0x102F, 0x102D, 0x1004
+DEVICE_NAME, DEVICE_VERSION, DRIVER_VERSION, MAX_WORK_GROUP, DOUBLE_FP_CONFIG = 0x102B, 0x102F, 0x102D, 0x1004, 0x1032
 BUILD_LOG, BINARY_SIZES, BINARIES = 0x1183, 0x1165, 0x1166
 
 @functools.cache
@@ -98,6 +99,8 @@ class CLContext:
     mwg = sz()
     cl.clGetDeviceInfo(self.dev, MAX_WORK_GROUP, ctypes.sizeof(sz), ctypes.byref(mwg), None)
     self.max_work_group = mwg.value
+    fp64 = ctypes.c_uint64()
+    self.has_fp64 = cl.clGetDeviceInfo(self.dev, DOUBLE_FP_CONFIG, 8, ctypes.byref(fp64), None) == 0 and fp64.value != 0
   def finish(self) -> None: check(opencl().clFinish(self.queue), "clFinish", self.name)
 
 class CLAllocator(Allocator):
@@ -169,4 +172,6 @@ def make_device(name: str) -> DeviceSpec:
   ctx = CLContext(name)
   renderer = OpenCLRenderer()
   renderer.max_local = min(renderer.max_local, ctx.max_work_group)
+  renderer.device = name
+  if not ctx.has_fp64: renderer.unsupported = {dtypes.float64: "no cl_khr_fp64: use float32"}
   return DeviceSpec(name, CLAllocator(ctx), CLCompiler(ctx), functools.partial(CLProgram, ctx), renderer, ctx.finish)

@@ -185,6 +185,14 @@ def test_bad_device_strings():
     with pytest.raises(RuntimeError, match=r"CL:7 does not exist.*CL"): Tensor([1.0], device="CL:7").realize()
 
 @needs_cl
+def test_a_dtype_the_device_lacks_is_a_clear_error(monkeypatch):
+  from petagrad.dtype import dtypes
+  monkeypatch.setattr(Device["CL"].renderer, "unsupported", {dtypes.float64: "no cl_khr_fp64: use float32"})
+  with pytest.raises(RuntimeError, match="device CL: kernel .* uses float64, which this device does not have"):
+    (Tensor.ones(3, 5, dtype="float64", device="CL") * 3).numpy()
+  assert (Tensor.ones(3, 6, device="CL") * 3).numpy().sum() == 54   # other kernels still build
+
+@needs_cl
 def test_cl_out_of_memory_is_a_memory_error():
   with pytest.raises(MemoryError, match="device CL"):
     Tensor.zeros(1 << 45, dtype="uint8", device="CL").realize()
