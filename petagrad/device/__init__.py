@@ -20,6 +20,14 @@ class OutOfBoundsError(IndexError):
   """A kernel read or wrote outside one of its buffers (found by SANITIZE=1 or the PYTHON device's checks); the message
   names the kernel, the buffer (parameter position, dtype, element count) and the index."""
 
+def out_of_bounds(kernel: str, err: list[int], dtype_names: list[str] | None = None) -> OutOfBoundsError:
+  """The error for a bounds-checked kernel's record of its first bad access (SANITIZE=1): [hit, parameter, store?,
+  index, lanes, element count]."""
+  _, p, store, i, lanes, size = err
+  what = f"{'a store to' if store else 'a load from'} buffer {p} (parameter {p}: {f'{dtype_names[p]}, ' if dtype_names else ''}{size} elements)"
+  where = f"index {i}" + (f" ({lanes} lanes: {i}..{i + lanes - 1})" if lanes > 1 else "")
+  return OutOfBoundsError(f"kernel {kernel}: {what} at {where}, out of bounds [0, {size}); the access was skipped")
+
 class Allocator:
   """Device memory. Host devices return objects exposing the buffer protocol."""
   counted = True   # its buffers count in GlobalCounters.mem_used (DISK's, mapped files, do not)

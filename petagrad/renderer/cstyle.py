@@ -50,7 +50,12 @@ class CStyleRenderer(Renderer):
   thread_pragma = ""   # emitted before a loop over a `thread` range
   simd_pragma = ""     # emitted before an innermost loop; {reduction} is filled in
   thread_pool = False  # thread loops outlined into functions the CPU thread pool runs (C only)
-  can_sanitize = False # SANITIZE=1 bounds-checks this dialect's kernels (C only: the checks use GCC builtins)
+  can_sanitize = False # SANITIZE=1 bounds-checks this dialect's kernels, with these arguments and helper (pg_ok)
+  sanitize_args: list[str] = []
+  sanitize_decl = ""
+  # SANITIZE in two passes (index math and checks first, then the unchecked kernel: C's results stay bit-exact); a
+  # GPU-style kernel is checked in one pass (a work-group reduction's barriers must be reached by every thread)
+  sanitize_two_pass = False
   int_suffix: dict[DType, str] = {dtypes.int64: "LL", dtypes.uint64: "ULL", dtypes.uint32: "U"}
   float_special = ('__builtin_nanf("")', "__builtin_inff()")   # NaN and +inf as float32 expressions
   # a scalar bitcast; C: a union compound literal (not memcpy): compilers vectorize loops around it
@@ -119,6 +124,7 @@ class CStyleRenderer(Renderer):
     self.sanitize = bool(SANITIZE) and self.can_sanitize   # bounds-check every load and store (docs/safety.md); part of the program cache keys
     uops = prog.uops
     if not self.sanitize: lines = self._body(name, uops, names, params, "plain")
+    elif not self.sanitize_two_pass: lines = self._body(name, uops, names, params, "checked")
     else:
       # A checked access changes how the compiler treats the code around it (a sum GCC vectorized adds in another order,
       # a multiply and add in other basic blocks are no longer fused), so results would differ in the last bits. Where
@@ -131,9 +137,9 @@ class CStyleRenderer(Renderer):
         probe, plain = self._body(name, uops, names, params, "probe", need), self._body(name, uops, names, params, "plain")
         lines = (["  int pg_bad_ = 0;", "  {"] + ["  " + l for l in probe] + ["  }", "  if (!pg_bad_) {"] + ["  " + l for l in plain] +
                  ["  } else {"] + ["  " + l for l in checked] + ["  }"])
-    args = ", ".join([f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params)] + (SANITIZE_ARGS if self.sanitize else []))
+    args = ", ".join([f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params)] + (self.sanitize_args if self.sanitize else []))
     pool = POOL_DECL if self._outlined else ""
-    check = SANITIZE_DECL.format(params=" ".join(d.name for d in params)) if self.sanitize else ""
+    check = self.sanitize_decl.format(params=" ".join(d.name for d in params)) if self.sanitize else ""
     return (f"{self.preamble}{pool}{check}{self.vector_typedefs()}{''.join(self._outlined)}"
             f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(self._locals + lines) + "\n}\n")
 
@@ -630,7 +636,7 @@ class CRenderer(CStyleRenderer):
   # libm calls stop loops from vectorizing; these become polynomials
   decompose_ops = frozenset({(Ops.EXP2, dtypes.float32), (Ops.LOG2, dtypes.float32)})
   supports_threads = True
-  can_sanitize = True
+  can_sanitize, sanitize_args, sanitize_decl, sanitize_two_pass = True, SANITIZE_ARGS, SANITIZE_DECL, True
   preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"

@@ -23,6 +23,15 @@ inline float __bfr(float f) { uint u = as_uint(f);
 inline ushort __bfbits(float f) { return (ushort)(as_uint(f) >> 16); }
 """
 
+# SANITIZE: as C's (renderer/cstyle.py), with a 32-bit atomic on the error record's first word (64-bit ones are an
+# extension); the runtime knows the parameters' dtypes
+SANITIZE_DECL = """int pg_ok(__global const long *n, __global long *e, int p, long i, long lanes, int store) {{
+  if (i >= 0 && i <= n[p] - lanes) return 1;
+  if (atomic_xchg((volatile __global int *)e, 1) == 0) {{ e[1] = p; e[2] = store; e[3] = i; e[4] = lanes; e[5] = n[p]; }}
+  return 0;
+}}
+"""
+
 class OpenCLRenderer(CStyleRenderer):
   device = "CL"
   max_local = 256          # work-group size the optimizer may use (every OpenCL GPU allows 256; PoCL up to 4096)
@@ -42,6 +51,7 @@ class OpenCLRenderer(CStyleRenderer):
   launch_ids = ("get_group_id(0)", "get_local_id(0)")
   local_decl, barrier = "__local {type} {name}[{size}];", "barrier(CLK_LOCAL_MEM_FENCE);"
   preamble = OPENCL_HELPERS
+  can_sanitize, sanitize_args, sanitize_decl = True, ["__global const long* pg_n_", "__global long* pg_err_"], SANITIZE_DECL
   def render(self, name, prog, params) -> str:
     src = super().render(name, prog, params)
     # doubles need the extension switched on (OpenCL 1.2); a kernel without them builds on devices lacking it

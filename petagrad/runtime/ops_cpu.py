@@ -2,7 +2,7 @@
 from __future__ import annotations
 import atexit, ctypes, functools, math, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
 from typing import Callable
-from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, OutOfBoundsError, Program
+from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program, out_of_bounds
 from petagrad.helpers import CC, CFLAGS, COMPILE_TIMEOUT, DEBUG, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, mark_used
 from petagrad.renderer.cstyle import CRenderer
 from petagrad.dtype import DTYPES_BY_NAME
@@ -150,11 +150,7 @@ class CPUProgram(Program):
     n = list(sizes) if sizes is not None else [ctypes.sizeof(b) // d.itemsize for b, d in zip(bufs, dts)]
     err = (ctypes.c_longlong * 6)()
     self.fxn(*bufs, (ctypes.c_longlong * max(len(n), 1))(*n), err)
-    if err[0]:
-      _, p, store, i, lanes, size = err
-      what = f"{'a store to' if store else 'a load from'} buffer {p} (parameter {p}: {dts[p].name}, {size} elements)"
-      where = f"index {i}" + (f" ({lanes} lanes: {i}..{i + lanes - 1})" if lanes > 1 else "")
-      raise OutOfBoundsError(f"kernel {self.name}: {what} at {where}, out of bounds [0, {size}); the access was skipped")
+    if err[0]: raise out_of_bounds(self.name, list(err), [d.name for d in dts])
   def wake(self) -> None:
     if self.uses_workers and (prewake := thread_pool().prewake) is not None: prewake()
 

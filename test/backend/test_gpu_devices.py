@@ -193,6 +193,27 @@ def test_a_dtype_the_device_lacks_is_a_clear_error(monkeypatch):
   assert (Tensor.ones(3, 6, device="CL") * 3).numpy().sum() == 54   # other kernels still build
 
 @needs_cl
+def test_sanitized_cl_kernels_report_and_skip_a_bad_access():
+  """SANITIZE=1 on CL: every access is checked against its buffer's element count; the first bad one is recorded,
+  skipped, and raised after the launch as OutOfBoundsError naming the kernel, the buffer and the index."""
+  from petagrad.renderer.opencl import SANITIZE_DECL
+  from petagrad.device import OutOfBoundsError
+  src = SANITIZE_DECL.format(params="") + ("__kernel void k(__global float* data0, __global const long* pg_n_, __global long* pg_err_) {\n"
+                                           "  long i = get_global_id(0);\n  if (pg_ok(pg_n_, pg_err_, 0, i + 2, 1, 1)) data0[i + 2] = 7.0f;\n}\n")
+  dev = Device["CL"]
+  with Context(SANITIZE=1): prog = dev.program("k", dev.compiler.compile(src, "k"), (1, 4))
+  buf = dev.allocator.alloc(4 * 4)
+  dev.allocator.copyin(buf, memoryview(np.zeros(4, np.float32).tobytes()))
+  with pytest.raises(OutOfBoundsError, match=r"kernel k: a store to buffer 0 \(parameter 0: 4 elements\) at index [45], out of bounds \[0, 4\)"):
+    prog(buf, sizes=[4])
+  out = np.zeros(4, np.float32)
+  dev.allocator.copyout(memoryview(out).cast("B"), buf)
+  np.testing.assert_array_equal(out, [0, 0, 7, 7])   # the good stores landed, the bad ones were skipped
+  dev.allocator.free(buf, 16)
+  with Context(SANITIZE=1, DEV="CL"):   # a generated kernel, checked: runs clean
+    np.testing.assert_array_equal((Tensor.arange(10, device="CL")[2:7] * 2).numpy(), np.arange(2, 7) * 2)
+
+@needs_cl
 def test_cl_out_of_memory_is_a_memory_error():
   with pytest.raises(MemoryError, match="device CL"):
     Tensor.zeros(1 << 45, dtype="uint8", device="CL").realize()
