@@ -121,26 +121,28 @@ class CLAllocator(Allocator):
     host = (ctypes.c_char * dest.nbytes).from_buffer(dest)
     check(opencl().clEnqueueReadBuffer(self.ctx.queue, src, 1, 0, dest.nbytes, host, 0, None, None), "copy from the device", self.ctx.name)
 
+def build(ctx: CLContext, prog: Any, src: str, name: str) -> None:
+  """Build a program (from source or from a binary) for the device; CompileError with the build log and the source."""
+  cl = opencl()
+  status = cl.clBuildProgram(prog, 1, ctypes.byref(vp(ctx.dev)), b"-cl-std=CL1.2", None, None)
+  if status != 0:
+    n = sz()
+    cl.clGetProgramBuildInfo(prog, ctx.dev, BUILD_LOG, 0, None, ctypes.byref(n))
+    log = ctypes.create_string_buffer(n.value + 1)
+    cl.clGetProgramBuildInfo(prog, ctx.dev, BUILD_LOG, n.value, log, None)
+    cl.clReleaseProgram(prog)
+    raise CompileError(f"device {ctx.name}: building kernel {name} failed (CL_{ERRORS.get(status, 'ERROR')}):\n"
+                       f"{log.value.decode(errors='replace').strip()}\n--- source ---\n{src}")
+
 class CLCompiler(Compiler):
   """OpenCL C -> the driver's program binary."""
   def __init__(self, ctx: CLContext):
     self.ctx, self.cache_key = ctx, ctx.label
-  def _build(self, prog: Any, src: str, name: str) -> None:
-    cl = opencl()
-    status = cl.clBuildProgram(prog, 1, ctypes.byref(vp(self.ctx.dev)), b"-cl-std=CL1.2", None, None)
-    if status != 0:
-      n = sz()
-      cl.clGetProgramBuildInfo(prog, self.ctx.dev, BUILD_LOG, 0, None, ctypes.byref(n))
-      log = ctypes.create_string_buffer(n.value + 1)
-      cl.clGetProgramBuildInfo(prog, self.ctx.dev, BUILD_LOG, n.value, log, None)
-      cl.clReleaseProgram(prog)
-      raise CompileError(f"device {self.ctx.name}: building kernel {name} failed (CL_{ERRORS.get(status, 'ERROR')}):\n"
-                         f"{log.value.decode(errors='replace').strip()}\n--- source ---\n{src}")
   def compile(self, src: str, name: str) -> bytes:
     cl, err, data = opencl(), ctypes.c_int(), src.encode()
     prog = cl.clCreateProgramWithSource(self.ctx.ctx, 1, ctypes.byref(ctypes.c_char_p(data)), ctypes.byref(sz(len(data))), ctypes.byref(err))
     check(err.value, f"creating kernel {name}", self.ctx.name)
-    self._build(prog, src, name)
+    build(self.ctx, prog, src, name)
     n = sz()
     check(cl.clGetProgramInfo(prog, BINARY_SIZES, ctypes.sizeof(sz), ctypes.byref(n), None), "reading a program binary", self.ctx.name)
     binary = ctypes.create_string_buffer(n.value)
@@ -157,7 +159,7 @@ class CLProgram(Program):
     self.prog = cl.clCreateProgramWithBinary(ctx.ctx, 1, ctypes.byref(vp(ctx.dev)), ctypes.byref(sz(len(lib))),
                                              ctypes.byref(ctypes.c_char_p(lib)), ctypes.byref(status), ctypes.byref(err))
     check(err.value or status.value, f"loading kernel {name}", ctx.name)
-    CLCompiler(ctx)._build(self.prog, "(from its binary)", name)
+    build(ctx, self.prog, "(from its binary)", name)
     self.kernel = cl.clCreateKernel(self.prog, name.encode(), ctypes.byref(err))
     check(err.value, f"loading kernel {name}", ctx.name)
     # built with SANITIZE=1 (the flag keys every program cache): takes the buffers' element counts and an error record
@@ -179,7 +181,8 @@ class CLProgram(Program):
     back after the kernel (OutOfBoundsError on a bad access, which the kernel skipped)."""
     if sizes is None or len(sizes) != len(bufs): raise TypeError(f"kernel {self.name} built with SANITIZE=1 needs the buffers' element counts")
     alloc = CLAllocator(self.ctx)
-    n, err = alloc.alloc(8 * max(len(sizes), 1)), alloc.alloc(8 * 6)
+    n = alloc.alloc(8 * max(len(sizes), 1))
+    err = alloc.alloc(8 * 6)
     try:
       alloc.copyin(n, memoryview((ctypes.c_int64 * max(len(sizes), 1))(*sizes)).cast("B"))
       alloc.copyin(err, memoryview(bytes(48)))
