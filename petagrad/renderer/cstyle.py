@@ -119,7 +119,10 @@ class CStyleRenderer(Renderer):
     self._f16_vec: set[int] = set()   # lane counts of float16 vectors converted with the F16C helpers (F16_VEC)
     self._outlined: list[str] = []
     self._locals: list[str] = []   # local memory arrays (work-group reductions), declared at the kernel's top
+    # GPU-style (_launch_indices): the step of the thread id from one value of a work-group range to the next, and the
+    # number of threads in a group
     self._lstride: dict[UOp, int] = {}
+    self._lsize = 1
     self._index_math = prog.index_math   # wraps no index math (wrap_signed): it cannot overflow, and stays fast
     self.sanitize = bool(SANITIZE) and self.can_sanitize   # bounds-check every load and store (docs/safety.md); part of the program cache keys
     uops = prog.uops
@@ -201,8 +204,6 @@ class CStyleRenderer(Renderer):
     split into its ranges (outermost first: the last range varies fastest between neighbouring ids). Returns them."""
     it = self.types[dtypes.index]
     out: set[UOp] = set()
-    self._lstride: dict[UOp, int] = {}   # the step of the thread id from one value of a work-group range to the next
-    self._lsize = 1
     for kinds, ident, var in ((("global",), self.launch_ids[0], "gid_"), (("local", "group"), self.launch_ids[1], "lid_")):
       rs = sorted((u for u in uops if u.op is Ops.RANGE and u.arg[2] in kinds), key=lambda r: r.arg[0])
       if not rs: continue
