@@ -163,6 +163,24 @@ def test_null_cuda_builds_ptx_checked_by_ptxas():
   with pytest.raises(CompileError, match="NVRTC"):
     Device["NULL:CUDA"].compiler.compile('extern "C" __global__ void k(float* a) { a[0] = undefined_name; }', "k")
 
+@needs_cuda_compile
+def test_compile_also_builds_every_new_kernel_for_the_targets(monkeypatch):
+  import petagrad.engine.realize as R
+  from petagrad.helpers import DISABLE_DISK_CACHE
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
+  built = []
+  compiler = Device["NULL:CUDA"].compiler
+  orig = compiler.compile
+  monkeypatch.setattr(compiler, "compile", lambda src, name: built.append(src) or orig(src, name))
+  with Context(COMPILE_ALSO="NULL:CUDA", DEV="CPU"):
+    np.testing.assert_allclose((Tensor.ones(37, 3) * 5).sum(1).numpy(), np.full(37, 15.0))   # runs on CPU as always
+  assert built and all('extern "C" __global__' in s for s in built)
+  def broken(src, name): raise CompileError(f"device CUDA: kernel {name} does not build")
+  monkeypatch.setattr(compiler, "compile", broken)
+  with Context(COMPILE_ALSO="NULL:CUDA", DEV="CPU"), pytest.raises(CompileError, match="device CUDA"):
+    (Tensor.ones(41, 3) * 5).sum(1).realize()
+
 @needs_hip_compile
 def test_null_hip_builds_amdgpu_code_objects():
   import petagrad.engine.realize as R
