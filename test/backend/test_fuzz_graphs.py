@@ -38,7 +38,7 @@ from petagrad.dtype import DType
 # in every run). FUZZ_GRAPHS_SEED: the seed of a run with FUZZ_GRAPHS_EXAMPLES (random and printed when unset).
 # FUZZ_GRAPHS_REPORT=path: keep going after a failing graph, append each one (message and program, not shrunk) to
 # path and fail at the end (hypothesis stops at the first failure and shrinks it otherwise).
-CI_EXAMPLES = {"CPU": 350, "PYTHON": 200}
+CI_EXAMPLES = {"CPU": 350, "PYTHON": 200, "CL": 200}   # CL (PoCL): each new kernel builds in 1-3 s
 LONG_EXAMPLES = int(os.environ.get("FUZZ_GRAPHS_EXAMPLES", "0") or 0)
 LONG_SEED = int(os.environ["FUZZ_GRAPHS_SEED"]) if os.environ.get("FUZZ_GRAPHS_SEED") else random.randrange(1 << 32)
 REPORT_PATH = os.environ.get("FUZZ_GRAPHS_REPORT", "")
@@ -318,7 +318,10 @@ def ref_reduce(op: str, a: Ref, axes: tuple[int, ...], keepdim: bool) -> Ref:
       prop = np.prod(np.abs(x.v) + x.e, axis=axes, keepdims=keepdim) - mag
       # every partial product is exact when the factors' significant bits add up to at most the dtype's
       exact = np.sum(sig_bits(x.v), axis=axes, keepdims=keepdim) <= MANT[out]
-      return farith(p, prop + np.where(exact, 0.0, 2.0 * n * unit(out) * mag), out)
+      # a partial product may overflow (to inf: inf * 0 is nan) even where the whole product is small or 0 (the order
+      # of the factors is the kernel's): not compared where the largest partial product could pass the dtype's max
+      partial = np.prod(np.maximum(np.abs(x.v) + x.e, 1.0), axis=axes, keepdims=keepdim)
+      return farith(p, np.where(partial >= FMAX[out], INF, prop + np.where(exact, 0.0, 2.0 * n * unit(out) * mag)), out)
   if op in ("max", "min"):
     fn = np.max if op == "max" else np.min
     if a.dt in INTS: v: np.ndarray = pyints(fn(a.v, axis=axes, keepdims=keepdim))
