@@ -86,18 +86,21 @@ def test_grouped_reductions_match_numpy(monkeypatch):
   assert "group" in applied and "local" in applied
   assert "__local float pg_local0[32];" in src and "barrier(CLK_LOCAL_MEM_FENCE);" in src
 
-def test_default_heuristic_groups_long_reductions():
-  """A long reduction to few outputs is shared by the threads of a work-group; a short one or one to many outputs is not."""
+def test_default_heuristic_for_work_groups():
+  """A long reduction to few outputs is shared by the threads of a work-group; a short one or one to many outputs is
+  not. A matmul to many outputs gets a 4 x 4 register tile per thread; a row sum (no reuse) does not."""
   from petagrad.codegen.heuristic import hand_coded_optimizations
-  def opts(shape, axis):
+  def opts(fn):
     import petagrad.engine.realize as R
     with Context(DEV="NULL"):
-      sched = R.schedule_cached([Tensor.empty(*shape).sum(axis).uop])
-      item = sched.items()[0]
+      item = R.schedule_cached([fn().uop]).items()[-1]
     k = hand_coded_optimizations(Kernel(R.lower_cached(item.out, item.value)[0], max_local=256), False, False)
     return [o.op for o in k.applied]
-  assert OptOps.GROUP in opts((100000,), 0) and OptOps.GROUP in opts((7, 3000), 1)
-  assert OptOps.GROUP not in opts((7, 30), 1) and OptOps.GROUP not in opts((8192, 512), 1)
+  def total(shape, axis): return lambda: Tensor.empty(*shape).sum(axis)
+  assert OptOps.GROUP in opts(total((100000,), 0)) and OptOps.GROUP in opts(total((7, 3000), 1))
+  assert OptOps.GROUP not in opts(total((7, 30), 1)) and OptOps.GROUP not in opts(total((8192, 512), 1))
+  assert opts(lambda: Tensor.empty(256, 64) @ Tensor.empty(64, 256)).count(OptOps.UPCAST) == 2
+  assert OptOps.UPCAST not in opts(total((65536, 64), 1))
 
 @needs_cl
 def test_cl_runs_no_launch_groups():
