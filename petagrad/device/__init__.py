@@ -28,6 +28,25 @@ def out_of_bounds(kernel: str, err: list[int], dtype_names: list[str] | None = N
   where = f"index {i}" + (f" ({lanes} lanes: {i}..{i + lanes - 1})" if lanes > 1 else "")
   return OutOfBoundsError(f"kernel {kernel}: {what} at {where}, out of bounds [0, {size}); the access was skipped")
 
+def checked_launch(kernel: str, allocator: Allocator, launch: Callable[[list[Any]], None], bufs: list[Any], sizes: list[int] | None) -> None:
+  """A bounds-checked launch (SANITIZE=1) on a device with memory of its own: the buffers' element counts and a zeroed
+  error record go in as two more buffers; the record is read back after the kernel (which waits for it) and a bad
+  access (which the kernel skipped) raises OutOfBoundsError."""
+  if sizes is None or len(sizes) != len(bufs): raise TypeError(f"kernel {kernel} built with SANITIZE=1 needs the buffers' element counts")
+  counts = (ctypes.c_int64 * max(len(sizes), 1))(*sizes)
+  n = allocator.alloc(ctypes.sizeof(counts))
+  try:
+    err = allocator.alloc(48)
+    try:
+      allocator.copyin(n, memoryview(counts).cast("B"))
+      allocator.copyin(err, memoryview(bytes(48)))
+      launch([*bufs, n, err])
+      rec = (ctypes.c_int64 * 6)()
+      allocator.copyout(memoryview(rec).cast("B"), err)
+    finally: allocator.free(err, 48)
+  finally: allocator.free(n, ctypes.sizeof(counts))
+  if rec[0]: raise out_of_bounds(kernel, list(rec))
+
 class Allocator:
   """Device memory. Host devices return objects exposing the buffer protocol."""
   counted = True   # its buffers count in GlobalCounters.mem_used (DISK's, mapped files, do not)

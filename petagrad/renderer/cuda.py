@@ -25,6 +25,16 @@ __device__ __forceinline__ float __bfr(float f) { unsigned int u = __float_as_ui
 __device__ __forceinline__ unsigned short __bfbits(float f) { return (unsigned short)(__float_as_uint(f) >> 16); }
 """   # noqa: E501 (CUDA source, printed as is)
 
+# SANITIZE: as C's (renderer/cstyle.py): the first bad access is recorded in the error record (a 32-bit atomic on its
+# first word) and skipped
+SANITIZE_ARGS = ["const long long* pg_n_", "long long* pg_err_"]
+SANITIZE_DECL = """{q} int pg_ok(const long long *n, long long *e, int p, long long i, long long lanes, int store) {{{{
+  if (i >= 0 && i <= n[p] - lanes) return 1;
+  if ({xchg} == 0u) {{{{ e[1] = p; e[2] = store; e[3] = i; e[4] = lanes; e[5] = n[p]; }}}}
+  return 0;
+}}}}
+"""
+
 class CUDARenderer(CStyleRenderer):
   device = "CUDA"
   max_local = 1024         # threads per block
@@ -36,6 +46,8 @@ class CUDARenderer(CStyleRenderer):
   bitcast_fmt = "pg_bitcast<{dst}>({x})"
   f16_load, f16_store, f16_round = "pg_h2f({x})", "pg_f2h({x})", "pg_h2f(pg_f2h({x}))"
   launch_ids = ("blockIdx.x", "threadIdx.x")
+  can_sanitize, sanitize_args = True, SANITIZE_ARGS
+  sanitize_decl = SANITIZE_DECL.format(q="__device__", xchg="atomicExch((unsigned int *)e, 1u)")
   local_decl, barrier = "__shared__ {type} {name}[{size}];", "__syncthreads();"
   preamble = CUDA_HELPERS
 
@@ -59,6 +71,8 @@ class HIPRenderer(CStyleRenderer):
   # the GPU has float32 exp2/log2/sin instructions; float64 ones live in ROCm's device library, which is not linked
   decompose_ops = frozenset({(Ops.EXP2, dtypes.float64), (Ops.LOG2, dtypes.float64), (Ops.SIN, dtypes.float64)})
   launch_ids = ("__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workitem_id_x()")
+  can_sanitize, sanitize_args = True, SANITIZE_ARGS
+  sanitize_decl = SANITIZE_DECL.format(q="static __attribute__((device))", xchg="__atomic_exchange_n((unsigned int *)e, 1u, __ATOMIC_RELAXED)")
   local_decl = "__attribute__((shared)) {type} {name}[{size}];"
   barrier = ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup"); __builtin_amdgcn_s_barrier(); '
              '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')

@@ -9,7 +9,7 @@ to time kernels).
 from __future__ import annotations
 import ctypes, functools
 from typing import Any
-from petagrad.device import Allocator, Compiler, CompileError, DeviceSpec, Program, out_of_bounds
+from petagrad.device import Allocator, Compiler, CompileError, DeviceSpec, Program, checked_launch
 from petagrad.helpers import SANITIZE
 from petagrad.renderer.opencl import OpenCLRenderer
 from petagrad.dtype import dtypes
@@ -167,7 +167,7 @@ class CLProgram(Program):
     if self.local > ctx.max_work_group:
       raise RuntimeError(f"device {ctx.name}: kernel {name} needs work-groups of {self.local} threads, the device allows {ctx.max_work_group}")
   def __call__(self, *bufs: Any, sizes: list[int] | None = None) -> None:
-    if self.sanitized: self._checked(list(bufs), sizes)
+    if self.sanitized: checked_launch(self.name, CLAllocator(self.ctx), self._launch, list(bufs), sizes)
     else: self._launch(bufs)
   def _launch(self, bufs: Any) -> None:
     cl = opencl()
@@ -175,22 +175,6 @@ class CLProgram(Program):
       check(cl.clSetKernelArg(self.kernel, i, ctypes.sizeof(vp), ctypes.byref(b)), f"argument {i} of {self.name}", self.ctx.name)
     check(cl.clEnqueueNDRangeKernel(self.ctx.queue, self.kernel, 1, None, ctypes.byref(sz(self.groups * self.local)), ctypes.byref(sz(self.local)),
                                     0, None, None), f"launching {self.name}", self.ctx.name)
-
-  def _checked(self, bufs: list[Any], sizes: list[int] | None) -> None:
-    """A bounds-checked launch: the element counts and a zeroed error record go in after the buffers; the record is read
-    back after the kernel (OutOfBoundsError on a bad access, which the kernel skipped)."""
-    if sizes is None or len(sizes) != len(bufs): raise TypeError(f"kernel {self.name} built with SANITIZE=1 needs the buffers' element counts")
-    alloc = CLAllocator(self.ctx)
-    n = alloc.alloc(8 * max(len(sizes), 1))
-    err = alloc.alloc(8 * 6)
-    try:
-      alloc.copyin(n, memoryview((ctypes.c_int64 * max(len(sizes), 1))(*sizes)).cast("B"))
-      alloc.copyin(err, memoryview(bytes(48)))
-      self._launch([*bufs, n, err])
-      rec = (ctypes.c_int64 * 6)()
-      alloc.copyout(memoryview(rec).cast("B"), err)
-    finally: alloc.free(n, 0); alloc.free(err, 0)
-    if rec[0]: raise out_of_bounds(self.name, list(rec))
 
 def make_device(name: str) -> DeviceSpec:
   ctx = CLContext(name)

@@ -8,7 +8,8 @@ the host waits for them, and `Device["CUDA"].synchronize()` waits for everything
 from __future__ import annotations
 import ctypes, functools, shutil
 from typing import Any
-from petagrad.device import Allocator, DeviceSpec, Program
+from petagrad.device import Allocator, DeviceSpec, Program, checked_launch
+from petagrad.helpers import SANITIZE
 from petagrad.renderer.cuda import CUDARenderer
 from petagrad.runtime.compile_cuda import NVRTCCompiler, ptxas
 
@@ -92,7 +93,11 @@ class CUDAProgram(Program):
       status = cu.cuModuleLoadData(ctypes.byref(self.module), ptxas(lib, ctx.arch, name))
     check(status, f"loading kernel {name}", ctx.name)
     check(cu.cuModuleGetFunction(ctypes.byref(self.fn), self.module, name.encode()), f"finding kernel {name}", ctx.name)
-  def __call__(self, *bufs: Any) -> None:
+    self.sanitized = bool(SANITIZE)   # built with SANITIZE=1 (the flag keys every program cache): bounds-checked launches
+  def __call__(self, *bufs: Any, sizes: list[int] | None = None) -> None:
+    if self.sanitized: checked_launch(self.name, CUDAAllocator(self.ctx), self._launch, list(bufs), sizes)
+    else: self._launch(bufs)
+  def _launch(self, bufs: Any) -> None:
     args = (u64 * len(bufs))(*[b.value for b in bufs])
     params = (vp * len(bufs))(*[ctypes.addressof(args) + 8 * i for i in range(len(bufs))])
     cu = self.ctx.current()

@@ -165,6 +165,9 @@ def test_null_cuda_builds_ptx_checked_by_ptxas():
   assert ck.device == "NULL:CUDA" and ck.program.lib.startswith(b"//") and b".target sm_" in ck.program.lib
   with pytest.raises(CompileError, match="NVRTC"):
     Device["NULL:CUDA"].compiler.compile('extern "C" __global__ void k(float* a) { a[0] = undefined_name; }', "k")
+  with Context(DEV="NULL:CUDA", SANITIZE=1):   # the bounds-checked build (every access through pg_ok) passes ptxas too
+    src = _source("NULL:CUDA", lambda: Tensor.empty(300, 70).sum(1) + 1)
+  assert "pg_ok(pg_n_, pg_err_, 1," in src and "atomicExch" in src
 
 @needs_cuda_compile
 def test_compile_also_builds_every_new_kernel_for_the_targets(monkeypatch):
@@ -193,6 +196,9 @@ def test_null_hip_builds_amdgpu_code_objects():
   assert ck.program.lib.startswith(b"\x7fELF") and "__builtin_sin(" not in ck.src
   with pytest.raises(CompileError, match="HIP"):
     Device["NULL:HIP"].compiler.compile("this is not C++", "k")
+  with Context(DEV="NULL:HIP", SANITIZE=1):
+    src = _source("NULL:HIP", lambda: Tensor.empty(300, 70).sum(1) + 1)
+  assert "pg_ok(pg_n_, pg_err_, 1," in src
 
 @needs_cl
 def test_cl_build_error_shows_log_and_source():
