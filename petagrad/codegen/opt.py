@@ -175,7 +175,9 @@ class Kernel:
       if self.local_size() * (opt.amount or r.arg[1]) > self.max_local: raise OptError(f"a work-group of at most {self.max_local} threads")
     if opt.op is OptOps.GROUP:
       red = [u for u in self.ast.toposort() if u.op is Ops.REDUCE and r in u.src[1:]]
-      if any(u.dtype.scalar() in (dtypes.float16, dtypes.bfloat16) or u.dtype.count > 1 for u in red): raise OptError("GROUP of a half or vector sum")
+      # (a half sum or product rounds at every step, in the order of the loop; a max is exact in any order)
+      if any((u.dtype.scalar() in (dtypes.float16, dtypes.bfloat16) and u.arg is not Ops.MAX) or u.dtype.count > 1 for u in red):
+        raise OptError("GROUP of a half sum or product, or of a vector")
       _, g = self.split(r, opt.amount or r.arg[1], "group")
       # the group's threads each reduce over the other ranges; one reduce over the group range combines their results
       def nest(red: UOp) -> UOp | None:

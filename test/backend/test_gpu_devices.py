@@ -79,6 +79,9 @@ def test_grouped_reductions_match_numpy(monkeypatch):
   with Context(DEV="CL"):
     np.testing.assert_allclose(Tensor(a).sum(1).numpy(), a.sum(1), rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(Tensor(a).amax(1).numpy(), a.max(1))
+    np.testing.assert_array_equal(Tensor(a).cast("bfloat16").amax(1).float().numpy(), Tensor(a).cast("bfloat16").float().numpy().max(1))
+    an = a.copy(); an[3, 17] = np.nan   # NaN wins a max, wherever it sits in the tree
+    np.testing.assert_array_equal(Tensor(an).amax(1).numpy(), an.max(1))
     np.testing.assert_allclose((Tensor(a).sum(1) * 2 + 1).exp().numpy(), np.exp(a.sum(1) * 2 + 1), rtol=1e-4)
     np.testing.assert_array_equal(Tensor(i).sum(1, dtype="int32").numpy(), i.sum(1, dtype=np.int32))
     np.testing.assert_allclose(Tensor(a).softmax(1).numpy(), np.exp(a) / np.exp(a).sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
