@@ -28,6 +28,7 @@ __device__ __forceinline__ unsigned short __bfbits(float f) { return (unsigned s
 # SANITIZE: as C's (renderer/cstyle.py): the first bad access is recorded in the error record (a 32-bit atomic on its
 # first word) and skipped
 SANITIZE_ARGS = ["const long long* pg_n_", "long long* pg_err_"]
+# (formatted twice: here with the function qualifier and the atomic, then by the renderer)
 SANITIZE_DECL = """{q} int pg_ok(const long long *n, long long *e, int p, long long i, long long lanes, int store) {{{{
   if (i >= 0 && i <= n[p] - lanes) return 1;
   if ({xchg} == 0u) {{{{ e[1] = p; e[2] = store; e[3] = i; e[4] = lanes; e[5] = n[p]; }}}}
@@ -38,8 +39,8 @@ SANITIZE_DECL = """{q} int pg_ok(const long long *n, long long *e, int p, long l
 class CUDARenderer(CStyleRenderer):
   device = "CUDA"
   max_local = 1024         # threads per block
-  launch_groups = False
-  wrap_signed = True    # no grid-wide barrier between kernels inside one launch
+  launch_groups = False    # no grid-wide barrier between kernels inside one launch
+  wrap_signed = True
   kernel_prefix = 'extern "C" __global__ '
   types = {**CStyleRenderer.types, dtypes.bool: "bool", dtypes.float16: "unsigned short"}
   float_special = ("__int_as_float(0x7fc00000)", "__int_as_float(0x7f800000)")
@@ -65,7 +66,6 @@ class HIPRenderer(CStyleRenderer):
   wrap_signed = True
   kernel_prefix = 'extern "C" __attribute__((global)) '
   types = {**CStyleRenderer.types, dtypes.bool: "bool"}
-  float_special = ("__builtin_nanf(\"\")", "__builtin_inff()")
   bitcast_fmt = "pg_bitcast<{dst}>({x})"
   math_fns = {op: (f"__builtin_{a}", f"__builtin_{b}") for op, (a, b) in CStyleRenderer.math_fns.items()}
   # the GPU has float32 exp2/log2/sin instructions; float64 ones live in ROCm's device library, which is not linked

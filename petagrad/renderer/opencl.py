@@ -35,8 +35,8 @@ SANITIZE_DECL = """int pg_ok(__global const long *n, __global long *e, int p, lo
 class OpenCLRenderer(CStyleRenderer):
   device = "CL"
   max_local = 256          # work-group size the optimizer may use (every OpenCL GPU allows 256; PoCL up to 4096)
-  launch_groups = False
-  wrap_signed = True    # no barrier between kernels inside one launch
+  launch_groups = False    # no barrier between kernels inside one launch
+  wrap_signed = True
   kernel_prefix = "__kernel "
   buffer_prefix = "__global "
   types = {**CStyleRenderer.types, dtypes.bool: "uchar", dtypes.int8: "char", dtypes.int16: "short", dtypes.int32: "int",
