@@ -28,6 +28,20 @@ def out_of_bounds(kernel: str, err: list[int], dtype_names: list[str] | None = N
   where = f"index {i}" + (f" ({lanes} lanes: {i}..{i + lanes - 1})" if lanes > 1 else "")
   return OutOfBoundsError(f"kernel {kernel}: {what} at {where}, out of bounds [0, {size}); the access was skipped")
 
+def device_index(name: str, count: int, what: str, none: str = "none") -> int:
+  """i of the device string "KIND:i" ("KIND" alone is 0) of a kind with `count` devices here; RuntimeError listing
+  them (`what`: how they are called) when it names none of them."""
+  kind, _, rest = name.partition(":")
+  idx = int(rest) if rest.isdigit() else -1 if rest else 0
+  if not 0 <= idx < count:
+    have = ", ".join([kind] + [f"{kind}:{i}" for i in range(1, count)]) if count else none
+    raise RuntimeError(f"device {name} does not exist: {what} here: {have}")
+  return idx
+
+def host_memory(mv: memoryview) -> Any:
+  """mv's bytes as a ctypes object that a C API takes as a pointer to them (a copy where mv is read-only)."""
+  return ctypes.c_char_p(mv.tobytes()) if mv.readonly else (ctypes.c_char * mv.nbytes).from_buffer(mv)
+
 def checked_launch(kernel: str, allocator: Allocator, launch: Callable[[list[Any]], None], bufs: list[Any], sizes: list[int] | None) -> None:
   """A bounds-checked launch (SANITIZE=1) on a device with memory of its own: the buffers' element counts and a zeroed
   error record go in as two more buffers; the record is read back after the kernel (which waits for it) and a bad

@@ -9,7 +9,7 @@ to time kernels).
 from __future__ import annotations
 import ctypes, functools
 from typing import Any
-from petagrad.device import Allocator, Compiler, CompileError, DeviceSpec, Program, checked_launch
+from petagrad.device import Allocator, Compiler, CompileError, DeviceSpec, Program, checked_launch, device_index, host_memory
 from petagrad.helpers import SANITIZE
 from petagrad.renderer.opencl import OpenCLRenderer
 from petagrad.dtype import dtypes
@@ -86,10 +86,7 @@ class CLContext:
   """One OpenCL device: its context and in-order command queue."""
   def __init__(self, name: str):
     devs = all_devices()
-    idx = int(name.split(":")[1]) if ":" in name and name.split(":")[1].isdigit() else 0 if ":" not in name else -1
-    if not 0 <= idx < len(devs):
-      have = ", ".join(["CL"] + [f"CL:{i}" for i in range(1, len(devs))]) if devs else f"none ({FIX})"
-      raise RuntimeError(f"device {name} does not exist: OpenCL devices here: {have}")
+    idx = device_index(name, len(devs), "OpenCL devices", f"none ({FIX})")
     cl, err = opencl(), ctypes.c_int()
     self.name, self.dev = name, devs[idx]
     self.ctx = cl.clCreateContext(None, 1, ctypes.byref(vp(self.dev)), None, None, ctypes.byref(err))
@@ -114,12 +111,12 @@ class CLAllocator(Allocator):
   def free(self, raw: Any, nbytes: int) -> None: opencl().clReleaseMemObject(raw)
   def copyin(self, dest: Any, src: memoryview) -> None:
     if not src.nbytes: return
-    host = ctypes.c_char_p(src.tobytes()) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src)
-    check(opencl().clEnqueueWriteBuffer(self.ctx.queue, dest, 1, 0, src.nbytes, host, 0, None, None), "copy to the device", self.ctx.name)
+    status = opencl().clEnqueueWriteBuffer(self.ctx.queue, dest, 1, 0, src.nbytes, host_memory(src), 0, None, None)
+    check(status, "copy to the device", self.ctx.name)
   def copyout(self, dest: memoryview, src: Any) -> None:
     if not dest.nbytes: return
-    host = (ctypes.c_char * dest.nbytes).from_buffer(dest)
-    check(opencl().clEnqueueReadBuffer(self.ctx.queue, src, 1, 0, dest.nbytes, host, 0, None, None), "copy from the device", self.ctx.name)
+    status = opencl().clEnqueueReadBuffer(self.ctx.queue, src, 1, 0, dest.nbytes, host_memory(dest), 0, None, None)
+    check(status, "copy from the device", self.ctx.name)
 
 def build(ctx: CLContext, prog: Any, src: str, name: str) -> None:
   """Build a program (from source or from a binary) for the device; CompileError with the build log and the source."""

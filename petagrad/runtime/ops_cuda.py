@@ -8,7 +8,7 @@ the host waits for them, and `Device["CUDA"].synchronize()` waits for everything
 from __future__ import annotations
 import ctypes, functools, shutil
 from typing import Any
-from petagrad.device import Allocator, DeviceSpec, Program, checked_launch
+from petagrad.device import Allocator, DeviceSpec, Program, checked_launch, device_index, host_memory
 from petagrad.helpers import SANITIZE
 from petagrad.renderer.cuda import CUDARenderer
 from petagrad.runtime.compile_cuda import NVRTCCompiler, ptxas
@@ -44,10 +44,7 @@ class CUDAContext:
   def __init__(self, name: str):
     lib, n = libcuda(), ci()
     check(lib.cuDeviceGetCount(ctypes.byref(n)), "cuDeviceGetCount", name)
-    idx = int(name.split(":")[1]) if ":" in name and name.split(":")[1].isdigit() else 0 if ":" not in name else -1
-    if not 0 <= idx < n.value:
-      have = ", ".join(["CUDA"] + [f"CUDA:{i}" for i in range(1, n.value)]) if n.value else "none"
-      raise RuntimeError(f"device {name} does not exist: GPUs here: {have}")
+    idx = device_index(name, n.value, "GPUs")
     self.name, self.dev, self.ctx = name, ci(), vp()
     check(lib.cuDeviceGet(ctypes.byref(self.dev), idx), "cuDeviceGet", name)
     check(lib.cuDevicePrimaryCtxRetain(ctypes.byref(self.ctx), self.dev), "creating a context", name)
@@ -71,12 +68,10 @@ class CUDAAllocator(Allocator):
   def free(self, raw: Any, nbytes: int) -> None: self.ctx.current().cuMemFree_v2(raw)
   def copyin(self, dest: Any, src: memoryview) -> None:
     if not src.nbytes: return
-    host = ctypes.c_char_p(src.tobytes()) if src.readonly else (ctypes.c_char * src.nbytes).from_buffer(src)
-    check(self.ctx.current().cuMemcpyHtoD_v2(dest, host, src.nbytes), "copy to the device", self.ctx.name)
+    check(self.ctx.current().cuMemcpyHtoD_v2(dest, host_memory(src), src.nbytes), "copy to the device", self.ctx.name)
   def copyout(self, dest: memoryview, src: Any) -> None:
     if not dest.nbytes: return
-    host = (ctypes.c_char * dest.nbytes).from_buffer(dest)
-    check(self.ctx.current().cuMemcpyDtoH_v2(host, src, dest.nbytes), "copy from the device", self.ctx.name)
+    check(self.ctx.current().cuMemcpyDtoH_v2(host_memory(dest), src, dest.nbytes), "copy from the device", self.ctx.name)
 
 class CUDAProgram(Program):
   def __init__(self, ctx: CUDAContext, name: str, lib: bytes, meta: Any = None):
