@@ -71,15 +71,18 @@ def _work_groups(k: Kernel) -> None:
   elif red and outputs >= GROUP_OUTPUTS * GPU_TILE * GPU_TILE:
     reused = [r for r in k.ranges if r.arg[2] == "global" and r.arg[1] % GPU_TILE == 0 and 0 in loads_stride(k.ast, r)[:-1]]
     for rid in [r.arg[0] for r in reused[-2:]]:
-      _try(k, Opt(OptOps.UPCAST, _axis(k, next(x for x in k.ranges if x.arg[0] == rid)), GPU_TILE))
+      _try(k, Opt(OptOps.UPCAST, _axis_of_id(k, rid), GPU_TILE))
   for r in reversed([r for r in k.ranges if r.arg[2] == "global"]):
     d = _largest_divisor(r.arg[1], budget)
     if d > 1: picks.append((r.arg[0], d)); budget //= d
     if budget < 2: break
   # applied outermost first: the innermost output range's threads are made last, so they are the fastest varying
-  for rid, d in reversed(picks): _try(k, Opt(OptOps.LOCAL, _axis(k, next(x for x in k.ranges if x.arg[0] == rid)), d))
+  for rid, d in reversed(picks): _try(k, Opt(OptOps.LOCAL, _axis_of_id(k, rid), d))
 
 def _axis(k: Kernel, r) -> int: return k.ranges.index(r)
+def _axis_of_id(k: Kernel, rid: int) -> int:
+  """The axis of the range with id rid (an optimization rebuilds the ranges: the id is what stays)."""
+  return next(i for i, x in enumerate(k.ranges) if x.arg[0] == rid)
 
 def _depends_on_reduce(u, red: list) -> bool:
   nodes = u.src[1].toposort()
