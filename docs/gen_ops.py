@@ -30,7 +30,7 @@ SHORT = {"bool": "b", "int8": "i8", "int16": "i16", "int32": "i32", "int64": "i6
 
 # names that are not tensor -> tensor ops: run per dtype, never differentiated
 PLUMBING = {"backward", "gradient", "realize", "realize_all", "numpy", "tolist", "item", "data", "numel", "size", "element_size",
-            "nbytes", "is_floating_point", "requires_grad_", "to", "to_", "from_blob", "replace",
+            "nbytes", "is_floating_point", "requires_grad_", "to", "to_", "from_blob", "replace", "shard_",
             "assign", "manual_seed", "detach", "contiguous", "clone"}
 CREATION = {"arange", "empty", "eye", "full", "linspace", "ones", "zeros", "rand", "randn", "randint", "randperm", "uniform", "normal",
             "glorot_normal", "glorot_uniform", "kaiming_normal", "kaiming_uniform", "xavier_normal", "xavier_uniform", "trunc_normal"}
@@ -112,6 +112,7 @@ SAMPLES: dict[str, str] = {
   "fold": "s.mk(1, 4, 4).fold((3, 3), 2)", "scaled_dot_product_attention": "s.mk(1, 2, 3).scaled_dot_product_attention(s.mk(1, 2, 3), s.mk(1, 2, 3))",
   # plumbing
   "assign": "s.x.contiguous().realize().assign(s.y)", "to": "s.x.to('CPU')", "to_": "s.x.contiguous().to_('CPU')",
+  "shard": "s.x.shard(('CPU:0', 'CPU:1'), 0)", "shard_": "s.x.contiguous().shard_(('CPU:0', 'CPU:1'), 0)",
   "from_blob": "s.T.from_blob(s.blob, (2, 3), dtype=s.dt)", "gradient": "(s.x * s.x).sum().gradient(s.x)",
   "backward": "(s.mk(2, 3).requires_grad_() * 2).sum().backward()", "item": "s.x[0, 0].item()", "size": "s.x.size(1)",
   "realize_all": "s.T.realize_all(s.x, s.y)", "manual_seed": "s.T.manual_seed(1)", "requires_grad_": "s.x.detach().requires_grad_()",

@@ -49,7 +49,7 @@ def preprocess(x: Tensor) -> Tensor: return (x.float() / 255.0 - MEAN) / STD
 def augment(x: Tensor) -> Tensor:
   """Mirror a random half of the images left-right (clothes look the same mirrored); drawn on the device, so a
   TinyJit replay draws new ones."""
-  return (Tensor.rand(x.shape[0], 1, 1, 1) < 0.5).where(x.flip(3), x)
+  return (Tensor.rand(x.shape[0], 1, 1, 1, device=x.device) < 0.5).where(x.flip(3), x)
 
 # ---------------------------------------------------------------------- checkpoints
 
@@ -102,12 +102,14 @@ def predict(model: Model, x: Tensor, mirror: bool = True) -> Tensor:
   logits = model(x).softmax(1) + model(x.flip(3)).softmax(1) if mirror else model(x)
   return logits.argmax(axis=1)
 
-def evaluate(model: Model, X: Tensor, Y: Tensor, batch_size: int = 1000, mirror: bool = True) -> float:
-  """Accuracy over X, Y in batches (eval mode: BatchNorm uses its running statistics, no dropout)."""
+def evaluate(model: Model, X: Tensor, Y: Tensor, batch_size: int = 1000, mirror: bool = True, devices: tuple[str, ...] | None = None) -> float:
+  """Accuracy over X, Y in batches (eval mode: BatchNorm uses its running statistics, no dropout); with devices, each
+  batch is split over them."""
   jitted = TinyJit(lambda x: predict(model, x, mirror).realize())
   correct, n = 0, X.shape[0]
   with nn.eval():
     for xb, yb in Batches(X, Y, batch_size=min(batch_size, n), shuffle=False, drop_last=False):
+      if devices: xb, yb = xb.shard(devices, 0), yb.shard(devices, 0)
       pred = jitted(xb) if xb.shape[0] == min(batch_size, n) else predict(model, xb, mirror)
       correct += (pred.int() == yb.int()).int().sum().item()
   return correct / n
@@ -152,6 +154,8 @@ def main() -> None:
   ap.add_argument("--data", default=None,
                   help="folder with the IDX files (the only place looked; default: MNIST_PATH, the Debian package, the download cache, a download)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the weight init, dropout and batch order")
+  ap.add_argument("--devices", default="", help="data parallel over these devices, comma-separated (CPU:0,CPU:1): the weights on each, "
+                  "every batch split over them; the model code is the same (docs/multi.md)")
   ap.add_argument("--no-jit", action="store_true", help="run the step eagerly (for debugging; much slower)")
   ap.add_argument("--quiet", action="store_true", help="no progress bar")
   args = ap.parse_args()
@@ -167,6 +171,9 @@ def main() -> None:
 
   Tensor.manual_seed(args.seed)
   model = Model(args.channels, args.hidden)
+  devices = tuple(d.strip() for d in args.devices.split(",") if d.strip()) or None
+  if devices:
+    for t in get_state_dict(model).values(): t.to_(devices)   # a copy of every weight (and BatchNorm statistic) on each device
   params = [p for p in get_state_dict(model).values() if p.requires_grad]
   opt = optim.Adam(params, lr=lr) if args.optimizer == "adam" else optim.SGD(params, lr=lr, momentum=0.9, nesterov=True, weight_decay=5e-4)
   batches = Batches(X_train, Y_train, batch_size=args.batch_size, shuffle=True, seed=args.seed, drop_last=True)
@@ -214,6 +221,7 @@ def main() -> None:
     for b, (x, y) in enumerate(batches):
       if b < skip: continue
       if b >= todo: break
+      if devices: x, y = x.shard(devices, 0), y.shard(devices, 0)   # each device gets its part of the batch
       loss = step(x, y).item()
       if not math.isfinite(loss): sys.exit(f"error: loss is {loss} at step {step_no}")
       losses.append(loss)
@@ -222,14 +230,14 @@ def main() -> None:
       bar.update(loss)
     bar.close()
     n, dt, skip = step_no - first, time.perf_counter() - et, 0
-    acc = evaluate(model, X_test, Y_test, mirror=args.augment) if args.eval_each_epoch else None
+    acc = evaluate(model, X_test, Y_test, mirror=args.augment, devices=devices) if args.eval_each_epoch else None
     print(f"epoch {epoch + 1}: loss {sum(losses[-n:]) / max(n, 1):.4f}, {n} steps in {dt:.1f}s ({n / max(dt, 1e-9):.2f} steps/s)" +
           (f", test accuracy {acc * 100:.2f}%" if acc is not None else ""), flush=True)
     if args.checkpoint:
       pos = {"epoch": epoch + 1, "batch": 0} if todo == len(batches) else {"epoch": epoch, "batch": todo}
       save_checkpoint(args.checkpoint, model, opt, {**pos, "batch_size": args.batch_size, "optimizer": args.optimizer, "losses": losses}, sched)
       print(f"saved {args.checkpoint} (weights, optimizer state, position: epoch {pos['epoch'] + 1}, batch {pos['batch']})")
-  if acc is None: acc = evaluate(model, X_test, Y_test, mirror=args.augment)
+  if acc is None: acc = evaluate(model, X_test, Y_test, mirror=args.augment, devices=devices)
   print(f"test accuracy: {acc * 100:.2f}% on {X_test.shape[0]} images (total {time.perf_counter() - t_start:.1f}s, "
         f"training and evaluation {time.perf_counter() - t_train:.1f}s)")
   if args.plot and losses:

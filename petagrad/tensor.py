@@ -15,7 +15,8 @@ from typing import Any, Callable, cast
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.gradient import compute_gradient, custom_backward
-from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_other_view, is_disk, byte_view
+from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_other_view, is_disk, byte_view, view_buffers
+from petagrad.schedule.multi import split_bounds, layout
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Buffer, Device
 from petagrad.helpers import NO_GRAD, TRAINING, Context, prod
@@ -49,9 +50,15 @@ COMPUTED = "computed"
 custom_backward[COMPUTED] = lambda ctx, node: (ctx,)
 
 def computed_view(u: UOp) -> UOp | None:
-  """The buffer view holding u's value, if u is a buffer view or a computed value whose buffer was not written since."""
-  if u.op is Ops.CUSTOM_GRAD: return u.src[0] if u.arg[0] == COMPUTED and u.src[0].base.buffer.writes == u.arg[1] else None
+  """The buffer view holding u's value, if u is a buffer view or a computed value whose buffer was not written since
+  (a MULTI of such views for a value held on several devices)."""
+  if u.op is Ops.CUSTOM_GRAD: return u.src[0] if u.arg[0] == COMPUTED and _writes(u.src[0]) == u.arg[1] else None
+  if u.op is Ops.MULTI: return u if view_buffers(u) is not None else None
   return u if u.base.op is Ops.BUFFER else None
+
+def _writes(view: UOp) -> Any:
+  """The version of the memory a view reads (its buffer's in-place writes so far; per device for a MULTI)."""
+  return tuple(b.writes for b in view_buffers(view) or ()) if view.op is Ops.MULTI else view.base.buffer.writes
 
 def _write_target(u: UOp) -> UOp | None:
   """The buffer view an in-place write to a tensor holding u goes into: u's movement ops over its buffer, through
@@ -60,14 +67,14 @@ def _write_target(u: UOp) -> UOp | None:
   while u.op in GroupOp.Movement or u.op is Ops.DETACH:
     if u.op is not Ops.DETACH: ops.append(u)
     u = u.src[0]
-  if u.op is not Ops.BUFFER: return None
+  if u.op is not Ops.BUFFER and not (u.op is Ops.MULTI and view_buffers(u) is not None): return None
   for m in reversed(ops): u = UOp(m.op, m.dtype, (u,), m.arg)
   return u
 
 def _computed(view: UOp, graph: UOp) -> UOp:
   """graph's value, held in view (as its buffer is now); gradients flow into graph."""
   if graph.op is Ops.CUSTOM_GRAD and graph.arg[0] == COMPUTED: graph = graph.src[1]   # computed again: one wrapper
-  return UOp(Ops.CUSTOM_GRAD, graph.dtype, (view, graph), (COMPUTED, view.base.buffer.writes))
+  return UOp(Ops.CUSTOM_GRAD, graph.dtype, (view, graph), (COMPUTED, _writes(view)))
 
 def _rebuild(root: UOp, memo: dict[UOp, UOp], stop: Callable[[UOp], UOp | None], make: Callable[[UOp, tuple], UOp]) -> UOp:
   """root's graph rebuilt children first into memo (node -> new node; shared by several roots, whose graphs then
@@ -136,7 +143,7 @@ def _old_value_readers(todo: list[Tensor], writes: list[UOp]) -> list[Tensor]:
   have held computed at once, as in PyTorch (`loss.backward(); opt.step(); loss.item()` is the loss before the step).
   A plain view of the buffer (movement ops and detach() only) is not computed: like a PyTorch view it shows the new
   values."""
-  bufs, clean, skip = {w.src[0].base.buffer for w in writes}, set(writes), {id(t) for t in todo}
+  bufs, clean, skip = {b for w in writes for b in _target_buffers(w.src[0])}, set(writes), {id(t) for t in todo}
   return [t for t in lazy_tensors() if id(t) not in skip and _write_target(t.uop) is None and _reads_buffers(t.uop, bufs, clean)]
 
 # while a TinyJit call runs: id -> (weak reference to the tensor, its uop before its first change in the call), for
@@ -172,7 +179,7 @@ class _HandOver:
     values = self.values
     def stop(n: UOp) -> UOp | None:
       v = values.get(n)
-      return v if v is not None and (n.op is Ops.ASSIGN or not grad and not _has_views(v.base.buffer)) else None
+      return v if v is not None and (n.op is Ops.ASSIGN or not grad and not any(map(_has_views, view_buffers(v) or ()))) else None
     def make(n: UOp, src: tuple) -> UOp:
       new = _same_or_new(n, src)
       return new if (v := values.get(n)) is None else _computed(v, new)
@@ -183,6 +190,17 @@ class _ViewRef(weakref.ref):
   __slots__ = ("views", "key")
 def _drop_view(r: _ViewRef) -> None:
   if r.views.get(r.key) is r: del r.views[r.key]
+
+def _new_memory(like: UOp) -> UOp:
+  """Fresh memory for a value shaped like `like`: a buffer on its device, or on each of its devices, laid out as it is."""
+  if not isinstance(like.device, tuple): return new_buffer(like.device, prod(like.shape), like.dtype).reshape(like.shape)
+  axis, bounds = layout(like)
+  shapes = [like.shape if axis is None else like.shape[:axis] + (e - b,) + like.shape[axis + 1:] for b, e in bounds or [(0, 0)] * len(like.device)]
+  return UOp(Ops.MULTI, like.dtype, tuple(new_buffer(d, prod(sh), like.dtype).reshape(sh) for d, sh in zip(like.device, shapes)), axis)
+
+def _target_buffers(target: UOp) -> list[Any]:
+  """The Buffers an in-place write to target (movement ops over a BUFFER node or over a MULTI of them) goes into."""
+  return [n.buffer for n in target.toposort() if n.op is Ops.BUFFER]
 
 def _has_views(buf: Any) -> bool:
   """Does a live tensor view this buffer?"""
@@ -318,7 +336,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     raise _fail(TypeError, "Tensor", f"cannot make a Tensor from {type(data).__name__}")
 
   @staticmethod
-  def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str) -> UOp:
+  def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str | tuple[str, ...]) -> UOp:
+    if isinstance(device, tuple):   # a copy on each device
+      return UOp(Ops.MULTI, dtype, tuple(Tensor._from_bytes(raw, shape, dtype, d) for d in device), None)
     buf = new_buffer(device, prod(shape), dtype)
     buf.buffer.ensure_allocated().copyin(memoryview(raw))
     return buf.reshape(shape)
@@ -354,7 +374,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   @property
   def dtype(self) -> DType: return self.uop.dtype
   @property
-  def device(self) -> str: return self.uop.device
+  def device(self) -> str | tuple[str, ...]:
+    """The device's name; for a tensor held on several devices (shard, to(devices)), the tuple of their names."""
+    return self.uop.device
   @property
   def ndim(self) -> int: return len(self.shape)
   def dim(self) -> int: return len(self.shape)
@@ -379,15 +401,17 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def uop(self, u: UOp) -> None:
     key = id(self)
     view = (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and (b := u.base).op is Ops.BUFFER and b.buffer is not None
+    bufs = [b.buffer] if view else view_buffers(u) if u.op is Ops.MULTI else None
     if not view and is_disk(u.device_or_none): raise _disk_no_kernels(u)   # DISK holds views of its file only
     if uop_changes is not None and key not in uop_changes and (old := getattr(self, "_uop", None)) is not None \
-       and old.base.op is Ops.BUFFER:
+       and (old.base.op is Ops.BUFFER or old.op is Ops.MULTI and view_buffers(old) is not None):
       uop_changes[key] = (weakref.ref(self), old)
     self._uop = u
     # remember which tensors view which buffer (an in-place write gives them a fresh buffer node), and which are lazy
-    if view:
-      r = b.buffer.views[key] = _ViewRef(self, _drop_view)
-      r.views, r.key = b.buffer.views, key
+    if bufs is not None:
+      for buf in bufs:
+        r = buf.views[key] = _ViewRef(self, _drop_view)
+        r.views, r.key = buf.views, key
       self._lazy_key = None
     else:
       _lazy_tensors[key] = weakref.ref(self)
@@ -401,7 +425,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if v and not was and not self._leaf and self.uop.base.op is not Ops.BUFFER and computed_view(self.uop) is None and self.uop.op is not Ops.ASSIGN:
       # a leaf is its own memory: a lazy value (Tensor.zeros(3) twice is one node, hash-consed) goes into a buffer of its
       # own, or two leaves made alike would be one gradient target and get the sum of both gradients
-      self.uop = UOp(Ops.ASSIGN, self.dtype, (new_buffer(self.device, self.numel(), self.dtype).reshape(self.shape), self.uop))
+      self.uop = UOp(Ops.ASSIGN, self.dtype, (_new_memory(self.uop), self.uop))
     if v: self._leaf, _grad_leaves[id(self)] = True, self
   def requires_grad_(self, v: bool = True) -> Tensor:
     self.requires_grad = v
@@ -464,7 +488,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
       # a tensor is its own memory: two tensors of one graph (two Tensor.zeros(3), the same sum built twice) are one
       # node, a target twice here, or already the buffer another tensor holds; sharing that buffer would let an
       # in-place write to one change the other, so this one gets a copy
-      if (tgt.base.op is Ops.BUFFER and _has_views(tgt.base.buffer)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
+      if (bufs := view_buffers(tgt)) is not None and any(map(_has_views, bufs)) or tgt in targets: tgt = UOp(Ops.CONTIGUOUS, tgt.dtype, (tgt,))
       targets.append(tgt)
       # the given tensors forwarded (done holds their graphs): the tensors that read what they write come along
       if i == given - 1 and (writes := [n for n in done if n.op is Ops.ASSIGN]): todo += _drop_unset_grads(_old_value_readers(todo, writes))
@@ -497,7 +521,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
         keep_graph = bool(t._requires_grad) or (unset_grad and t._requires_grad is None and t.dtype.is_float)
         if (new := hand(t.uop, keep_graph)) is not t.uop: t.uop = new
     # raised once the tensors hold what ran (a failed check must not leave an in-place write to be made again)
-    if oks: _raise_failed_checks({c: becomes[ok].base.buffer for c, ok in oks.items()})
+    if oks: _raise_failed_checks({c: (view_buffers(becomes[ok]) or [None])[0] for c, ok in oks.items()})
 
   def _buffer_view(self) -> UOp:
     """The realized view (movement ops over a BUFFER) holding this tensor's values."""
@@ -520,6 +544,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
       raise _fail(jit.JitError, "TinyJit", f"reading a tensor's value into Python inside the jitted function {jit.jit_active[-1]!r} "
                   "cannot be replayed; return the tensor instead", self)
     if is_disk(self.device): return memoryview(cast(Buffer, _disk_bytes(self, "data").base.buffer).as_bytes())   # its bytes only
+    if isinstance(self.device, tuple): return self.to(self.device[0]).data()   # the pieces gathered on the first device
     buf = self._contiguous_buffer()
     return memoryview(buf.buffer.as_bytes())
 
@@ -562,6 +587,33 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     # from DISK: a copy of exactly the bytes the view covers (a Buffer view of them), as any copy of a buffer
     src = _disk_bytes(self, "to") if is_disk(self.device) else self.uop
     return self._new(UOp(Ops.COPY, self.dtype, (src, UOp(Ops.DEVICE, dtypes.bool, (), dev))))
+
+  def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    """This tensor held on several devices (tinygrad's shard): split along axis, the pieces in device order (sizes as
+    balanced as possible: 10 rows on 4 devices are 3, 3, 2, 2), or a whole copy on each device (axis None). Every op
+    works on the result (docs/multi.md); a reduction over the split axis combines the pieces (an allreduce).
+
+    >>> t = Tensor([[1, 2], [3, 4]]).shard(("CPU:0", "CPU:1"), axis=0)
+    >>> t.device, (t * 10).sum().item()
+    (('CPU', 'CPU:1'), 100)
+    """
+    devs = Device.canonicalize(tuple(devices) if isinstance(devices, (tuple, list)) else (devices,))
+    if axis is not None: axis = _resolve_axis("shard", axis, self.ndim, self)
+    if is_disk(self.device) or any(is_disk(d) for d in devs):
+      raise _fail(RuntimeError, "shard", "DISK tensors cannot be held on several devices", self)
+    bounds = split_bounds(self.shape[axis], len(devs)) if axis is not None else None
+    if isinstance(self.device, tuple):   # from another layout
+      src = self if len(self.device) == len(devs) else self.to(devs[0])
+    else: src = self
+    pieces = []
+    for i, d in enumerate(devs):
+      if isinstance(src.device, tuple): p = UOp(Ops.MSELECT, self.dtype, (src.uop,), (i, axis, bounds))
+      else: p = src.uop if axis is None else src.uop.shrink(tuple(bounds[i] if a == axis else (0, n) for a, n in enumerate(self.shape)))  # type: ignore[index]
+      pieces.append(p if p.device == d else UOp(Ops.COPY, self.dtype, (p, UOp(Ops.DEVICE, dtypes.bool, (), d))))
+    return self._new(UOp(Ops.MULTI, self.dtype, tuple(pieces), axis), self)
+  def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
+    """Hold this tensor (the object) on several devices: self.replace(self.shard(devices, axis)) (tinygrad's shard_)."""
+    return self.replace(self.shard(devices, axis))
 
   def replace(self, x: Tensor) -> Tensor:
     """Make this tensor (the object) hold x's value, of the same shape: tinygrad's rebinding, no copy, no in-place write.
@@ -805,10 +857,10 @@ def _renew_buffer_node(buf) -> None:
   tensors = [t for r in buf.views.values() if (t := r()) is not None]
   buf.views.clear()   # the tensors that still view it register again below (dead references go)
   if not tensors: return
-  old = tensors[0].uop.base
-  fresh = new_buffer_node(buf, old.dtype)
+  fresh = new_buffer_node(buf, buf.dtype)
   for t in tensors:
     if t.uop.base.buffer is buf: t.uop = substitute(t.uop, {t.uop.base: fresh})
+    elif t.uop.op is Ops.MULTI: t.uop = substitute(t.uop, {n: fresh for n in t.uop.toposort() if n.op is Ops.BUFFER and n.buffer is buf})
 
 write_hooks.append(_renew_buffer_node)
 

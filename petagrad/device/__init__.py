@@ -243,7 +243,14 @@ class _Device:
       if e.name != f"petagrad.runtime.ops_{kind.lower()}": raise
       raise RuntimeError(f"device {name}: petagrad has no runtime for {kind} yet (NULL:{kind} renders and compiles for it without running)") from e
     return mod.make_device(name)
-  def canonicalize(self, name: str) -> str:
+  def canonicalize(self, name):
+    """The device's canonical name ("cpu:0" -> "CPU"); a tuple or list of names (a multi-device tensor's) -> a tuple of
+    canonical names."""
+    if isinstance(name, (tuple, list)):
+      names = tuple(self.canonicalize(n) for n in name)
+      if not names: raise RuntimeError("a tuple of devices needs at least one device")
+      if len(set(names)) != len(names): raise RuntimeError(f"devices {names} name one device twice")
+      return names
     if not isinstance(name, str): raise TypeError(f"device must be a string like 'CPU', got {name!r}")
     kind, sep, rest = name.partition(":")
     kind = kind.upper()

@@ -154,11 +154,12 @@ class TinyJit(Generic[R]):
       return ret
     tensors, consts = self._inputs(args, kwargs)
     T.forget_unset_grads()
-    # inputs become contiguous buffers (the kernels read buffers)
+    # inputs become contiguous buffers (the kernels read buffers; a tensor on several devices: one on each)
     for t in tensors:
-      if t.uop.base.op.name != "BUFFER" or t.uop.op.name not in ("BUFFER", "RESHAPE"): t.uop = t.contiguous().uop
+      if not all(_plain_buffer(u) for u in _pieces(t.uop)): t.uop = t.contiguous().uop
     Tensor.realize_all(*tensors)
-    bufs = [t._contiguous_buffer().buffer for t in tensors]
+    nodes = [n for t in tensors for n in _input_nodes(t)]   # the inputs' BUFFER nodes, in order
+    bufs = [n.buffer for n in nodes]
     sig = tuple((t.shape, t.dtype, t.device) for t in tensors)
     if self.cnt >= 2:
       if sig != self.signature[0]:   # type: ignore[index]
@@ -179,13 +180,16 @@ class TinyJit(Generic[R]):
         old = self.out_bufs[k]
         self.out_bufs[k] = fresh = Buffer(old.device, old.size, old.dtype)
         for e, j in slots: self.captured[e].bufs[j] = fresh
-      for buf, n in self.rng_slots: buf.copyin(memoryview(rng_state_bytes(n)))
+      last: tuple = (None, b"")
+      for buf, n in self.rng_slots:   # (copies of one state on several devices share their start: the same words)
+        if rng_state_buffers[buf][0] != last[0]: last = (rng_state_buffers[buf][0], rng_state_bytes(n))
+        buf.copyin(memoryview(last[1]))
       for ei in self.captured: ei.run()
       for buf, exc, msg in self.checks:   # the data checks the captured call made (an index out of range, ...)
         if not buf.as_bytes()[0]: raise exc(msg)
       self.cnt += 1
       if DEBUG >= 1: print(f"jit replay {self.__name__}: {len(self.captured)} kernels")
-      return _rebuild(self.ret_views, tensors, self.out_bufs)
+      return _rebuild(self.ret_views, nodes, self.out_bufs)
 
     # the state the call may change: the lazy tensors alive now, and (recorded as they change) the tensors that view
     # a buffer; buffers made from here on are the call's own
@@ -327,21 +331,24 @@ def _pending_state(name: str, before: dict[int, tuple[Any, Any]], changes: dict[
   todo: list = []
   state = set()   # ids of the tensors that viewed an older buffer when the call first changed them
   for i, (ref, view) in changes.items():
-    if i in skip or (t := ref()) is None or view.base.buffer.serial >= first_new: continue   # (the call's own buffer: a new tensor, below)
+    old_bufs = [p.base.buffer for p in _pieces(view)]
+    if i in skip or (t := ref()) is None or old_bufs[0].serial >= first_new: continue   # (the call's own buffer: a new tensor, below)
     state.add(i)
-    old_buf, cur = view.base.buffer, t.uop
-    if cur.base.op is Ops.BUFFER and cur.base.buffer is old_buf: continue   # the same memory (a write renewed its node)
+    cur = t.uop
+    if [p.base.buffer if p.base.op is Ops.BUFFER else None for p in _pieces(cur)] == old_bufs: continue   # the same memory (a write renewed its node)
     if not capture:
       if _is_pending(t, False): todo.append(t)   # the warm-up call: realizing it into a new buffer is enough
       continue
     # t viewed a buffer before the call and holds another value now: write the value into that buffer, in place
     movements = []
-    u = view
-    while u.op in GroupOp.Movement: movements.append(u.op); u = u.src[0]
+    for p in _pieces(view):
+      u = p
+      while u.op in GroupOp.Movement: movements.append(u.op); u = u.src[0]
     if view.shape != t.shape or view.dtype != t.dtype or Ops.EXPAND in movements or Ops.PAD in movements:
       raise JitError(f"TinyJit({name}): the call gave {t!r} (before: a view {view.shape} of a buffer) a new value without "
                      "writing it into its buffer, so replays would not update it; write it in place with t.assign(value)")
-    target = substitute(view, {view.base: new_buffer_node(old_buf, view.base.dtype)})   # a fresh node: no stale cached graphs
+    # fresh nodes: no stale cached graphs
+    target = substitute(view, {p.base: new_buffer_node(p.base.buffer, p.base.dtype) for p in _pieces(view)})
     value = t.uop
     if reads_other_view(value, view): value = UOp(Ops.CONTIGUOUS, value.dtype, (value,))
     t.uop = UOp(Ops.ASSIGN, t.dtype, (target, value))
@@ -354,12 +361,23 @@ def _pending_state(name: str, before: dict[int, tuple[Any, Any]], changes: dict[
     elif _is_pending(t, True): todo.append(t)   # new: realize it when it depends on a buffer
   return todo
 
+def _pieces(u: UOp) -> tuple[UOp, ...]:
+  """A tensor's per-device parts: the sources of a MULTI, or the tensor itself."""
+  return u.src if u.op is Ops.MULTI else (u,)
+
+def _plain_buffer(u: UOp) -> bool: return u.op is Ops.BUFFER or u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER
+
+def _input_nodes(t: Any) -> list[UOp]:
+  """The BUFFER nodes holding a (realized, contiguous) input tensor: one, or one per device."""
+  return [u.base for u in _pieces(t.uop)] if t.uop.op is Ops.MULTI else [t._contiguous_buffer()]
+
 def _views(x: Any, inputs: list[Buffer], made: dict[int, Buffer], outs: list[Buffer]) -> Any:
   """What the function returned, with each tensor as the buffer view it is: a view of an input buffer remembers which
   input, a view of a buffer the call made (`made`, by id) which output (appended to outs), so a replay returns the
-  same views of that call's inputs and outputs."""
-  if isinstance(x, TensorLayer.tensor):
-    view = x._buffer_view()
+  same views of that call's inputs and outputs. A tensor on several devices: the same for each device's view."""
+  if isinstance(x, TensorLayer.tensor) or isinstance(x, UOp):
+    view = x._buffer_view() if not isinstance(x, UOp) else x
+    if view.op is Ops.MULTI: return ("M", (view.arg, [_views(v, inputs, made, outs) for v in view.src]))
     b = view.base.buffer
     if (i := next((i for i, ib in enumerate(inputs) if ib is b), None)) is not None: return ("I", (i, view))
     if id(b) in made:
@@ -374,10 +392,14 @@ def _rebuild(v: Any, inputs: list, outs: list[Buffer]) -> Any:
   """The returned structure again, over this call's inputs (tensors) and output buffers."""
   Tensor = TensorLayer.tensor
   kind, val = v
+  if kind == "M":
+    axis, parts = val
+    views = [_rebuild(p, inputs, outs).uop for p in parts]
+    return Tensor(UOp(Ops.MULTI, views[0].dtype, tuple(views), axis))
   if kind == "T": return Tensor(val)
   if kind == "I":
     i, view = val
-    return Tensor(substitute(view, {view.base: inputs[i]._contiguous_buffer()}))
+    return Tensor(substitute(view, {view.base: inputs[i]}))
   if kind == "O":
     k, view = val
     return Tensor(substitute(view, {view.base: new_buffer_node(outs[k], view.base.dtype)}))

@@ -13,12 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp, pretty
+from petagrad.uop.uop import UOp, pretty, multi_seen
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import (DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached,
                               write_cached)
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
+from petagrad.schedule import multi
 from petagrad.uop.graph import substitute
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
@@ -344,7 +345,25 @@ def _plan(ran: list[ExecItem], sched: Scheduled) -> _Plan | None:
   return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes) for ei in ran], wake)
 
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
-  """Compute every target; returns the map from realized graph nodes to their buffer views."""
+  """Compute every target; returns the map from realized graph nodes to their buffer views (a MULTI of them for a
+  value held on several devices)."""
+  if not multi_seen[0]: return _realize_single(targets)
+  memo = multi.lower(targets)
+  lowered = [memo[t] for t in targets]
+  flat = [s for v in lowered for s in (v.shards if isinstance(v, multi.Sharded) else (v,))]
+  becomes = _realize_single(flat)
+  # what the logical nodes became: the targets (what they lowered to may be views already), and the nodes whose
+  # per-device graphs this realize computed
+  wanted = set(targets)
+  for n, v in memo.items():
+    parts = v.shards if isinstance(v, multi.Sharded) else (v,)
+    if v is n or not (n in wanted or any(s in becomes for s in parts)): continue
+    views = [becomes.get(s, s) for s in parts]
+    if not all(x.base.op is Ops.BUFFER for x in views): continue
+    becomes[n] = UOp(Ops.MULTI, n.dtype, tuple(views), v.axis) if isinstance(v, multi.Sharded) else views[0]
+  return becomes
+
+def _realize_single(targets: list[UOp]) -> dict[UOp, UOp]:
   st, k0, l0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.launch_count, GlobalCounters.compile_count
   sched = schedule_cached(targets)
   ins = [b.buffer for b in sched.inputs]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import struct, weakref
 from petagrad.dtype import dtypes
 from petagrad.uop.uop import UOp
+from petagrad.uop.ops import Ops
 from petagrad.uop.graph import new_buffer
 
 class _Stream:
@@ -37,9 +38,13 @@ def rng_state_bytes(n: int) -> bytes:
   k1 = _hash32((_Stream.seed >> 32) ^ _hash32(base >> 32) ^ 0x85ebca6b)
   return struct.pack("<3I", base & 0xffffffff, k0, k1)
 
-def state_buffer(n: int, device: str) -> UOp:
-  """A new state buffer for a kernel that draws n numbers, filled from the stream."""
-  buf = new_buffer(device, 3, dtypes.uint32)
-  rng_state_buffers[buf.buffer] = (_Stream.counter, n)
-  buf.buffer.ensure_allocated().copyin(memoryview(rng_state_bytes(n)))
-  return buf
+def state_buffer(n: int, device) -> UOp:
+  """A new state buffer for a kernel that draws n numbers, filled from the stream. On a tuple of devices: one on each,
+  holding the same words (a MULTI: every device draws the same numbers, the ones one device would draw)."""
+  devices = device if isinstance(device, tuple) else (device,)
+  start, raw = _Stream.counter, memoryview(rng_state_bytes(n))
+  bufs = [new_buffer(d, 3, dtypes.uint32) for d in devices]
+  for b in bufs:
+    rng_state_buffers[b.buffer] = (start, n)   # (copies share their start: a JIT replay refills them alike)
+    b.buffer.ensure_allocated().copyin(raw)
+  return bufs[0] if not isinstance(device, tuple) else UOp(Ops.MULTI, dtypes.uint32, tuple(bufs), None)

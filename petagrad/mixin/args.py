@@ -10,6 +10,7 @@ from petagrad.dtype import DType, dtypes, to_dtype, truncate, fit_error, DTypeOv
 from petagrad.helpers import prod, user_frame
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
+from petagrad.uop.graph import is_disk
 from petagrad.mixin import Tensor, TensorMixin
 
 def _is_tensor(x: Any) -> bool: return isinstance(x, TensorMixin)
@@ -18,7 +19,7 @@ Scalar = int | float | bool
 
 def _shape_str(t: Any) -> str:
   if not isinstance(t, TensorMixin): return repr(t)
-  return f"{tuple(t.shape)} {t.dtype}" + (f" on {t.device}" if t.device.startswith("DISK") else "")   # (a DISK tensor: its file)
+  return f"{tuple(t.shape)} {t.dtype}" + (f" on {t.device}" if is_disk(t.device) else "")   # (a DISK tensor: its file)
 
 # A user error is an instance of the Python type (ValueError, TypeError, IndexError) and also of RuntimeError, which
 # PyTorch raises for most of the same mistakes (shape mismatches, bad dims, indices out of range, dtype mismatches):

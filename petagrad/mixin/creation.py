@@ -26,7 +26,9 @@ class CreationMixin(TensorMixin):
 
   # ------------------------------------------------------------ filled
   @staticmethod
-  def _dev(device: str | None) -> str: return Device.canonicalize(device) if device is not None else Device.DEFAULT
+  def _dev(device) -> str | tuple[str, ...]:
+    """The canonical device name (a tuple of them: a tensor held on each of those devices, docs/multi.md)."""
+    return Device.canonicalize(device) if device is not None else Device.DEFAULT
   @classmethod
   def full(cls, shape, fill_value: Scalar, dtype: DType | str | None = None, device: str | None = None, requires_grad: bool | None = None) -> Tensor:
     """A tensor filled with one value (no memory until realized). The value must fit the dtype (no wrapping, like
@@ -59,7 +61,10 @@ class CreationMixin(TensorMixin):
     """
     shape = _sizes("empty", shape, size)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
-    buf = new_buffer(cls._dev(device), prod(shape), dt)
+    dev = cls._dev(device)
+    if isinstance(dev, tuple):   # a buffer on each device
+      return cls(UOp(Ops.MULTI, dt, tuple(new_buffer(d, prod(shape), dt).reshape(shape) for d in dev), None), requires_grad=requires_grad)
+    buf = new_buffer(dev, prod(shape), dt)
     if is_disk(buf.device): buf.buffer.ensure_allocated()   # a file: a bad path fails here, not at the first use
     return cls(buf.reshape(shape), requires_grad=requires_grad)
   def full_like(self, fill_value: Scalar, dtype=None, device=None) -> Tensor:

@@ -11,7 +11,7 @@ import functools, os, shutil, subprocess, tempfile
 from petagrad.device import Compiler, CompileError
 from petagrad.helpers import HIP_CC
 
-FIX = "apt-get install clang-19 (Debian's newest clang that knows gfx942)"
+FIX = "apt-get install clang-19 lld-19 (Debian's newest clang that knows gfx942, and its linker)"
 
 @functools.cache
 def hip_clang() -> str:

@@ -47,9 +47,21 @@ def reads_other_view(value: UOp, target: UOp) -> bool:
       if s.base is buf and s is not target: return True
   return value.base is buf and value is not target and value.op in GroupOp.Movement
 
-def is_disk(device: str | None) -> bool:
+def is_disk(device) -> bool:
   """Is device a DISK device (a file: byte-range views and copies, no kernels; runtime/ops_disk.py)?"""
-  return device is not None and device.startswith("DISK")
+  return isinstance(device, str) and device.startswith("DISK")
+
+def view_buffers(u: UOp) -> list[Buffer] | None:
+  """The Buffers u views: its buffer's for movement ops over a BUFFER node that has one, one per device for a MULTI of
+  such views (a realized multi-device tensor); None when u is not a view of memory."""
+  if u.op is Ops.MULTI:
+    out: list[Buffer] = []
+    for s in u.src:
+      if (b := view_buffers(s)) is None: return None
+      out += b
+    return out
+  b = u.base
+  return [b.buffer] if b.op is Ops.BUFFER and b.buffer is not None else None
 
 def byte_range(view: UOp) -> tuple[Buffer, int] | None:
   """(buffer, byte offset) when view, movement ops over a BUFFER node that has a Buffer, reads one contiguous run of

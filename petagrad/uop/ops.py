@@ -10,7 +10,11 @@ class Ops(Enum):
   IOTA = auto()         # arg=n: 0..n-1 along one axis (the tensor-level view of a loop index)
   # tensor graph: structure
   CONTIGUOUS = auto()   # realize into a fresh contiguous buffer
-  COPY = auto()         # src=(x, DEVICE): move to another device
+  COPY = auto()         # src=(x, DEVICE): move to another device (a DEVICE of a tuple of names: to each of them)
+  MULTI = auto()        # src=one per device, arg=axis: one tensor held on several devices (schedule/multi.py): split along axis
+                        # (the pieces in device order, the last ones may be shorter), or a copy on each (axis None)
+  MSELECT = auto()      # src=(multi,), arg=(i, axis, bounds): the part device i holds when the multi tensor is laid out split
+                        # along axis at bounds ((start, end) per device), or all of it (axis None); a tensor on that device
   DETACH = auto()       # stops gradients; identity otherwise
   CONTIGUOUS_BACKWARD = auto()   # identity; its gradient is realized into a contiguous buffer
   CUSTOM_GRAD = auto()  # src=(value, *inputs), arg=(name, *static): computes value; the inputs' gradients come from

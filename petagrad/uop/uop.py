@@ -144,12 +144,13 @@ class UOp(metaclass=UOpMeta):
   def size(self) -> int: return prod(self.shape)
 
   @property
-  def device(self) -> str:
+  def device(self) -> Any:
+    """The device's name (str), or the tuple of names of a tensor held on several devices."""
     d = self.device_or_none
     if d is None: raise RuntimeError(f"{self.op} has no device")
     return d
   @property
-  def device_or_none(self) -> str | None: return self._device
+  def device_or_none(self) -> Any: return self._device
 
   @property
   def base(self) -> UOp:
@@ -180,13 +181,25 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
   if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, arg))
   if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else d for i, d in enumerate(s))
+  if op is Ops.MULTI: return s if arg is None else s[:arg] + (sum(x.shape[arg] for x in u.src),) + s[arg + 1:]
+  if op is Ops.MSELECT: return s if arg[1] is None else s[:arg[1]] + (arg[2][arg[0]][1] - arg[2][arg[0]][0],) + s[arg[1] + 1:]
   if op is Ops.WHERE: return u.src[1].shape  # type: ignore[return-value]
   return s
 
-def _device_of(u: UOp) -> str | None:
+# has a node on several devices been made? (until then realize skips the multi-device rewrite: schedule/multi.py)
+multi_seen = [False]
+
+def _device_of(u: UOp) -> str | tuple[str, ...] | None:
+  """The device name, or for a tensor held on several (MULTI and what is computed from it) the tuple of their names."""
   if u.op is Ops.BUFFER: return u.arg[0]
-  if u.op is Ops.DEVICE: return u.arg
+  if u.op is Ops.DEVICE:
+    if type(u.arg) is tuple: multi_seen[0] = True
+    return u.arg
   if u.op is Ops.COPY: return u.src[1].arg
+  if u.op is Ops.MULTI:
+    multi_seen[0] = True
+    return tuple(s._device for s in u.src)   # type: ignore[misc]
+  if u.op is Ops.MSELECT: return u.src[0]._device[u.arg[0]]   # type: ignore[index]
   return u.src[-1]._device if u.src else None
 
 def _bounds_of(u: UOp) -> tuple:

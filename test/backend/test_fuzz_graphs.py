@@ -28,6 +28,7 @@ import collections, math, os, random, tempfile, traceback
 from dataclasses import dataclass
 from typing import Any, Callable
 import numpy as np
+import pytest
 import torch
 from hypothesis import HealthCheck, given, seed as hypothesis_seed, settings, strategies as st
 from petagrad import Tensor, dtypes
@@ -447,9 +448,10 @@ def scalars_for(dt: DType) -> list[bool | int | float]:
   return [0.5, -1.5, 2.0, 0.25, 3.0, -0.75, 2, -1]
 
 class Gen:
-  def __init__(self, draw: Callable, device: str):
+  def __init__(self, draw: Callable, device: str, shard_over: tuple[str, ...] | None = None):
     self.draw, self.g = draw, Graph(device)
     self.cap = MAX_ELEMS.get(device, MAX_ELEMS_DEFAULT)
+    self.shard_over = shard_over   # inputs held on these devices, each split along a drawn axis or replicated
 
   def choice(self, xs: list) -> Any: return xs[self.draw(st.integers(0, len(xs) - 1))]
   def coin(self, n: int = 2) -> bool:
@@ -478,6 +480,9 @@ class Gen:
       self.g.lines.append(f"{name} = Tensor.empty({', '.join(map(str, shape))}, dtype=dtypes.{dt.name})")
     else:
       self.g.lines.append(f"{name} = Tensor({fmt_nested(np.asarray(vals), dt)}, dtype=dtypes.{dt.name})")
+    if self.shard_over is not None:
+      axis = self.choice([None, *range(len(shape))])
+      self.g.lines[-1] += f".shard({self.shard_over!r}, axis={axis})"
     self.g.inputs.append(name)
     self.g.refs[name] = Ref(np.asarray(vals), np.zeros(shape), dt)
 
@@ -810,8 +815,8 @@ class Gen:
       self.g.realized.append(name)
 
 @st.composite
-def graphs(draw: Callable, device: str) -> Graph:
-  gen = Gen(draw, device)
+def graphs(draw: Callable, device: str, shard_over: tuple[str, ...] | None = None) -> Graph:
+  gen = Gen(draw, device, shard_over)
   base = gen.base_shape()
   for i in range(draw(st.integers(1, 4))): gen.add_input(base, i)
   for _ in range(draw(st.integers(1, MAX_OPS))): gen.step()
@@ -889,7 +894,17 @@ def fuzz_settings(device: str) -> settings:
   if LONG_EXAMPLES: return settings(max_examples=LONG_EXAMPLES, derandomize=False, **common)
   return settings(max_examples=CI_EXAMPLES.get(device, CI_EXAMPLES["PYTHON"]), derandomize=True, **common)
 
-def test_fuzz_graphs(device):
+def test_fuzz_graphs(device): _fuzz(device)
+
+# the same graphs over inputs held on three CPU devices (docs/multi.md), each split along a drawn axis or replicated:
+# the per-device rewrite (resharding, ragged and empty pieces, allreduces) against the same reference
+SHARD_EXAMPLES = 120
+
+def test_fuzz_graphs_sharded(device):
+  if device != "CPU": pytest.skip("the sharded graphs run on CPU devices")
+  _fuzz(device, ("CPU:0", "CPU:1", "CPU:2"))
+
+def _fuzz(device: str, shard_over: tuple[str, ...] | None = None) -> None:
   rerun = f"FUZZ_GRAPHS_EXAMPLES={LONG_EXAMPLES} FUZZ_GRAPHS_SEED={LONG_SEED}" if LONG_EXAMPLES else "the CI budget, derandomized"
   failures: list[str] = []
   def check(g: Graph) -> None:
@@ -898,7 +913,9 @@ def test_fuzz_graphs(device):
       if not REPORT_PATH: raise
       failures.append(str(ex))
       with open(REPORT_PATH, "a") as f: f.write(f"{ex}\n{'=' * 100}\n")
-  fn = fuzz_settings(device)(given(graphs(device))(check))
+  st_ = fuzz_settings(device)
+  if shard_over is not None and not LONG_EXAMPLES: st_ = settings(st_, max_examples=SHARD_EXAMPLES)
+  fn = st_(given(graphs(device, shard_over))(check))
   if LONG_EXAMPLES: fn = hypothesis_seed(LONG_SEED)(fn)
   fn()
   assert not failures, f"{len(failures)} failing graphs on {device}, written to {REPORT_PATH}; the first:\n{failures[0]}"
