@@ -96,6 +96,7 @@ MNIST_PATH = Flag("MNIST_PATH", "", "Folder holding the MNIST/Fashion-MNIST IDX 
 CIFAR_PATH = Flag("CIFAR_PATH", "", "Folder holding CIFAR-10 (either release's batch files or its .tar.gz); nn.datasets.cifar looks there first. Empty: not set.")
 ALLREDUCE = Flag("ALLREDUCE", "auto", "How a reduction over the split axis of a multi-device tensor combines the pieces (docs/multi.md): naive (each device copies every piece), ring (reduce-scatter + all-gather), hier (inside each machine, then among one leader per machine), auto (by size and topology).")
 RING_MIN_BYTES = Flag("RING_MIN_BYTES", 262144, "ALLREDUCE=auto: tensors smaller than this many bytes (and any over 2 devices) use the naive allreduce, bigger ones the ring.")
+MPI_TIMEOUT = Flag("MPI_TIMEOUT", 120, "Seconds a collective between MPI ranks may wait; then it raises, naming the ranks that do not answer (docs/multi.md).")
 JIT = Flag("JIT", 1, "0: a TinyJit-decorated function runs eagerly on every call (no capture, no replay), as in tinygrad.")
 CAPTURING = Flag("CAPTURING", 1, "0: the launches made while it is 0 inside a TinyJit capture run once, then and there, and are not replayed (tinygrad's).")
 

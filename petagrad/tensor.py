@@ -19,6 +19,7 @@ from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_ot
 from petagrad.schedule.multi import split_bounds, layout
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Buffer, Device
+from petagrad.device.world import is_local
 from petagrad.helpers import NO_GRAD, TRAINING, Context, prod
 from petagrad.engine.realize import realize_uops, write_hooks, check_hooks
 from petagrad.engine import jit
@@ -337,9 +338,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
 
   @staticmethod
   def _from_bytes(raw: bytes, shape: tuple[int, ...], dtype: DType, device: str | tuple[str, ...]) -> UOp:
-    if isinstance(device, tuple):   # a copy on each device
+    if isinstance(device, tuple):   # a copy on each device (the devices of other MPI ranks: each rank fills its own)
       return UOp(Ops.MULTI, dtype, tuple(Tensor._from_bytes(raw, shape, dtype, d) for d in device), None)
     buf = new_buffer(device, prod(shape), dtype)
+    if not is_local(device): return buf.reshape(shape)
     buf.buffer.ensure_allocated().copyin(memoryview(raw))
     return buf.reshape(shape)
 
@@ -521,7 +523,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
         keep_graph = bool(t._requires_grad) or (unset_grad and t._requires_grad is None and t.dtype.is_float)
         if (new := hand(t.uop, keep_graph)) is not t.uop: t.uop = new
     # raised once the tensors hold what ran (a failed check must not leave an in-place write to be made again)
-    if oks: _raise_failed_checks({c: (view_buffers(becomes[ok]) or [None])[0] for c, ok in oks.items()})
+    if oks: _raise_failed_checks({c: next(b for b in view_buffers(becomes[ok]) or () if is_local(b.device)) for c, ok in oks.items()})
 
   def _buffer_view(self) -> UOp:
     """The realized view (movement ops over a BUFFER) holding this tensor's values."""
@@ -544,7 +546,8 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
       raise _fail(jit.JitError, "TinyJit", f"reading a tensor's value into Python inside the jitted function {jit.jit_active[-1]!r} "
                   "cannot be replayed; return the tensor instead", self)
     if is_disk(self.device): return memoryview(cast(Buffer, _disk_bytes(self, "data").base.buffer).as_bytes())   # its bytes only
-    if isinstance(self.device, tuple): return self.to(self.device[0]).data()   # the pieces gathered on the first device
+    if isinstance(self.device, tuple):   # the pieces gathered on this process's first device (across MPI ranks: on each rank's)
+      return self.to(next(d for d in self.device if is_local(d))).data()
     buf = self._contiguous_buffer()
     return memoryview(buf.buffer.as_bytes())
 

@@ -233,7 +233,7 @@ class _Device:
   A device string is a kind, optionally with a colon and what follows it: "CPU", "CL:1" (the second OpenCL device),
   "NULL:CUDA" (render and compile for CUDA, run nothing), "DISK:/path/file". The kind is case-insensitive; what
   follows the colon keeps its case (a path)."""
-  KNOWN = ("CPU", "PYTHON", "NULL", "CL", "CUDA", "HIP", "DISK")
+  KNOWN = ("CPU", "PYTHON", "NULL", "CL", "CUDA", "HIP", "DISK", "RANK")
   @functools.cache
   def __getitem__(self, name: str) -> DeviceSpec:
     name = self.canonicalize(name)
@@ -255,6 +255,10 @@ class _Device:
     kind, sep, rest = name.partition(":")
     kind = kind.upper()
     if kind not in self.KNOWN: raise RuntimeError(f"unknown device {name!r}; known devices: {', '.join(self.KNOWN)}")
+    if kind == "RANK":   # "RANK:1/cpu:0" -> "RANK:1/CPU": a device of MPI rank 1 (device/world.py)
+      r, slash, inner = rest.partition("/")
+      if not r.isdigit() or not slash: raise RuntimeError(f"device {name!r}: expected RANK:<rank>/<device>, e.g. RANK:1/CPU")
+      return f"RANK:{int(r)}/{self.canonicalize(inner)}"
     if kind != "DISK": rest = rest.upper()
     return kind if not sep or (rest == "0" and kind != "DISK") else f"{kind}:{rest}"
   @property

@@ -223,7 +223,7 @@ class TinyJit(Generic[R]):
       _check_dropped_state(self.__name__, recorded, bufs, first_new)
       if self._from_inputs is not None: self._from_inputs.check(self.__name__, recorded, bufs)
       self._from_inputs = None
-      self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes) for ei in recorded]
+      self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes, ei.collective) for ei in recorded]
       self.signature = (sig, consts, (bool(TRAINING), bool(NO_GRAD)))
       # the buffers the call made and fully wrote that it returns: replays give them fresh memory
       made = {id(ei.bufs[w.out]): ei.bufs[w.out] for ei in self.captured for w in ei.writes

@@ -15,12 +15,14 @@ from typing import Callable
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty, multi_seen
 from petagrad.device import Device, Program, Buffer
-from petagrad.dtype import DType
-from petagrad.helpers import (DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash, cpu_threads, read_cached,
-                              write_cached)
+from petagrad.dtype import DType, dtypes
+from petagrad.helpers import (prod, DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash, cpu_threads,
+                              read_cached, write_cached)
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
 from petagrad.schedule import multi
-from petagrad.uop.graph import substitute
+from petagrad.runtime import mpi
+from petagrad.uop.graph import substitute, new_buffer
+from petagrad.device.world import is_local
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
 from petagrad.codegen.group import merge_nests
@@ -225,7 +227,13 @@ class ExecItem:
   kernel: CompiledKernel | None
   bufs: list[Buffer]
   writes: list[Writes]
+  collective: tuple | None = None   # a copy that is an MPI collective: (Ops.ALLREDUCE or Ops.ALLGATHER, its arg)
   def run(self) -> float:
+    if self.collective is not None:
+      out, src = self.bufs
+      mpi.run_collective(self.collective, out.ensure_allocated(), src)
+      GlobalCounters.global_mem += out.nbytes
+      return 0.0
     if self.kernel is None:
       out, src = self.bufs
       out.ensure_allocated().copyin(memoryview(src.as_bytes()))
@@ -291,7 +299,7 @@ def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
   consecutive elementwise kernels of one shape share a loop nest: codegen/group.py)."""
   out: list[_Launch | ScheduleItem] = []
   for si in items:
-    if si.kind == "copy": out.append(si); continue
+    if si.kind in ("copy", "collective"): out.append(si); continue
     if si.out.size == 0: continue   # nothing to compute
     ast, bufs = _lower_item(si)
     last = out[-1] if out else None
@@ -310,7 +318,8 @@ def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
   return out
 
 def _exec_item(launch: _Launch | ScheduleItem) -> ExecItem:
-  if isinstance(launch, ScheduleItem): return ExecItem(None, [launch.out.base.buffer, launch.value.base.buffer], [Writes(0, (1,))])
+  if isinstance(launch, ScheduleItem):
+    return ExecItem(None, [launch.out.base.buffer, launch.value.base.buffer], [Writes(0, (1,))], launch.arg)
   return ExecItem(get_kernel(launch), [b.buffer for b in launch.bufs], launch.writes)
 
 def run_schedule(items: list[ScheduleItem]) -> list[ExecItem]:
@@ -332,7 +341,7 @@ class _Plan:
   ((False, i): the graph's input i; (True, j): the schedule's output j). A repeated graph runs it directly: no
   rebinding of the schedule's items, no lowering or program lookups."""
   kernels: dict    # the program cache it was made under (a swapped cache invalidates it)
-  launches: list[tuple[CompiledKernel | None, list[tuple[bool, int]], list[Writes]]]
+  launches: list[tuple[CompiledKernel | None, list[tuple[bool, int]], list[Writes], tuple | None]]
   wake: Program | None   # the first program that runs on worker threads: woken before the launches
 
 _plans: dict[tuple, _Plan] = {}
@@ -342,7 +351,7 @@ def _plan(ran: list[ExecItem], sched: Scheduled) -> _Plan | None:
   where.update({id(b.buffer): (True, j) for j, b in enumerate(sched.outputs)})
   if any(id(b) not in where for ei in ran for b in ei.bufs): return None
   wake = next((ei.kernel.program for ei in ran if ei.kernel is not None and ei.kernel.program.uses_workers), None)
-  return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes) for ei in ran], wake)
+  return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes, ei.collective) for ei in ran], wake)
 
 def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views (a MULTI of them for a
@@ -350,22 +359,34 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   if not multi_seen[0]: return _realize_single(targets)
   memo = multi.lower(targets)
   lowered = [memo[t] for t in targets]
-  flat = [s for v in lowered for s in (v.shards if isinstance(v, multi.Sharded) else (v,))]
-  becomes = _realize_single(flat)
+  # each process computes the pieces on its own devices (the devices of other MPI ranks: device/world.py)
+  flat = [s for v in lowered for s in (v.shards if isinstance(v, multi.Sharded) else (v,)) if is_local(s.device)]
+  # (what the ranks must agree on: the graphs, less the copy that gathers a result onto each rank's own device)
+  common = [t.src[0] if t.op is Ops.COPY and isinstance(t.src[0].device, tuple) else t for t in targets]
+  becomes = _realize_single(flat, agree_on=structure(UOp(Ops.SINK, dtypes.bool, tuple(common)))[0])
   # what the logical nodes became: the targets (what they lowered to may be views already), and the nodes whose
-  # per-device graphs this realize computed
+  # per-device graphs this realize computed. The pieces other ranks hold: a buffer of their shape on their device,
+  # never allocated here (every rank's tensors have the same structure)
   wanted = set(targets)
+  def view_of(s: UOp) -> UOp:
+    if is_local(s.device) or s.base.op is Ops.BUFFER: return becomes.get(s, s)
+    if s not in becomes: becomes[s] = new_buffer(s.device, prod(s.shape), s.dtype).reshape(s.shape)
+    return becomes[s]
   for n, v in memo.items():
     parts = v.shards if isinstance(v, multi.Sharded) else (v,)
-    if v is n or not (n in wanted or any(s in becomes for s in parts)): continue
-    views = [becomes.get(s, s) for s in parts]
+    if v is n or not (n in wanted or any(s in becomes for s in parts if is_local(s.device))): continue
+    views = [view_of(s) for s in parts]
     if not all(x.base.op is Ops.BUFFER for x in views): continue
     becomes[n] = UOp(Ops.MULTI, n.dtype, tuple(views), v.axis) if isinstance(v, multi.Sharded) else views[0]
   return becomes
 
-def _realize_single(targets: list[UOp]) -> dict[UOp, UOp]:
+def _realize_single(targets: list[UOp], agree_on: tuple | None = None) -> dict[UOp, UOp]:
+  """Realize graphs of single-device nodes. agree_on: the structure of the (multi-device) graph they were lowered from:
+  when the schedule holds collectives between MPI ranks, the ranks first check that they all run the same graph."""
   st, k0, l0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.launch_count, GlobalCounters.compile_count
   sched = schedule_cached(targets)
+  if agree_on is not None and (colls := [(it.arg, it.out.shape, it.out.dtype.name) for it in sched.template.items if it.kind == "collective"]):
+    mpi.agree(agree_on, colls, colls[0][0][1][-1])   # (the ranks: the last of a collective's arguments)
   ins = [b.buffer for b in sched.inputs]
   first: dict[int, int] = {}
   # the plan depends on which inputs share memory (launch groups merge loop nests by memory) and on the flags
@@ -373,7 +394,7 @@ def _realize_single(targets: list[UOp]) -> dict[UOp, UOp]:
   if (plan := _plans.get(key)) is not None and plan.kernels is _kernel_cache:
     if plan.wake is not None: plan.wake.wake()   # its workers wake while the launches are prepared
     outs = [b.buffer for b in sched.outputs]
-    for kernel, slots, writes in plan.launches: _launch(ExecItem(kernel, [outs[i] if out else ins[i] for out, i in slots], writes))
+    for kernel, slots, writes, coll in plan.launches: _launch(ExecItem(kernel, [outs[i] if out else ins[i] for out, i in slots], writes, coll))
     n = len(plan.launches)
   else:
     items = sched.items()

@@ -10,6 +10,7 @@ import struct, weakref
 from petagrad.dtype import dtypes
 from petagrad.uop.uop import UOp
 from petagrad.uop.ops import Ops
+from petagrad.device.world import is_local
 from petagrad.uop.graph import new_buffer
 
 class _Stream:
@@ -45,6 +46,7 @@ def state_buffer(n: int, device) -> UOp:
   start, raw = _Stream.counter, memoryview(rng_state_bytes(n))
   bufs = [new_buffer(d, 3, dtypes.uint32) for d in devices]
   for b in bufs:
+    if not is_local(b.device): continue   # a device of another MPI rank: that rank fills its own
     rng_state_buffers[b.buffer] = (start, n)   # (copies share their start: a JIT replay refills them alike)
     b.buffer.ensure_allocated().copyin(raw)
   return bufs[0] if not isinstance(device, tuple) else UOp(Ops.MULTI, dtypes.uint32, tuple(bufs), None)

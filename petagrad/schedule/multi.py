@@ -23,6 +23,7 @@ from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.dtype import dtypes
 from petagrad.helpers import ALLREDUCE, RING_MIN_BYTES, prod
+from petagrad.device.world import rank_of, rank
 
 Bounds = tuple[tuple[int, int], ...]
 
@@ -62,8 +63,29 @@ class Sharded:
 
 # ---------------------------------------------------------------- building blocks (ordinary graphs)
 
+def _rank(device: str) -> int:
+  """The MPI rank holding a device (this process's for a device named without a rank)."""
+  r = rank_of(device)
+  return rank() if r is None else r
+
+def _spans_ranks(devices: tuple[str, ...]) -> bool: return len({_rank(d) for d in devices}) > 1
+
 def copy_to(u: UOp, device: str) -> UOp:
-  return u if u.device == device else UOp(Ops.COPY, u.dtype, (u, UOp(Ops.DEVICE, dtypes.bool, (), device)))
+  """u on device. Between processes data moves only by collectives (ALLREDUCE, ALLGATHER): a copy out of another
+  rank's device is a bug of the rewrite, refused here. (A copy from this rank's own device to another rank's stands
+  for that rank copying its own data: it is never run here.)"""
+  if u.device == device: return u
+  if (src := rank_of(u.device)) is not None and src != rank() and _rank(device) == rank():
+    raise RuntimeError(f"internal error: a copy from {u.device} (rank {src}) to {device} of this rank ({rank()}): ranks exchange data by collectives")
+  return UOp(Ops.COPY, u.dtype, (u, UOp(Ops.DEVICE, dtypes.bool, (), device)))
+
+def _rank_groups(devices: tuple[str, ...]) -> list[list[int]]:
+  """The positions of each rank's devices, rank by rank; the devices must be ordered rank by rank (world.devices())."""
+  groups: dict[int, list[int]] = {}
+  for i, d in enumerate(devices): groups.setdefault(_rank(d), []).append(i)
+  if [r for r in groups] != sorted(groups) or any(g != list(range(g[0], g[-1] + 1)) for g in groups.values()):
+    raise RuntimeError(f"devices {devices}: a tensor spanning MPI ranks needs its devices ordered rank by rank (petagrad.device.world.devices())")
+  return list(groups.values())
 
 def _shrink_axis(u: UOp, axis: int, start: int, end: int) -> UOp:
   return u.shrink(tuple((start, end) if i == axis else (0, d) for i, d in enumerate(u.shape)))
@@ -86,6 +108,8 @@ def reshard(x: Sharded, axis: int | None, bounds: Bounds | None = None) -> Shard
   where it is kept (no data moves); otherwise each device copies the parts of the other devices' pieces it lacks."""
   n = len(x.shards)
   if axis is not None and bounds is None: bounds = split_bounds(x.shape[axis], n)
+  if x.axis == axis and x.bounds == bounds: return x
+  if x.axis is not None and _spans_ranks(x.devices): x = _allgather(x)   # every rank gets it all first (a collective)
   if x.axis == axis and x.bounds == bounds: return x
   if x.axis is None:   # replicated: every device already has all of it
     assert axis is not None and bounds is not None
@@ -111,9 +135,29 @@ def reshard(x: Sharded, axis: int | None, bounds: Bounds | None = None) -> Shard
     out.append(cat(pieces, x.axis))
   return Sharded(tuple(out), axis)
 
+def _allgather(x: Sharded) -> Sharded:
+  """x split over the devices of several ranks, whole on every device: each rank joins its devices' pieces on its first
+  device, an ALLGATHER over the ranks joins those (rank by rank), and each device gets a copy from its rank's first."""
+  assert x.axis is not None
+  groups = _rank_groups(x.devices)
+  sizes = tuple(sum(x.shards[i].shape[x.axis] for i in g) for g in groups)
+  ranks = tuple(_rank(x.devices[g[0]]) for g in groups)
+  out: list[UOp] = [x.shards[0]] * len(x.shards)
+  nd = len(x.shape)
+  front = (x.axis,) + tuple(i for i in range(nd) if i != x.axis)   # MPI joins blocks of memory: the axis goes first
+  back = tuple(front.index(i) for i in range(nd))
+  for g in groups:
+    lead = x.devices[g[0]]
+    mine = cat([copy_to(x.shards[i], lead) for i in g], x.axis).permute(front)
+    full = UOp(Ops.ALLGATHER, mine.dtype, (mine,), (0, sizes, ranks)).permute(back)
+    for i in g: out[i] = copy_to(full, x.devices[i])
+  return Sharded(tuple(out), None)
+
 def gather(x: Sharded, device: str) -> UOp:
   """The whole of x on one device: the pieces copied there and joined (a replicated x: the copy already there, or the
-  first device's)."""
+  first device's). Across ranks every rank gathers (a collective): the device must be one of this rank's."""
+  if x.axis is not None and _spans_ranks(x.devices): x = _allgather(x)
+  if x.axis is None and _spans_ranks(x.devices): return copy_to(next(s for s in x.shards if _rank(s.device) == rank()), device)
   if x.axis is None: return next((s for s in x.shards if s.device == device), copy_to(x.shards[0], device))
   return cat([copy_to(s, device) for s in x.shards if s.shape[x.axis] > 0] or [copy_to(x.shards[0], device)], x.axis)
 
@@ -159,19 +203,13 @@ def allreduce_ring(shards: tuple[UOp, ...], op: Ops) -> tuple[UOp, ...]:
       have[k].append(piece)
   return tuple(cat(have[k], 0).reshape(shape) for k in range(n))   # (each device's chunks are in chunk order)
 
-def host_of(device: str) -> str:
-  """The machine a device is on: devices of this process are on this one ("RANK<r>/..." devices of other MPI ranks on
-  the machine the rank runs on)."""
-  return device.split("/")[0] if "/" in device else ""
-
 def allreduce_hierarchical(shards: tuple[UOp, ...], op: Ops, groups: list[list[int]] | None = None) -> tuple[UOp, ...]:
   """Reduce inside each machine to its first device (the leader), allreduce among the leaders (ring), copy the result
   back to every device of each machine: the slow links between machines carry the tensor 2(m-1)/m times (m machines),
-  not once per device. groups: the devices (positions) of each machine, by default from their names."""
-  if groups is None:
-    by_host: dict[str, list[int]] = {}
-    for i, s in enumerate(shards): by_host.setdefault(host_of(s.device), []).append(i)
-    groups = list(by_host.values())
+  not once per device. groups: the devices (positions) of each machine; by default they are all on this one (the
+  devices of one process: a reduce to the first device and a copy back). Across MPI ranks, allreduce_ranks does this
+  with the ranks of each machine.)"""
+  if groups is None: groups = [list(range(len(shards)))]
   leaders = []
   for g in groups:
     lead = shards[g[0]].device
@@ -184,19 +222,36 @@ def allreduce_hierarchical(shards: tuple[UOp, ...], op: Ops, groups: list[list[i
     for i in g: out[i] = copy_to(r, shards[i].device)
   return tuple(o for o in out if o is not None)
 
+def allreduce_ranks(shards: tuple[UOp, ...], op: Ops) -> tuple[UOp, ...]:
+  """Across MPI ranks: each rank reduces its own devices' pieces on its first device (tensor ops), an ALLREDUCE combines
+  those over the ranks through MPI (naive, ring or hierarchical by machine: runtime/mpi.py, the ALLREDUCE flag), and
+  each device gets a copy from its rank's first. float16/bfloat16 go over MPI as float32 (MPI has no 16-bit floats),
+  bools as int32."""
+  groups = _rank_groups(tuple(s.device for s in shards))
+  ranks = tuple(_rank(shards[g[0]].device) for g in groups)
+  dt = shards[0].dtype
+  wire = dtypes.float32 if dt in (dtypes.float16, dtypes.bfloat16) else dtypes.int32 if dt == dtypes.bool else dt
+  out: list[UOp] = list(shards)
+  for g in groups:
+    lead = shards[g[0]].device
+    acc = shards[g[0]]
+    for i in g[1:]: acc = _combine(op, acc, copy_to(shards[i], lead))
+    red = UOp(Ops.ALLREDUCE, wire, (acc.cast(wire),), (op, ranks)).cast(dt)
+    for i in g: out[i] = copy_to(red, shards[i].device)
+  return tuple(out)
+
 ALLREDUCES: dict[str, Callable[[tuple[UOp, ...], Ops], tuple[UOp, ...]]] = {
   "naive": allreduce_naive, "ring": allreduce_ring, "hier": allreduce_hierarchical}
 
 def allreduce(shards: tuple[UOp, ...], op: Ops) -> tuple[UOp, ...]:
-  """Every device gets op over all the pieces (same shape). The algorithm: the ALLREDUCE flag, or by size and
-  topology: naive below RING_MIN_BYTES or for 2 devices, hierarchical when the devices span several machines, else
-  ring."""
+  """Every device gets op over all the pieces (same shape). Devices of several MPI ranks: allreduce_ranks. Devices of
+  this process: the ALLREDUCE flag, or by size: naive below RING_MIN_BYTES or for 2 devices, else ring."""
   if len(shards) == 1: return shards
+  if _spans_ranks(tuple(s.device for s in shards)): return allreduce_ranks(shards, op)
   choice = str(ALLREDUCE.value or "auto")
   if choice == "auto":
     nbytes = prod(shards[0].shape) * shards[0].dtype.itemsize
-    hosts = {host_of(s.device) for s in shards}
-    choice = "hier" if len(hosts) > 1 else "naive" if nbytes < int(RING_MIN_BYTES) or len(shards) == 2 else "ring"
+    choice = "naive" if nbytes < int(RING_MIN_BYTES) or len(shards) == 2 else "ring"
   if choice not in ALLREDUCES: raise ValueError(f"ALLREDUCE={choice!r}: expected one of auto, {', '.join(ALLREDUCES)}")
   if prod(shards[0].shape) < len(shards) and choice == "ring": choice = "naive"   # fewer elements than chunks
   return ALLREDUCES[choice](shards, op)

@@ -19,6 +19,7 @@ ready at the same time are grouped that way (`ScheduleItem.group`, up to GROUP_M
 from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
+from typing import Any
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.uop.graph import new_buffer, new_buffer_node, substitute   # noqa: F401  (imported from here too)
@@ -29,13 +30,15 @@ def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp: return buf.reshape(sha
 
 @dataclass(frozen=True)
 class ScheduleItem:
-  kind: str            # "kernel": compute value into a new buffer; "assign": into an existing one; "copy"
+  kind: str            # "kernel": compute value into a new buffer; "assign": into an existing one; "copy"; "collective": an
+                       # ALLREDUCE or ALLGATHER of value's buffer over the MPI ranks into out (arg: the op and its arg)
   out: UOp             # a view over the output BUFFER
   value: UOp           # tensor graph over BUFFER views, CONST and IOTA
   # structure(SINK(out, value)) without the nodes: (key, BUFFER nodes in slot order), when already known
   structure: tuple[tuple, list[UOp]] | None = field(default=None, compare=False, repr=False)
   # consecutive items with the same group number (>= 0) run as one program (one launch); -1: alone
   group: int = -1
+  arg: Any = None
 
 def _is_buffer_view(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
@@ -102,7 +105,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   has_reduce: dict[UOp, bool] = {}
   for u in order:
     if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
-    if u.op is Ops.COPY:
+    if u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER):   # between buffers: the source gets one too
       realize.add(u)
       if u.src[0].op is not Ops.BUFFER and not (u.src[0].op is Ops.RESHAPE and u.src[0].src[0].op is Ops.BUFFER): realize.add(u.src[0])
     if (u.op is Ops.EXPAND or (u.op is Ops.PAD and prod(u.src[0].shape) > 1)) and has_reduce[u.src[0]]:
@@ -131,10 +134,10 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
     if u.op is Ops.ASSIGN:
       out = substitute(u.src[0], becomes)
       items.append(ScheduleItem("assign", out, substitute(u.src[1], becomes)))
-    elif u.op is Ops.COPY:
+    elif u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER):
       src = substitute(u.src[0], becomes)
       out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
-      items.append(ScheduleItem("copy", out, src))
+      items.append(ScheduleItem("copy", out, src) if u.op is Ops.COPY else ScheduleItem("collective", out, src, arg=(u.op, u.arg)))
     else:
       out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
       items.append(ScheduleItem("kernel", out, substitute(u.src[0] if u.op is Ops.CONTIGUOUS else u, becomes)))
@@ -161,7 +164,7 @@ def _slot(b: UOp, name: tuple) -> UOp: return UOp(Ops.BUFFER, b.dtype, (), (b.ar
 def _rebind(it: ScheduleItem, subst: dict[UOp, UOp]) -> ScheduleItem:
   """The item over other buffers (`subst` maps each old BUFFER node to its new one)."""
   known = None if it.structure is None else (it.structure[0], [subst[b] for b in it.structure[1]])
-  return ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst), known, it.group)
+  return ScheduleItem(it.kind, substitute(it.out, subst), substitute(it.value, subst), known, it.group, it.arg)
 
 @dataclass(frozen=True)
 class _Template:
@@ -197,7 +200,7 @@ def schedule_cached(targets: list[UOp]) -> Scheduled:
     return Scheduled(key, bufs, outs, {nodes[i]: substitute(v, subst) for i, v in t.becomes}, t, subst)
   items, becomes = create_schedule(targets)
   # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
-  items = [it if it.kind == "copy" else
+  items = [it if it.kind in ("copy", "collective") else
            ScheduleItem(it.kind, it.out, it.value, structure(UOp(Ops.SINK, it.out.dtype, (it.out, it.value)))[::2], it.group)
            for it in items]
   slots = {b: _slot(b, ("in", i)) for i, b in enumerate(bufs)}
@@ -217,7 +220,7 @@ GROUP_REDUCE_WORK = 1 << 16
 def _groupable(u: UOp, realize: set[UOp]) -> bool:
   """May the kernel computing the realized node u share a program with others? Elementwise kernels and small
   reductions: for them the launch costs as much as the work. A big kernel gains nothing from a group."""
-  if u.op is Ops.COPY or prod(u.shape) == 0: return False
+  if u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER) or prod(u.shape) == 0: return False
   reduces = _kernel_reduces(u, realize) | ({u} if u.op is Ops.REDUCE_AXIS else set())
   return all(prod(r.src[0].shape) <= GROUP_REDUCE_WORK for r in reduces)
 

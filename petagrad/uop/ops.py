@@ -15,6 +15,8 @@ class Ops(Enum):
                         # (the pieces in device order, the last ones may be shorter), or a copy on each (axis None)
   MSELECT = auto()      # src=(multi,), arg=(i, axis, bounds): the part device i holds when the multi tensor is laid out split
                         # along axis at bounds ((start, end) per device), or all of it (axis None); a tensor on that device
+  ALLREDUCE = auto()    # src=(x,), arg=(Ops.ADD|MAX|MUL, ranks): x combined over the MPI ranks (one device of each), on x's device
+  ALLGATHER = auto()    # src=(x,), arg=(axis, (size on each rank along axis)): the ranks' x joined along axis, rank by rank
   DETACH = auto()       # stops gradients; identity otherwise
   CONTIGUOUS_BACKWARD = auto()   # identity; its gradient is realized into a contiguous buffer
   CUSTOM_GRAD = auto()  # src=(value, *inputs), arg=(name, *static): computes value; the inputs' gradients come from

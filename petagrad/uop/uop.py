@@ -181,6 +181,7 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
   if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, arg))
   if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else d for i, d in enumerate(s))
+  if op is Ops.ALLGATHER: return s[:arg[0]] + (sum(arg[1]),) + s[arg[0] + 1:]
   if op is Ops.MULTI: return s if arg is None else s[:arg] + (sum(x.shape[arg] for x in u.src),) + s[arg + 1:]
   if op is Ops.MSELECT: return s if arg[1] is None else s[:arg[1]] + (arg[2][arg[0]][1] - arg[2][arg[0]][0],) + s[arg[1] + 1:]
   if op is Ops.WHERE: return u.src[1].shape  # type: ignore[return-value]

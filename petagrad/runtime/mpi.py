@@ -1,0 +1,136 @@
+"""The collectives between MPI ranks (device/world.py, docs/multi.md): ALLREDUCE and ALLGATHER of one host buffer per
+rank, run by MPI (mpi4py). A device buffer is staged through host memory (copied out, combined, copied back in).
+
+Every call is non-blocking underneath and waited for with a deadline (MPI_TIMEOUT): a rank that died or stopped
+answering makes the others raise, naming the ranks that did not answer, instead of hanging. Before a realize runs
+collectives, the ranks compare what they are about to run (`agree`): ranks running different programs raise at once.
+
+The algorithms of ALLREDUCE (the ALLREDUCE flag): `naive`/`auto` is MPI's own MPI_Allreduce (Open MPI picks its
+algorithm by size); `ring` is a reduce-scatter and an all-gather around the ring of ranks (point-to-point messages,
+MPI's local reduction); `hier` reduces on each machine first (ranks that share memory), allreduces among one leader
+per machine, then broadcasts on each machine.
+"""
+from __future__ import annotations
+import functools, hashlib, time
+from typing import Any
+from petagrad.device import Buffer
+from petagrad.device.world import comm, hosts, FIX
+from petagrad.helpers import ALLREDUCE, MPI_TIMEOUT
+from petagrad.uop.ops import Ops
+
+def _mpi() -> Any:
+  try:
+    from mpi4py import MPI
+    return MPI
+  except ImportError as e: raise RuntimeError(f"collectives between ranks need MPI: {FIX}") from e
+
+@functools.cache
+def _group(ranks: tuple[int, ...]) -> Any:
+  """A communicator of these ranks of the world (the world itself when they are all of it)."""
+  world = comm()
+  if ranks == tuple(range(world.Get_size())): return world
+  return world.Create_group(world.Get_group().Incl(list(ranks)))
+
+@functools.cache
+def _machine(ranks: tuple[int, ...]) -> tuple[Any, Any]:
+  """(the ranks of this machine among these, the first rank of each machine among these or None on the others)."""
+  c = _group(ranks)
+  machine = [hosts()[r] for r in ranks]
+  me = c.Get_rank()
+  local = c.Split(machine.index(machine[me]), me)
+  leaders = c.Split(0 if local.Get_rank() == 0 else _mpi().UNDEFINED, me)
+  return local, leaders
+
+def _wait(reqs: list, what: str, c: Any) -> None:
+  """Wait for the requests until MPI_TIMEOUT seconds have passed; then find out who is not answering and raise."""
+  MPI, deadline = _mpi(), time.monotonic() + float(MPI_TIMEOUT)
+  pause = 1e-6
+  while not MPI.Request.Testall(reqs):
+    if time.monotonic() > deadline:
+      dead = _not_answering(c)
+      why = f"rank(s) {', '.join(map(str, dead))} did not answer (died or stopped)" if dead else \
+            "every rank answers; a rank may be running a different program"
+      raise RuntimeError(f"MPI rank {c.Get_rank()}: {what} did not complete within {float(MPI_TIMEOUT):g} s (MPI_TIMEOUT): {why}")
+    time.sleep(pause)
+    pause = min(pause * 2, 1e-3)
+
+def _not_answering(c: Any, grace: float = 5.0) -> list[int]:
+  """The ranks of c that do not answer a message within grace seconds (the live ranks time out at about the same time,
+  and answer each other here)."""
+  me, n = c.Get_rank(), c.Get_size()
+  got = [bytearray(1) for _ in range(n)]
+  recvs = {r: c.Irecv(got[r], source=r, tag=7777) for r in range(n) if r != me}
+  for r in range(n):
+    if r != me: c.Isend(b"\x01", dest=r, tag=7777)
+  deadline = time.monotonic() + grace
+  while time.monotonic() < deadline and not all(q.Test() for q in recvs.values()): time.sleep(0.01)
+  return [r for r, q in recvs.items() if not q.Test()]
+
+def _typed(raw: Any, fmt: str) -> memoryview: return memoryview(raw).cast("B").cast(fmt)
+
+_OPS = {Ops.ADD: "SUM", Ops.MAX: "MAX", Ops.MUL: "PROD"}
+
+def run_collective(coll: tuple, out: Buffer, src: Buffer) -> None:
+  """out = the collective of src's over the ranks (every rank calls it with its own buffers)."""
+  kind, arg = coll
+  MPI, fmt = _mpi(), src.dtype.fmt
+  data = bytearray(src.as_bytes())
+  if kind is Ops.ALLREDUCE:
+    op, ranks = arg
+    c, mop = _group(ranks), getattr(MPI, _OPS[op])
+    choice = str(ALLREDUCE.value or "auto")
+    if choice == "ring" and c.Get_size() > 2: _ring(c, _typed(data, fmt), mop)
+    elif choice == "hier": _hierarchical(ranks, _typed(data, fmt), mop)
+    else: _wait([c.Iallreduce(MPI.IN_PLACE, _typed(data, fmt), mop)], "an allreduce", c)
+    out.copyin(memoryview(data))
+  elif kind is Ops.ALLGATHER:
+    axis, sizes, ranks = arg
+    assert axis == 0, "ALLGATHER joins along the first axis (multi.py moves the axis there)"
+    c = _group(ranks)
+    inner = src.size // sizes[c.Get_rank()] if sizes[c.Get_rank()] else out.size // max(sum(sizes), 1)
+    counts = [k * inner for k in sizes]
+    displs = [sum(counts[:i]) for i in range(len(counts))]
+    result = bytearray(out.nbytes)
+    _wait([c.Iallgatherv(_typed(data, fmt), (_typed(result, fmt), (counts, displs)))], "an allgather", c)
+    out.copyin(memoryview(result))
+  else: raise RuntimeError(f"unknown collective {kind}")
+
+def _ring(c: Any, buf: memoryview, op: Any) -> None:
+  """Reduce-scatter then all-gather around the ring: chunk k ends reduced on rank k, then travels once around."""
+  n, me = c.Get_size(), c.Get_rank()
+  bounds = [(len(buf) * i // n, len(buf) * (i + 1) // n) for i in range(n)]
+  right, left = (me + 1) % n, (me - 1) % n
+  tmp = bytearray(buf.nbytes)
+  for step in range(n - 1):   # reduce-scatter: send chunk (me - step), receive chunk (me - step - 1) and add it in
+    s, r = (me - step) % n, (me - step - 1) % n
+    incoming = _typed(tmp, buf.format)[:bounds[r][1] - bounds[r][0]]
+    _wait([c.Isend(buf[bounds[s][0]:bounds[s][1]], dest=right, tag=100 + step), c.Irecv(incoming, source=left, tag=100 + step)],
+          "a ring allreduce", c)
+    op.Reduce_local(incoming, buf[bounds[r][0]:bounds[r][1]])
+  for step in range(n - 1):   # all-gather: the reduced chunk (me + 1 - step) moves right
+    s, r = (me + 1 - step) % n, (me - step) % n
+    _wait([c.Isend(buf[bounds[s][0]:bounds[s][1]], dest=right, tag=200 + step), c.Irecv(buf[bounds[r][0]:bounds[r][1]], source=left, tag=200 + step)],
+          "a ring allreduce", c)
+
+def _hierarchical(ranks: tuple[int, ...], buf: memoryview, op: Any) -> None:
+  """Reduce on each machine to its first rank, allreduce among those, broadcast on each machine."""
+  MPI = _mpi()
+  local, leaders = _machine(ranks)
+  if local.Get_size() > 1:
+    first = local.Get_rank() == 0
+    _wait([local.Ireduce(MPI.IN_PLACE if first else buf, buf if first else None, op, root=0)], "a machine's reduce", local)
+  if leaders != MPI.COMM_NULL and leaders.Get_size() > 1: _wait([leaders.Iallreduce(MPI.IN_PLACE, buf, op)], "the leaders' allreduce", leaders)
+  if local.Get_size() > 1: _wait([local.Ibcast(buf, root=0)], "a machine's broadcast", local)
+
+def agree(program: tuple, collectives: list[tuple], ranks: tuple[int, ...]) -> None:
+  """Raise unless every rank is about to run the same program (the structure of the graph being realized: its ops,
+  shapes, dtypes and devices) and the same collectives (kind, arguments, shape, dtype, in order)."""
+  c = _group(ranks)
+  digest = bytearray(hashlib.sha256(repr((program, collectives)).encode()).digest()[:16])
+  everyone = bytearray(16 * c.Get_size())
+  _wait([c.Iallgather(digest, everyone)], "the check that the ranks run the same program", c)
+  differ = [r for r in range(c.Get_size()) if everyone[16 * r:16 * r + 16] != digest]
+  if differ:
+    raise RuntimeError(f"MPI rank {c.Get_rank()}: rank(s) {', '.join(map(str, differ))} are about to run other collectives than this rank "
+                       f"({len(collectives)}: {collectives[:3]}{' ...' if len(collectives) > 3 else ''}): the ranks must run the same program "
+                       "on tensors of the same shapes")

@@ -1,0 +1,85 @@
+"""Run under mpirun by test/mpi/test_mpi.py (docs/multi.md): one tensor over the CPU devices of every rank, checked
+against the same computation on one device, which every rank also does on its own."""
+from __future__ import annotations
+import os, sys, time
+import numpy as np
+from petagrad import Tensor, nn, TinyJit
+from petagrad.device import world
+from petagrad.helpers import Context
+
+def check(name: str, got, want, tol: float = 1e-5) -> None:
+  np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"rank {world.rank()}: {name}")
+
+def ops() -> None:
+  per_rank = int(os.environ.get("DEVICES_PER_RANK", "1"))
+  devs = world.devices([f"CPU:{i}" for i in range(per_rank)])
+  rng = np.random.default_rng(0)   # the same data on every rank
+  a = rng.standard_normal((len(devs) * 3 + 1, 5)).astype(np.float32)   # ragged: the last piece is shorter
+  t = Tensor(a).shard(devs, 0)
+  check("gather", t.numpy(), a)
+  for algo in ("naive", "ring", "hier"):
+    with Context(ALLREDUCE=algo):
+      check(f"sum over the split axis ({algo})", t.sum(0).numpy(), a.sum(0))
+      check(f"max ({algo})", t.max().numpy(), a.max())
+  check("mean of squares", (t * t).mean().numpy(), (a * a).mean())
+  check("sum over the other axis", t.sum(1).numpy(), a.sum(1))
+  check("reshard to axis 1", t.shard(devs, 1).numpy(), a)
+  check("matmul, contracted axis split", (Tensor(a.T.copy()).shard(devs, 1) @ t).numpy(), a.T @ a, 1e-4)
+  check("softmax over the split axis", t.softmax(0).numpy(), np.exp(a) / np.exp(a).sum(0), 1e-5)
+  h = Tensor(a.astype(np.float16)).shard(devs, 0).sum(0)
+  check("float16 sum", h.numpy().astype(np.float32), a.astype(np.float16).astype(np.float32).sum(0), 1e-2)
+  check("bool any", Tensor(a > 2).shard(devs, 0).any().numpy(), (a > 2).any())
+
+def train(jit: bool) -> None:
+  def run(devs):
+    Tensor.manual_seed(1)
+    layers = [nn.Linear(6, 16), nn.Linear(16, 3)]
+    params = nn.state.get_parameters(layers)
+    if devs:
+      for p in params: p.to_(devs)
+    opt = nn.optim.Adam(params, lr=0.01)
+    def step(x, y):
+      opt.zero_grad()
+      loss = layers[1](layers[0](x).relu()).sparse_categorical_crossentropy(y)
+      loss.backward()
+      opt.step()
+      return loss.realize()
+    if jit: step = TinyJit(step)
+    rng, losses = np.random.default_rng(2), []
+    with Tensor.train():
+      for _ in range(4):
+        x, y = Tensor(rng.standard_normal((16, 6)).astype(np.float32)), Tensor(rng.integers(0, 3, 16))
+        if devs: x, y = x.shard(devs, 0), y.shard(devs, 0)
+        losses.append(step(x, y).item())
+    return losses, [p.numpy() for p in params]
+  l1, p1 = run(None)
+  ln, pn = run(world.devices())
+  check(f"losses (jit={jit})", ln, l1)
+  for a, b in zip(pn, p1): check(f"weights after 4 Adam steps (jit={jit})", a, b)
+
+def mismatch() -> None:
+  devs = world.devices()
+  n = 4 if world.rank() == 0 else 6   # the ranks disagree on the shape: must raise, not hang
+  try: Tensor.ones(n * len(devs)).shard(devs, 0).sum().numpy()
+  except RuntimeError as e:
+    assert "other collectives" in str(e), e
+    print(f"rank {world.rank()}: mismatch raised")
+    return
+  raise AssertionError("no error for ranks running different programs")
+
+def stalls() -> None:
+  devs = world.devices()
+  t = Tensor.ones(8 * len(devs)).shard(devs, 0)
+  t.sum().numpy()
+  if world.rank() == world.size() - 1: time.sleep(600)   # this rank stops answering
+  try: t.sum().numpy()
+  except RuntimeError as e:
+    assert f"rank(s) {world.size() - 1} did not answer" in str(e), e
+    print(f"rank {world.rank()}: raised: {e}", flush=True)
+    os._exit(0)   # (the launcher then ends the job, the stalled rank too)
+  raise AssertionError("no error when a rank stops answering")
+
+if __name__ == "__main__":
+  what = sys.argv[1]
+  {"ops": ops, "train": lambda: train(False), "train_jit": lambda: train(True), "mismatch": mismatch, "stalls": stalls}[what]()
+  print(f"rank {world.rank()} of {world.size()}: {what} ok")
