@@ -11,6 +11,7 @@ def check(name: str, got, want, tol: float = 1e-5) -> None:
   np.testing.assert_allclose(got, want, rtol=tol, atol=tol, err_msg=f"rank {world.rank()}: {name}")
 
 def ops() -> None:
+  if (machines := os.environ.get("PETAGRAD_EXPECT_MACHINES")): assert len(set(world.hosts())) == int(machines), world.hosts()
   per_rank = int(os.environ.get("DEVICES_PER_RANK", "1"))
   devs = world.devices([f"CPU:{i}" for i in range(per_rank)])
   rng = np.random.default_rng(0)   # the same data on every rank

@@ -40,3 +40,39 @@ def test_a_rank_that_stops_answering_is_named():
   r = mpirun(3, "stalls", env={"MPI_TIMEOUT": "20"}, timeout=300)
   raised = re.findall(r"rank \d: raised: .*?rank\(s\) 2 did not answer", r.stdout)
   assert len(raised) == 2, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
+
+# ------------------------------------------------------------------ two "machines": network namespaces joined by veth
+# pairs to a bridge, ranks 0-1 in one and 2-3 in the other; mpirun starts them through netns_rsh.sh (not ssh) and MPI
+# talks TCP across the veth links (shared memory is off: the namespaces share /dev/shm and one hostname). The
+# hierarchical allreduce groups the ranks by machine from MPI's shared-memory split: two groups here.
+SUBNET = "10.231.77"
+
+def _sh(cmd: str) -> subprocess.CompletedProcess: return subprocess.run(cmd, shell=True, capture_output=True, text=True)
+
+@pytest.fixture
+def two_hosts():
+  if os.geteuid() != 0 or shutil.which("ip") is None: pytest.skip("network namespaces need root and iproute2")
+  tag = f"pg{os.getpid() % 10000}"
+  br, names = f"{tag}br", [f"{tag}h{i}" for i in (1, 2)]
+  setup = [f"ip link add {br} type bridge", f"ip addr add {SUBNET}.1/24 dev {br}", f"ip link set {br} up"]
+  for i, ns in enumerate(names, 1):
+    setup += [f"ip netns add {ns}", f"ip link add {tag}v{i} type veth peer name eth0 netns {ns}", f"ip link set {tag}v{i} master {br} up",
+              f"ip netns exec {ns} ip addr add {SUBNET}.1{i}/24 dev eth0", f"ip netns exec {ns} ip link set eth0 up",
+              f"ip netns exec {ns} ip link set lo up"]
+  try:
+    for cmd in setup:
+      if (r := _sh(cmd)).returncode != 0: pytest.skip(f"cannot make network namespaces here ({cmd}: {r.stderr.strip()})")
+    yield {f"{SUBNET}.1{i}": ns for i, ns in enumerate(names, 1)}
+  finally:
+    for ns in names: _sh(f"ip netns del {ns}")
+    _sh(f"ip link del {br}")
+
+@pytest.mark.parametrize("what", ["ops", "train_jit"])
+def test_two_hosts_over_network_namespaces(two_hosts, what, tmp_path):
+  hostfile = tmp_path / "hosts"
+  hostfile.write_text("".join(f"{addr} slots=2\n" for addr in two_hosts))
+  env = {"PETAGRAD_NETNS": " ".join(f"{a}={ns}" for a, ns in two_hosts.items())}
+  extra = ["--hostfile", str(hostfile), "--mca", "plm_rsh_agent", os.path.join(os.path.dirname(PROGRAM), "netns_rsh.sh"),
+           "--mca", "oob_tcp_if_include", f"{SUBNET}.0/24", "--mca", "btl_tcp_if_include", f"{SUBNET}.0/24", "--mca", "btl", "tcp,self",
+           "-x", "MPI_TIMEOUT", "-x", "THREADS", "-x", "PYTHONPATH", "-x", "PETAGRAD_EXPECT_MACHINES"]
+  _ok(mpirun(4, what, env={**env, "PETAGRAD_EXPECT_MACHINES": "2"}, extra=extra), 4, what)
