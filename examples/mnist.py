@@ -27,6 +27,7 @@ from petagrad.nn import optim
 from petagrad.nn.state import get_state_dict, load_state_dict, safe_save, safe_load, safe_load_metadata, flatten_state, unflatten_state
 from petagrad.nn.datasets import mnist, Batches
 from petagrad.engine.jit import TinyJit
+from petagrad.device import world
 
 MEAN, STD = 0.2860, 0.3530   # Fashion-MNIST pixel statistics (0..1 scale)
 CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot")
@@ -59,7 +60,11 @@ def save_checkpoint(path: str, model: Model, opt: optim.Optimizer, meta: dict, s
   opt_tensors, opt_spec = flatten_state(opt.state_dict(), "optim")
   metadata = {"petagrad.example": json.dumps(meta), "optim": opt_spec}
   if sched is not None: metadata["sched"] = json.dumps(sched.state_dict())
-  safe_save({**get_state_dict(model), **opt_tensors}, path, metadata=metadata)   # atomic: temp file + rename
+  tensors = {**get_state_dict(model), **opt_tensors}
+  if world.size() > 1:   # under mpirun every rank gathers its copy (a collective), rank 0 writes the file
+    tensors = {k: v.to("CPU").realize() if isinstance(v.device, tuple) else v for k, v in tensors.items()}
+    if world.rank() != 0: return
+  safe_save(tensors, path, metadata=metadata)   # atomic: temp file + rename
 
 def load_checkpoint(path: str, model: Model, opt: optim.Optimizer, sched: optim.LRScheduler | None = None) -> dict:
   """Restore what save_checkpoint wrote (into an optimizer before its first step is fine). Returns `meta`."""
@@ -155,7 +160,7 @@ def main() -> None:
                   help="folder with the IDX files (the only place looked; default: MNIST_PATH, the Debian package, the download cache, a download)")
   ap.add_argument("--seed", type=int, default=0, help="seed of the weight init, dropout and batch order")
   ap.add_argument("--devices", default="", help="data parallel over these devices, comma-separated (CPU:0,CPU:1): the weights on each, "
-                  "every batch split over them; the model code is the same (docs/multi.md)")
+                  "every batch split over them; the model code is the same. 'mpi': the CPU of every rank under mpirun (docs/multi.md)")
   ap.add_argument("--no-jit", action="store_true", help="run the step eagerly (for debugging; much slower)")
   ap.add_argument("--quiet", action="store_true", help="no progress bar")
   args = ap.parse_args()
@@ -171,7 +176,8 @@ def main() -> None:
 
   Tensor.manual_seed(args.seed)
   model = Model(args.channels, args.hidden)
-  devices = tuple(d.strip() for d in args.devices.split(",") if d.strip()) or None
+  devices = world.devices() if args.devices == "mpi" else tuple(d.strip() for d in args.devices.split(",") if d.strip()) or None
+  if world.rank() != 0: args.quiet, args.plot = True, ""   # under mpirun: rank 0 reports
   if devices:
     for t in get_state_dict(model).values(): t.to_(devices)   # a copy of every weight (and BatchNorm statistic) on each device
   params = [p for p in get_state_dict(model).values() if p.requires_grad]

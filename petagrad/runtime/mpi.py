@@ -43,16 +43,18 @@ def _machine(ranks: tuple[int, ...]) -> tuple[Any, Any]:
 
 def _wait(reqs: list, what: str, c: Any) -> None:
   """Wait for the requests until MPI_TIMEOUT seconds have passed; then find out who is not answering and raise."""
-  MPI, deadline = _mpi(), time.monotonic() + float(MPI_TIMEOUT)
-  pause = 1e-6
+  MPI, start = _mpi(), time.monotonic()
+  deadline, spin = start + float(MPI_TIMEOUT), start + 0.05
+  # MPI moves the data of a non-blocking collective only while it is called: spin on Test for the first 50 ms (a
+  # collective whose peers are there: as fast as the blocking call), then test every 100 us (peers still computing)
   while not MPI.Request.Testall(reqs):
-    if time.monotonic() > deadline:
+    now = time.monotonic()
+    if now > spin: time.sleep(1e-4)
+    if now > deadline:
       dead = _not_answering(c)
       why = f"rank(s) {', '.join(map(str, dead))} did not answer (died or stopped)" if dead else \
             "every rank answers; a rank may be running a different program"
       raise RuntimeError(f"MPI rank {c.Get_rank()}: {what} did not complete within {float(MPI_TIMEOUT):g} s (MPI_TIMEOUT): {why}")
-    time.sleep(pause)
-    pause = min(pause * 2, 1e-3)
 
 def _not_answering(c: Any, grace: float = 5.0) -> list[int]:
   """The ranks of c that do not answer a message within grace seconds (the live ranks time out at about the same time,
@@ -66,23 +68,32 @@ def _not_answering(c: Any, grace: float = 5.0) -> list[int]:
   while time.monotonic() < deadline and not all(q.Test() for q in recvs.values()): time.sleep(0.01)
   return [r for r, q in recvs.items() if not q.Test()]
 
-def _typed(raw: Any, fmt: str) -> memoryview: return memoryview(raw).cast("B").cast(fmt)
-
 _OPS = {Ops.ADD: "SUM", Ops.MAX: "MAX", Ops.MUL: "PROD"}
+
+def _host_view(buf: Buffer) -> memoryview | None:
+  """The buffer's memory as a writable memoryview when it is host memory (CPU, PYTHON: MPI reads and writes it in
+  place), else None (a GPU's: staged through a host copy)."""
+  try: mv = memoryview(buf.ensure_allocated().raw)
+  except TypeError: return None
+  return None if mv.readonly else mv.cast("B")[:buf.nbytes]
 
 def run_collective(coll: tuple, out: Buffer, src: Buffer) -> None:
   """out = the collective of src's over the ranks (every rank calls it with its own buffers)."""
   kind, arg = coll
   MPI, fmt = _mpi(), src.dtype.fmt
-  data = bytearray(src.as_bytes())
+  dst = _host_view(out)
+  result = dst if dst is not None else memoryview(bytearray(out.nbytes))
   if kind is Ops.ALLREDUCE:
     op, ranks = arg
     c, mop = _group(ranks), getattr(MPI, _OPS[op])
-    choice = str(ALLREDUCE.value or "auto")
-    if choice == "ring" and c.Get_size() > 2: _ring(c, _typed(data, fmt), mop)
-    elif choice == "hier": _hierarchical(ranks, _typed(data, fmt), mop)
-    else: _wait([c.Iallreduce(MPI.IN_PLACE, _typed(data, fmt), mop)], "an allreduce", c)
-    out.copyin(memoryview(data))
+    sv, choice = _host_view(src), str(ALLREDUCE.value or "auto")
+    if choice in ("auto", "naive") and sv is not None:   # MPI reads src and writes out: no copy of ours
+      _wait([c.Iallreduce(sv.cast(fmt), result.cast(fmt), mop)], "an allreduce", c)
+    else:
+      result[:] = sv if sv is not None else src.as_bytes()
+      if choice == "ring" and c.Get_size() > 2: _ring(c, result.cast(fmt), mop)
+      elif choice == "hier": _hierarchical(ranks, result.cast(fmt), mop)
+      else: _wait([c.Iallreduce(MPI.IN_PLACE, result.cast(fmt), mop)], "an allreduce", c)
   elif kind is Ops.ALLGATHER:
     axis, sizes, ranks = arg
     assert axis == 0, "ALLGATHER joins along the first axis (multi.py moves the axis there)"
@@ -90,10 +101,11 @@ def run_collective(coll: tuple, out: Buffer, src: Buffer) -> None:
     inner = src.size // sizes[c.Get_rank()] if sizes[c.Get_rank()] else out.size // max(sum(sizes), 1)
     counts = [k * inner for k in sizes]
     displs = [sum(counts[:i]) for i in range(len(counts))]
-    result = bytearray(out.nbytes)
-    _wait([c.Iallgatherv(_typed(data, fmt), (_typed(result, fmt), (counts, displs)))], "an allgather", c)
-    out.copyin(memoryview(result))
+    sv = _host_view(src)
+    mine = sv if sv is not None else memoryview(bytearray(src.as_bytes()))
+    _wait([c.Iallgatherv(mine.cast(fmt), (result.cast(fmt), (counts, displs)))], "an allgather", c)
   else: raise RuntimeError(f"unknown collective {kind}")
+  if dst is None: out.copyin(result)
 
 def _ring(c: Any, buf: memoryview, op: Any) -> None:
   """Reduce-scatter then all-gather around the ring: chunk k ends reduced on rank k, then travels once around."""
@@ -103,7 +115,7 @@ def _ring(c: Any, buf: memoryview, op: Any) -> None:
   tmp = bytearray(buf.nbytes)
   for step in range(n - 1):   # reduce-scatter: send chunk (me - step), receive chunk (me - step - 1) and add it in
     s, r = (me - step) % n, (me - step - 1) % n
-    incoming = _typed(tmp, buf.format)[:bounds[r][1] - bounds[r][0]]
+    incoming = memoryview(tmp).cast(buf.format)[:bounds[r][1] - bounds[r][0]]
     _wait([c.Isend(buf[bounds[s][0]:bounds[s][1]], dest=right, tag=100 + step), c.Irecv(incoming, source=left, tag=100 + step)],
           "a ring allreduce", c)
     op.Reduce_local(incoming, buf[bounds[r][0]:bounds[r][1]])

@@ -42,6 +42,9 @@ class ScheduleItem:
 
 def _is_buffer_view(u: UOp) -> bool: return u.base.op is Ops.BUFFER
 
+# the nodes that always get a buffer of their own
+_OWN_BUFFER = frozenset({Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER, Ops.CONTIGUOUS})
+
 def _kernel_walk(roots, realized: set[UOp], stop=None):
   """The nodes one kernel computes from `roots`, depth first: realized nodes and BUFFERs are yielded (they are
   its inputs) but not looked below; nor are nodes for which stop(u) is true."""
@@ -101,7 +104,10 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   """Kernels (in dependency order) that realize `targets`, and what each realized node becomes."""
   sink = UOp(Ops.SINK, dtypes.bool, tuple(targets))
   order = [u for u in sink.toposort() if u.op is not Ops.SINK]
-  realize: set[UOp] = {t for t in targets if not _is_buffer_view(t)}
+  # a target that is a view of something realized anyway (a copy, a collective, a contiguous) is that view of its
+  # buffer: no kernel copies it into another
+  viewed = {t for t in targets if t.op in GroupOp.Movement and t.base.op in _OWN_BUFFER}
+  realize: set[UOp] = {t for t in targets if not _is_buffer_view(t) and t not in viewed}
   has_reduce: dict[UOp, bool] = {}
   for u in order:
     if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
@@ -142,6 +148,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
       items.append(ScheduleItem("kernel", out, substitute(u.src[0] if u.op is Ops.CONTIGUOUS else u, becomes)))
     becomes[u] = out
+  for t in viewed: becomes[t] = substitute(t, becomes)
   return _order_and_group(items, producers, realize), becomes
 
 def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp]]:
