@@ -130,7 +130,7 @@ def reshard(x: Sharded, axis: int | None, bounds: Bounds | None = None) -> Shard
       if piece.size == 0: continue
       pieces.append(copy_to(piece, dev))
     if not pieces:   # this device's part is empty
-      shape = tuple(0 if d == axis else n for d, n in enumerate(x.shape))
+      shape = tuple(0 if d == axis else size for d, size in enumerate(x.shape))
       pieces = [UOp.const(x.shards[i].dtype, 0, dev).reshape((1,) * len(shape)).expand(shape)]
     out.append(cat(pieces, x.axis))
   return Sharded(tuple(out), axis)
