@@ -2,7 +2,7 @@
 training equal to one device, ranks that disagree or stop answering. Each case runs test/mpi/mpi_program.py under
 `mpirun -np N`; skipped without mpirun or mpi4py (CI installs both)."""
 from __future__ import annotations
-import os, re, shutil, subprocess, sys
+import os, re, shutil, subprocess, sys, tempfile
 import pytest
 
 PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "mpi_program.py")
@@ -17,8 +17,12 @@ pytestmark = pytest.mark.skipif(not _have_mpi(), reason="needs mpirun (openmpi-b
 
 def mpirun(n: int, what: str, timeout: float = 600, env: dict | None = None, extra: list[str] | None = None) -> subprocess.CompletedProcess:
   e = {**os.environ, "MPI_TIMEOUT": "600", "THREADS": "1", "PYTHONPATH": ROOT, **(env or {})}
-  cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "-np", str(n), *(extra or []), sys.executable, PROGRAM, what]
-  return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
+  # each job its own session folder: jobs run side by side (pytest-xdist), and the namespaces' daemons share /tmp and
+  # one hostname with everything else
+  with tempfile.TemporaryDirectory(prefix="pg-mpi-") as tmp:
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "orte_tmpdir_base", tmp, "-np", str(n), *(extra or []),
+           sys.executable, PROGRAM, what]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
 
 def _ok(r: subprocess.CompletedProcess, n: int, what: str) -> None:
   done = re.findall(rf"rank \d+ of {n}: {what} ok", r.stdout)   # (the ranks' lines may interleave)
