@@ -20,8 +20,9 @@ def mpirun(n: int, what: str, timeout: float = 600, env: dict | None = None, ext
   # each job its own session folder: jobs run side by side (pytest-xdist), and the namespaces' daemons share /tmp and
   # one hostname with everything else
   with tempfile.TemporaryDirectory(prefix="pg-mpi-") as tmp:
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "orte_tmpdir_base", tmp, "-np", str(n), *(extra or []),
-           sys.executable, PROGRAM, what]
+    # (rtc hwloc off: Open MPI 4.1's mpirun now and then segfaults writing its hardware topology into shared memory)
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "orte_tmpdir_base", tmp, "--mca", "rtc", "^hwloc", "-np", str(n),
+           *(extra or []), sys.executable, PROGRAM, what]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=e)
 
 def _ok(r: subprocess.CompletedProcess, n: int, what: str) -> None:
