@@ -113,8 +113,8 @@ def main() -> None:
   results = []
   for n in args.ranks:
     env = {**os.environ, "THREADS": "1", "OMP_NUM_THREADS": "1", "MPI_TIMEOUT": "900", "PYTHONPATH": ROOT}
-    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "rtc", "^hwloc", "-np", str(n), sys.executable, os.path.abspath(__file__), "--worker",
-           "--port", str(args.port + n)] + (["--quick"] if args.quick else [])
+    cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "rtc", "^hwloc", "-np", str(n), sys.executable, os.path.abspath(__file__),
+           "--worker", "--port", str(args.port + n)] + (["--quick"] if args.quick else [])
     print(f"running {n} ranks: {' '.join(cmd)}", file=sys.stderr, flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)
