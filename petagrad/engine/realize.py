@@ -363,7 +363,7 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
   flat = [s for v in lowered for s in (v.shards if isinstance(v, multi.Sharded) else (v,)) if is_local(s.device)]
   # (what the ranks must agree on: the graphs, less the copy that gathers a result onto each rank's own device)
   common = [t.src[0] if t.op is Ops.COPY and isinstance(t.src[0].device, tuple) else t for t in targets]
-  becomes = _realize_single(flat, agree_on=structure(UOp(Ops.SINK, dtypes.bool, tuple(common)))[0])
+  becomes = _realize_single(flat, agree_on=lambda: structure(UOp(Ops.SINK, dtypes.bool, tuple(common)))[0])
   # what the logical nodes became: the targets (what they lowered to may be views already), and the nodes whose
   # per-device graphs this realize computed. The pieces other ranks hold: a buffer of their shape on their device,
   # never allocated here (every rank's tensors have the same structure)
@@ -380,13 +380,14 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
     becomes[n] = UOp(Ops.MULTI, n.dtype, tuple(views), v.axis) if isinstance(v, multi.Sharded) else views[0]
   return becomes
 
-def _realize_single(targets: list[UOp], agree_on: tuple | None = None) -> dict[UOp, UOp]:
-  """Realize graphs of single-device nodes. agree_on: the structure of the (multi-device) graph they were lowered from:
-  when the schedule holds collectives between MPI ranks, the ranks first check that they all run the same graph."""
+def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = None) -> dict[UOp, UOp]:
+  """Realize graphs of single-device nodes. agree_on: gives the structure of the (multi-device) graph they were lowered
+  from (only computed when the schedule holds collectives between MPI ranks: the ranks first check that they all run
+  the same graph)."""
   st, k0, l0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.launch_count, GlobalCounters.compile_count
   sched = schedule_cached(targets)
   if agree_on is not None and (colls := [(it.arg, it.out.shape, it.out.dtype.name) for it in sched.template.items if it.kind == "collective"]):
-    mpi.agree(agree_on, colls, colls[0][0][1][-1])   # (the ranks: the last of a collective's arguments)
+    mpi.agree(agree_on(), colls, colls[0][0][1][-1])   # (the ranks: the last of a collective's arguments)
   ins = [b.buffer for b in sched.inputs]
   first: dict[int, int] = {}
   # the plan depends on which inputs share memory (launch groups merge loop nests by memory) and on the flags
