@@ -16,18 +16,21 @@ from petagrad.helpers import prod, NOOPT, cpu_threads
 
 MIN_THREAD_WORK = 1 << 15   # loop iterations below which threads cost more than they give
 
-def lanes_for(itemsize: int) -> int: return max(1, min(16, 64 // itemsize))   # one 512-bit register
+def lanes_for(itemsize: int, vector_bytes: int = 64) -> int:
+  """Lanes of one SIMD register (16 float32 in a 512-bit one, 8 in AVX2's 256 bits), at most 16."""
+  return max(1, min(16, vector_bytes // itemsize))
 
-def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool) -> Kernel:
+def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool, vector_bytes: int = 64) -> Kernel:
   k.normalize_ranges()
   if NOOPT: return block_sums(k, supports_vector)   # accuracy, not speed: with NOOPT too
   rs = k.ranges
   out = [r for r in rs if r.arg[2] == "global"]
   red = [r for r in rs if r.arg[2] == "reduce"]
   store_dtype = k.ast.src[0].src[2].dtype
-  n = lanes_for(store_dtype.itemsize)
+  n = lanes_for(store_dtype.itemsize, vector_bytes)
   if supports_vector and red:
-    _tile_reduce(k, out, red, n)
+    # register tiles sized to the register file: 32 vector registers with AVX-512, 16 with AVX2
+    _tile_reduce(k, out, red, n, tile_rows=8 if vector_bytes >= 64 else 4)
   # tiny reduce loops (a 3x3 window) cost more in loop control than in work: unroll them
   if not NOOPT:
     for r in [r for r in k.ranges if r.arg[2] == "reduce" and 1 < r.arg[1] <= 4]:
@@ -92,7 +95,7 @@ def _try(k: Kernel, opt: Opt) -> bool:
   try: k.apply(opt); return True
   except OptError: return False
 
-def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
+def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> None:
   # loads the reduction streams through (they depend on a reduce range)
   streamed = [_depends_on_reduce(u, red) for u in k.ast.toposort() if u.op in (Ops.LOAD, Ops.STORE)]
   # vector lanes along an output range r: a streamed load is contiguous along r (or every other element: a
@@ -114,9 +117,10 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
     others = [o for o in out if o is not r and o.arg[1] % 4 == 0 and all(loads_stride(k.ast, o)[i] == 0 for i in vloads)]
     if not _try(k, Opt(OptOps.VECTOR, _axis(k, r), n)): return
     vector_outer = r.arg[0] if r.arg[1] > n else None   # the split left an outer range (it keeps r's id)
-    if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), 8 if others[-1].arg[1] % 8 == 0 else 4))
-    # a matmul: two vectors per row (8x2 accumulators, 8 broadcasts and 2 vector loads per step: measured
-    # 1.5x faster than 4x2 here, near the FMA peak);
+    if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), tile_rows if others[-1].arg[1] % tile_rows == 0 else 4))
+    # a matmul: two vectors per row. With AVX-512's 32 registers 8x2 accumulators (8 broadcasts and 2 vector loads
+    # per step: measured 1.5x faster than 4x2, near the FMA peak); with AVX2's 16, 4x2 (8x2 spills: a 512^3 matmul
+    # on one thread 29 -> 44 GFLOP/s);
     # a column reduction: wide strips (8 vectors) so each row read covers whole cache lines
     amt = 2 if others else 8
     vo = [x for x in k.ranges if x.arg[0] == vector_outer]
@@ -134,10 +138,13 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int) -> None:
   if r.arg[1] % n == 0 and 1 in loads_stride(k.ast, r) and len(red) == 1:
     _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))
     # output ranges some load does not move along (A @ B.T: each row of A meets every row of B):
-    # unroll them so each vector load feeds several accumulators
+    # unroll them so each vector load feeds several accumulators, as many as the registers hold (4x4 with
+    # AVX-512; 4x2 with AVX2: a 512^3 A @ B.T on one thread 28 -> 45 GFLOP/s)
+    accumulators = 2 * tile_rows
     for o in [o for o in out if o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)[:-1]][-2:]:
       cur = [x for x in k.ranges if x.arg[0] == o.arg[0]]
-      if cur: _try(k, Opt(OptOps.UPCAST, _axis(k, cur[0]), 4))
+      amt = min(4, accumulators)
+      if cur and amt > 1 and _try(k, Opt(OptOps.UPCAST, _axis(k, cur[0]), amt)): accumulators //= amt
     # a plain row reduction has one accumulator, so every vector add waits for the previous one: two partial
     # sums keep the adder busy (measured here on row sums of 4096x4096 and 16384x256: 1.0-1.2 ms with two, 1.2 ms
     # with four, which also cost a longer combine at the end of every row)

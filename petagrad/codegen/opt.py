@@ -219,9 +219,11 @@ class Kernel:
       if red.arg is not Ops.ADD or not red.dtype.scalar().is_float: return None
       loops = [r for r in red.src[1:] if r.arg[2] == "reduce"]
       body = red.toposort()
-      # a register tile (a matmul's 8x2 vectors) has no registers left for a second set of accumulators: blocked only
-      # past a long K, in long inner blocks (whose loop is the tile's loop as before; the outer sums live in memory)
-      tile = prod(r.arg[1] for r in body if r.op is Ops.RANGE and r.arg[2] == "upcast") >= TILE_ACCS
+      # a register tile (a matmul's 8x2 vectors, 4x2 with AVX2; A @ B.T's 4x4: two unrolled ranges) has no registers
+      # left for a second set of accumulators: blocked only past a long K, in long inner blocks (whose loop is the
+      # tile's loop as before; the outer sums live in memory). (A column sum's strips unroll one range: blocked.)
+      upcast = [r for r in body if r.op is Ops.RANGE and r.arg[2] == "upcast"]
+      tile = len(upcast) >= 2 and prod(r.arg[1] for r in upcast) >= TILE_ACCS
       if prod(r.arg[1] for r in loops) <= (TILE_MIN if tile else BLOCK_MIN): return None
       inner = TILE_INNER if tile else BLOCK_INNER
       scalar = not any(r.op is Ops.RANGE and r.arg[2] == "vector" for r in body)
@@ -249,7 +251,7 @@ class Kernel:
 BLOCK_MIN = 256
 BLOCK_INNER = 32
 BLOCK_OUTER = 16
-TILE_ACCS = 16     # accumulators (upcast copies) in one loop nest that make it a register tile
+TILE_ACCS = 8      # accumulators (upcast copies of two ranges) in one loop nest that make it a register tile
 TILE_MIN = 4096    # a register tile's sums are blocked past this length only: a matmul's K up to 4096 is untouched
 TILE_INNER = 256
 

@@ -17,6 +17,7 @@ class Renderer:
   """Base of all renderers: turns a linear program into source text for one device."""
   device: str = ""
   supports_vector: bool = False     # may the optimizer create vector (SIMD) ranges?
+  vector_bytes: int = 64            # ...and how wide one vector register is (the optimizer's lanes per vector)
   supports_threads: bool = False    # may the optimizer spread the outer loop over CPU threads?
   decompose_ops: frozenset = frozenset()   # (op, dtype) pairs to rewrite into primitives (codegen/decompositions.py)
   # GPU-style launches: a kernel runs as a grid of work-groups; its output ("global") ranges come from the group id and

@@ -641,6 +641,7 @@ class CRenderer(CStyleRenderer):
   preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"
-  def __init__(self):
+  def __init__(self, vector_bytes: int = 64):
+    self.vector_bytes = vector_bytes   # the machine's SIMD register (the CPU device asks its compiler)
     # read once, when the CPU device is created: the in-memory kernel cache is not keyed by it
     self.thread_pool = not int(OMP)

@@ -1,6 +1,6 @@
 """CPU device: C source compiled by the system compiler into a shared object, called through ctypes."""
 from __future__ import annotations
-import atexit, ctypes, functools, math, os, pathlib, shutil, subprocess, tempfile, threading, uuid, warnings
+import atexit, ctypes, functools, math, os, pathlib, re, shutil, subprocess, tempfile, threading, uuid, warnings
 from typing import Callable
 from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program, out_of_bounds
 from petagrad.helpers import CC, CFLAGS, COMPILE_TIMEOUT, DEBUG, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, mark_used
@@ -71,11 +71,27 @@ class ClangCompiler(Compiler):
     self.cc = str(CC) or shutil.which("gcc") or shutil.which("clang") or "cc"
     # OpenMP only for OMP=1's parallel loops; otherwise just its simd pragmas (no libgomp; ~15% faster compiles)
     self.flags = self.BASE_FLAGS + ["-fopenmp" if int(OMP) else "-fopenmp-simd"] + str(CFLAGS).split()
-    self.cache_key = content_hash(self.cc, " ".join(self.flags), self._version())
+    # the macros -march=native defines name this machine's instruction set: a library built for another CPU (a cache
+    # folder shared between machines) may not run here, so they key the caches too
+    self.target = self._target_macros()
+    self.cache_key = content_hash(self.cc, " ".join(self.flags), self._version(), self.target)
   @functools.cache
   def _version(self) -> str:
     try: return subprocess.run([self.cc, "--version"], capture_output=True, text=True, timeout=30).stdout
     except (OSError, subprocess.SubprocessError): return "unknown"
+  def _target_macros(self) -> str:
+    # with the flags that pick the target (CFLAGS may name another -march)
+    target_flags = [f for f in self.flags if f.startswith("-m")]
+    try: return subprocess.run([self.cc, *target_flags, "-dM", "-E", "-x", "c", os.devnull], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError): return ""
+  @property
+  def vector_bytes(self) -> int:
+    """Bytes of one SIMD register of this machine: 64 with AVX-512, 32 with AVX/AVX2, else 16 (SSE2, NEON).
+    >>> ClangCompiler().vector_bytes in (16, 32, 64)
+    True
+    """
+    macros = set(re.findall(r"#define (\w+)", self.target))
+    return 64 if "__AVX512F__" in macros else 32 if "__AVX__" in macros else 16
   # Bounded compile time. GCC has loop nests it optimizes for minutes (the one known is avoided by the renderer: see
   # _gated_gather in renderer/cstyle.py). So a kernel first compiles with the full flags under a limit of
   # COMPILE_TIMEOUT seconds of the compiler's CPU time (CPU time, not wall time: compiles side by side on a loaded
@@ -155,6 +171,7 @@ class CPUProgram(Program):
     if self.uses_workers and (prewake := thread_pool().prewake) is not None: prewake()
 
 def make_device(name: str) -> DeviceSpec:
-  renderer, compiler = CRenderer(), ClangCompiler()
+  compiler = ClangCompiler()
+  renderer = CRenderer(vector_bytes=compiler.vector_bytes)
   if renderer.thread_pool: thread_pool(compiler)   # start building the pool now, next to the first kernels' compiles
   return DeviceSpec(name, HostAllocator(), compiler, CPUProgram, renderer)
