@@ -146,3 +146,34 @@ def test_tile_nests_a_block_loop_and_keeps_results(monkeypatch):
   np.testing.assert_allclose((Tensor(a) @ Tensor(b)).numpy(), a @ b, rtol=1e-5, atol=1e-5)
   # the outer part keeps the first place, the block of 4 is the innermost output loop
   assert any(gl[0] == size // 4 and gl[-1] == 4 for size, gl in tiled)
+
+@pytest.mark.parametrize("vector_bytes", [16, 32, 64])
+def test_register_width_sizes_lanes_and_tiles(monkeypatch, vector_bytes):
+  """Lanes and register tiles follow the SIMD register the CPU device reports (SSE/NEON, AVX2, AVX-512), and every
+  width computes the same results as NOOPT: the machine running the tests has one of them, the others are checked
+  here."""
+  import petagrad.engine.realize as R
+  from petagrad.device import Device
+  from petagrad.codegen.opt import OptOps
+  applied = []
+  def record(k, *args):
+    k = hand_coded(k, *args)
+    applied.append(list(k.applied))
+    return k
+  hand_coded = R.hand_coded_optimizations
+  monkeypatch.setattr(R, "hand_coded_optimizations", record)
+  monkeypatch.setattr(Device["CPU"].renderer, "vector_bytes", vector_bytes)
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  monkeypatch.setattr(R, "_plans", {})
+  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
+  rng = np.random.default_rng(3)
+  for name in ["matmul", "matmul_bT", "matmul_aT", "sum0", "sum1", "conv_pad", "half_matmul", "masked_colsum", "softmax0"]:
+    fn, shapes = CASES[name]
+    xs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    applied.clear()
+    got = _run(fn, xs)
+    np.testing.assert_allclose(got, _run(fn, xs, NOOPT=1), rtol=2e-5, atol=2e-5, err_msg=f"{name}, {vector_bytes}-byte vectors")
+    if name == "matmul":   # 64x48 @ 48x80: lanes of one register, a tile of 8 (AVX-512) or 4 rows
+      vec = [o.amount for o in applied[0] if o.op is OptOps.VECTOR]
+      rows = [o.amount for o in applied[0] if o.op is OptOps.UPCAST]
+      assert vec == [vector_bytes // 4] and rows[0] == (8 if vector_bytes == 64 else 4), applied[0]
