@@ -39,7 +39,7 @@ and are not replayed (tinygrad's CAPTURING).
 from __future__ import annotations
 import functools, weakref
 from typing import Any, Callable, Generic, TypeVar
-from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks
+from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks, finish_collectives
 from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
 from petagrad.device import Buffer
 from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, TRAINING
@@ -185,6 +185,7 @@ class TinyJit(Generic[R]):
         if rng_state_buffers[buf][0] != last[0]: last = (rng_state_buffers[buf][0], rng_state_bytes(n))
         buf.copyin(memoryview(last[1]))
       for ei in self.captured: ei.run()
+      finish_collectives()
       for buf, exc, msg in self.checks:   # the data checks the captured call made (an index out of range, ...)
         if not buf.as_bytes()[0]: raise exc(msg)
       self.cnt += 1

@@ -230,9 +230,11 @@ class ExecItem:
   writes: list[Writes]
   collective: tuple | None = None   # a copy that is an MPI collective: (Ops.ALLREDUCE or Ops.ALLGATHER, its arg)
   def run(self) -> float:
+    if _in_flight: _settle(self.bufs)
     if self.collective is not None:
       out, src = self.bufs
-      mpi.run_collective(self.collective, out.ensure_allocated(), src)
+      if (started := mpi.start_collective(self.collective, out.ensure_allocated(), src)) is not None:
+        _in_flight.append((started, {id(out.base), id(src.base)}, (out, src)))
       GlobalCounters.global_mem += out.nbytes
       return 0.0
     if self.kernel is None:
@@ -262,6 +264,25 @@ class ExecItem:
             f"{k.flops/max(et,1e-9)/1e9:8.2f} GFLOP/s {mem/max(et,1e-9)/1e9:8.2f} GB/s")
     if DEBUG.value >= 3: print(f"    opts: {k.opts or 'none'}")
     return et
+
+# Collectives between MPI ranks that were started and have not completed (runtime/mpi.py): (the collective, the
+# memory it reads and writes, its buffers kept alive). The launches after one run while it is under way, and the
+# first that touches its memory waits for it: a gradient's allreduce overlaps the rest of the backward pass (the
+# scheduler starts collectives as soon as they are ready). Every realize and JIT replay ends with none left.
+_in_flight: list[tuple[mpi.Started, set[int], tuple]] = []
+
+def _settle(bufs: list[Buffer]) -> None:
+  """Before a launch over bufs: wait for the collectives under way on their memory, move the others along."""
+  touched = {id(b.base) for b in bufs}
+  keep = []
+  for entry in _in_flight:
+    if entry[1] & touched: entry[0].wait()
+    elif not entry[0].test(): keep.append(entry)
+  _in_flight[:] = keep
+
+def finish_collectives() -> None:
+  """Wait for every collective still under way (the end of a realize or a JIT replay)."""
+  while _in_flight: _in_flight.pop(0)[0].wait()
 
 # a JIT capturing a function's launches registers a callback here
 capture_hooks: list[Callable[[ExecItem], None]] = []
@@ -405,6 +426,7 @@ def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = N
       if len(_plans) >= 4096: _plans.clear()
       _plans[key] = p
     n = len(items)
+  finish_collectives()
   if DEBUG.value >= 1 and n:
     print(f"realize: {len(sched.template.items)} items, {GlobalCounters.kernel_count - k0} kernels in {GlobalCounters.launch_count - l0} launches, "
           f"{GlobalCounters.compile_count - c0} compiled, {(time.perf_counter() - st)*1e3:.2f} ms")

@@ -12,7 +12,7 @@ per machine, then broadcasts on each machine.
 """
 from __future__ import annotations
 import functools, hashlib, time
-from typing import Any
+from typing import Any, Callable
 from petagrad.device import Buffer
 from petagrad.device.world import comm, hosts, FIX
 from petagrad.helpers import ALLREDUCE, MPI_TIMEOUT
@@ -77,23 +77,41 @@ def _host_view(buf: Buffer) -> memoryview | None:
   except TypeError: return None
   return None if mv.readonly else mv.cast("B")[:buf.nbytes]
 
-def run_collective(coll: tuple, out: Buffer, src: Buffer) -> None:
-  """out = the collective of src's over the ranks (every rank calls it with its own buffers)."""
+class Started:
+  """A collective under way: its MPI requests, and what to do once they complete (copy a staged result back).
+  `test` moves it along without blocking (MPI progresses a non-blocking collective only while it is called)."""
+  def __init__(self, reqs: list, what: str, c: Any, done: Callable[[], None] | None = None):
+    self.reqs, self.what, self.c, self.done, self.finished = reqs, what, c, done, False
+  def _finish(self) -> None:
+    self.finished = True
+    if self.done is not None: self.done()
+  def test(self) -> bool:
+    if not self.finished and _mpi().Request.Testall(self.reqs): self._finish()
+    return self.finished
+  def wait(self) -> None:
+    if self.finished: return
+    _wait(self.reqs, self.what, self.c)
+    self._finish()
+
+def start_collective(coll: tuple, out: Buffer, src: Buffer) -> Started | None:
+  """Start out = the collective of src's over the ranks; returns it under way (None: it has completed already, as the
+  ring and hierarchical allreduces do: they are several steps). Until it completes, nothing may read out or write src."""
   kind, arg = coll
   MPI, fmt = _mpi(), src.dtype.fmt
   dst = _host_view(out)
   result = dst if dst is not None else memoryview(bytearray(out.nbytes))
+  done = None if dst is not None else (lambda: out.copyin(result))   # a device buffer: the result is staged
   if kind is Ops.ALLREDUCE:
     op, ranks = arg
     c, mop = _group(ranks), getattr(MPI, _OPS[op])
     sv, choice = _host_view(src), str(ALLREDUCE.value or "auto")
     if choice in ("auto", "naive") and sv is not None:   # MPI reads src and writes out: no copy of ours
-      _wait([c.Iallreduce(sv.cast(fmt), result.cast(fmt), mop)], "an allreduce", c)
-    else:
-      result[:] = sv if sv is not None else src.as_bytes()
-      if choice == "ring" and c.Get_size() > 2: _ring(c, result.cast(fmt), mop)
-      elif choice == "hier": _hierarchical(ranks, result.cast(fmt), mop)
-      else: _wait([c.Iallreduce(MPI.IN_PLACE, result.cast(fmt), mop)], "an allreduce", c)
+      return Started([c.Iallreduce(sv.cast(fmt), result.cast(fmt), mop)], "an allreduce", c, done)
+    result[:] = sv if sv is not None else src.as_bytes()
+    if choice not in ("ring", "hier") or (choice == "ring" and c.Get_size() <= 2):
+      return Started([c.Iallreduce(MPI.IN_PLACE, result.cast(fmt), mop)], "an allreduce", c, done)
+    if choice == "ring": _ring(c, result.cast(fmt), mop)
+    else: _hierarchical(ranks, result.cast(fmt), mop)
   elif kind is Ops.ALLGATHER:
     axis, sizes, ranks = arg
     assert axis == 0, "ALLGATHER joins along the first axis (multi.py moves the axis there)"
@@ -103,9 +121,10 @@ def run_collective(coll: tuple, out: Buffer, src: Buffer) -> None:
     displs = [sum(counts[:i]) for i in range(len(counts))]
     sv = _host_view(src)
     mine = sv if sv is not None else memoryview(bytearray(src.as_bytes()))
-    _wait([c.Iallgatherv(mine.cast(fmt), (result.cast(fmt), (counts, displs)))], "an allgather", c)
+    return Started([c.Iallgatherv(mine.cast(fmt), (result.cast(fmt), (counts, displs)))], "an allgather", c, done)
   else: raise RuntimeError(f"unknown collective {kind}")
-  if dst is None: out.copyin(result)
+  if done is not None: done()
+  return None
 
 def _ring(c: Any, buf: memoryview, op: Any) -> None:
   """Reduce-scatter then all-gather around the ring: chunk k ends reduced on rank k, then travels once around."""

@@ -272,10 +272,13 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
   users: list[list[int]] = [[] for _ in items]
   for i, a in enumerate(after):
     for d in a: users[d].append(i)
-  ready_alone: list[int] = []
+  ready_alone: list[tuple[bool, int]] = []
   ready_group: list[int] = []
   def release(i: int) -> None:
-    heapq.heappush(ready_group if groupable[i] else ready_alone, i)
+    # a collective first: it runs while the kernels after it do (engine/realize.py), a gradient's allreduce beside
+    # the rest of the backward pass
+    if groupable[i]: heapq.heappush(ready_group, i)
+    else: heapq.heappush(ready_alone, (items[i].kind != "collective", i))
   for i, w in enumerate(waiting):
     if w == 0: release(i)
   def finish(i: int) -> None:
@@ -286,7 +289,7 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
   groups = 0
   while ready_alone or ready_group:
     if ready_alone:   # what must run alone runs first: more kernels are ready for the next group
-      i = heapq.heappop(ready_alone)
+      i = heapq.heappop(ready_alone)[1]
       out.append(items[i]); finish(i)
       continue
     # every ready kernel, and those that become ready through the group (it runs its kernels in order)

@@ -1,10 +1,11 @@
 """Run under mpirun by test/mpi/test_mpi.py (docs/multi.md): one tensor over the CPU devices of every rank, checked
 against the same computation on one device, which every rank also does on its own."""
 from __future__ import annotations
-import os, sys, time
+import os, signal, sys, threading, time
 import numpy as np
 from petagrad import Tensor, nn, TinyJit
 from petagrad.device import world
+from petagrad.engine import realize
 from petagrad.helpers import Context
 
 def check(name: str, got, want, tol: float = 1e-5) -> None:
@@ -54,7 +55,15 @@ def train(jit: bool) -> None:
         losses.append(step(x, y).item())
     return losses, [p.numpy() for p in params]
   l1, p1 = run(None)
-  ln, pn = run(world.devices())
+  # how many launches ran while a collective was under way (the allreduces overlap the backward pass)
+  overlapped, orig = [0], realize.ExecItem.run
+  def spy(ei):
+    overlapped[0] += bool(realize._in_flight) and ei.kernel is not None
+    return orig(ei)
+  realize.ExecItem.run = spy
+  try: ln, pn = run(world.devices())
+  finally: realize.ExecItem.run = orig
+  assert overlapped[0] > 0, "no kernel ran while a gradient's allreduce was under way"
   check(f"losses (jit={jit})", ln, l1)
   for a, b in zip(pn, p1): check(f"weights after 4 Adam steps (jit={jit})", a, b)
 
@@ -80,7 +89,27 @@ def stalls() -> None:
     os._exit(0)   # (the launcher then ends the job, the stalled rank too)
   raise AssertionError("no error when a rank stops answering")
 
+def dies() -> None:
+  """The last rank is killed (SIGKILL, no chance to clean up) in the middle of a data-parallel training loop."""
+  devs = world.devices()
+  w = Tensor.ones(4, 256, requires_grad=True)
+  w.to_(devs)
+  opt = nn.optim.SGD([w], lr=1e-3)
+  x = Tensor.ones(len(devs) * 8, 4).shard(devs, 0)
+  if world.rank() == world.size() - 1: threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
+  try:
+    with Tensor.train():
+      for _ in range(1_000_000):
+        opt.zero_grad()
+        (x @ w).relu().mean().backward()   # the gradient of the replicated weight is an allreduce across the ranks
+        opt.step()
+  except RuntimeError as e:
+    assert f"rank(s) {world.size() - 1} did not answer" in str(e), e
+    print(f"rank {world.rank()}: raised: {e}", flush=True)
+    os._exit(0)
+  raise AssertionError("no error when a rank dies")
+
 if __name__ == "__main__":
   what = sys.argv[1]
-  {"ops": ops, "train": lambda: train(False), "train_jit": lambda: train(True), "mismatch": mismatch, "stalls": stalls}[what]()
+  {"ops": ops, "train": lambda: train(False), "train_jit": lambda: train(True), "mismatch": mismatch, "stalls": stalls, "dies": dies}[what]()
   print(f"rank {world.rank()} of {world.size()}: {what} ok")

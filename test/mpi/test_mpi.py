@@ -41,8 +41,11 @@ def test_data_parallel_training_equals_one_device(n, what):
 def test_ranks_running_different_programs_raise():
   _ok(mpirun(2, "mismatch"), 2, "mismatch")
 
-def test_a_rank_that_stops_answering_is_named():
-  r = mpirun(3, "stalls", env={"MPI_TIMEOUT": "20"}, timeout=300)
+# a rank that sleeps forever, and one killed (SIGKILL) in the middle of a training step; for the second,
+# orte_enable_recovery lets mpirun keep the other ranks running (by default it ends the whole job at once)
+@pytest.mark.parametrize("what,extra", [("stalls", []), ("dies", ["--mca", "orte_enable_recovery", "1"])])
+def test_a_rank_that_stops_answering_is_named(what, extra):
+  r = mpirun(3, what, env={"MPI_TIMEOUT": "20"}, timeout=300, extra=extra)
   raised = re.findall(r"rank \d: raised: .*?rank\(s\) 2 did not answer", r.stdout)
   assert len(raised) == 2, f"stdout:\n{r.stdout[-3000:]}\nstderr:\n{r.stderr[-3000:]}"
 
