@@ -318,7 +318,8 @@ class CStyleRenderer(Renderer):
   def _half_expr(self, u: UOp, names: dict[UOp, str]) -> str:
     """u, with a half dtype among its own and its sources', computed on the float values and rounded back."""
     op, dt, src = u.op, u.dtype, u.src
-    if op is Ops.BITCAST: return self._lanewise(dt, lambda a: self._half_bitcast(src[0].dtype.scalar(), dt.scalar(), a[0]), list(src), names)
+    # (lanes of a half vector are floats: the vector is built as the float vector it lives in)
+    if op is Ops.BITCAST: return self._lanewise(_fv(dt), lambda a: self._half_bitcast(src[0].dtype.scalar(), dt.scalar(), a[0]), list(src), names)
     if op is Ops.CAST and src[0].dtype.scalar() == dtypes.float64 and dt.scalar() == dtypes.float16:   # one rounding, not two
       return self._round(dt, names[src[0]], src=dtypes.float64)
     vu = u.replace(dtype=_fv(dt), src=tuple(s.replace(dtype=_fv(s.dtype)) for s in src))

@@ -123,6 +123,18 @@ def test_bitcast_after_op(device):
   helper_test_op(None, lambda x: (x + 1).view(torch.float32) * 1, lambda x: (x + 1).bitcast("float32") * 1,
                  vals=[[0x3f800000, 0x40000000]], dtype="int32")
 
+@pytest.mark.parametrize("src,dst", [("uint16", "bfloat16"), ("int16", "float16"), ("float16", "bfloat16"), ("bfloat16", "int16")])
+def test_bitcast_into_vector_math(device, src, dst):
+  """A bitcast read in vector lanes (a matmul over it): half lanes are computed as floats (a uint16 -> bfloat16
+  vector was once built as a uint16 vector and did not compile)."""
+  bits = np.random.default_rng(0).integers(0x3c00 if "float16" in (src, dst) else 0x3f00, 0x3f80, (4, 6, 8)).astype(np.uint16)
+  other = bits[:, ::-1].copy()
+  def ref(b): return torch.from_numpy(b.view(np.int16)).view(TORCH_DTYPES[dst] if dst != "int16" else torch.int16).float()
+  def ours(b): return Tensor(b, device=device).bitcast(src).bitcast(dst).float()
+  want = ref(bits).transpose(1, 2) @ ref(other)
+  got = ours(bits).transpose(1, 2) @ ours(other)
+  np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-5)
+
 def test_bitcast_size_mismatch(device):
   with pytest.raises(TypeError):
     Tensor([1.0]).bitcast("int16")
