@@ -1,0 +1,175 @@
+"""petagrad.onnx: loading, running, the op table, the onnx.backend API and the errors bad input raises."""
+from __future__ import annotations
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+import petagrad.onnx  # noqa: E402
+from petagrad import Tensor, TinyJit  # noqa: E402
+from petagrad.onnx import OPS, load  # noqa: E402
+from petagrad.onnx.backend import Backend  # noqa: E402
+
+def _model(nodes, inputs, outputs, inits=(), opset=21, domains=()):
+  g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+  return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset), *[helper.make_opsetid(d, v) for d, v in domains]])
+
+def _vi(name, shape, t=TensorProto.FLOAT): return helper.make_tensor_value_info(name, t, shape)
+
+def _small_cnn():
+  rng = np.random.default_rng(0)
+  w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w")
+  b = numpy_helper.from_array(rng.standard_normal(4).astype(np.float32), "b")
+  fc = numpy_helper.from_array(rng.standard_normal((10, 16)).astype(np.float32), "fc")
+  shape = numpy_helper.from_array(np.array([0, -1], dtype=np.int64), "shape")
+  nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+           helper.make_node("Relu", ["c"], ["r"], name="relu"),
+           helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+           helper.make_node("Reshape", ["p", "shape"], ["f"], name="flat"),
+           helper.make_node("Gemm", ["f", "fc"], ["y"], name="fc", transB=1),
+           helper.make_node("Softmax", ["y"], ["out"], name="softmax", axis=-1)]
+  return _model(nodes, [_vi("x", ["N", 3, 4, 4])], [_vi("out", ["N", 10])], [w, b, fc, shape], opset=13)
+
+def _ort(model, feeds):
+  ort = pytest.importorskip("onnxruntime")
+  sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+  return sess.run(None, feeds)
+
+# ------------------------------------------------------------ running models
+def test_small_cnn_matches_onnxruntime():
+  model = _small_cnn()
+  x = np.random.default_rng(1).standard_normal((2, 3, 4, 4)).astype(np.float32)
+  got = load(model)(x=x)["out"].numpy()
+  np.testing.assert_allclose(got, _ort(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+def test_model_from_bytes_and_path(tmp_path):
+  model = _small_cnn()
+  x = np.ones((1, 3, 4, 4), dtype=np.float32)
+  path = tmp_path / "m.onnx"
+  onnx.save(model, str(path))
+  a = load(model.SerializeToString())(x)["out"].numpy()
+  b = load(str(path))(x)["out"].numpy()
+  np.testing.assert_array_equal(a, b)
+
+def test_runs_in_tinyjit_and_on_python_device():
+  m = load(_small_cnn())
+  xs = [np.random.default_rng(i).standard_normal((1, 3, 4, 4)).astype(np.float32) for i in range(3)]
+  # Reshape's target shape is a static value (an initializer): read once outside the JIT, remembered for its shapes
+  with pytest.raises(RuntimeError, match="call the model once outside TinyJit"): TinyJit(lambda x: m(x=x)["out"].realize())(Tensor(xs[0]))
+  m(x=xs[0])
+  step = TinyJit(lambda x: m(x=x)["out"].realize())
+  for x in xs: np.testing.assert_allclose(step(Tensor(x)).numpy(), m(x=x)["out"].numpy(), rtol=1e-5, atol=1e-6)
+  mp = load(_small_cnn(), device="PYTHON")
+  np.testing.assert_allclose(mp(x=xs[0])["out"].numpy(), m(x=xs[0])["out"].numpy(), rtol=1e-5, atol=1e-6)
+
+def test_backend_api():
+  model = _small_cnn()
+  x = np.ones((1, 3, 4, 4), dtype=np.float32)
+  rep = Backend.prepare(model, "CPU")
+  out = rep.run([x])
+  assert out[0].shape == (1, 10) and out[0].dtype == np.float32 and out["out"] is out[0]
+  np.testing.assert_array_equal(Backend.run_model(model, {"x": x})[0], out[0])
+  node = helper.make_node("Add", ["a", "b"], ["c"])
+  r = Backend.run_node(node, [np.array([1, 2], dtype=np.int32), np.array([3, 4], dtype=np.int32)])
+  assert r[0].dtype == np.int32 and r[0].tolist() == [4, 6]
+  assert Backend.supports_device("CPU") and not Backend.supports_device("NOT_A_DEVICE")
+  assert petagrad.onnx.Backend is Backend
+
+def test_dynamic_shape_values_are_read_at_run_time():
+  # Shape -> Gather -> Unsqueeze -> Concat -> Reshape: the target shape is computed in the graph
+  idx = numpy_helper.from_array(np.array(0, dtype=np.int64), "i0")
+  m1 = numpy_helper.from_array(np.array([-1], dtype=np.int64), "m1")
+  ax = numpy_helper.from_array(np.array([0], dtype=np.int64), "ax")
+  nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "i0"], ["n"]),
+           helper.make_node("Unsqueeze", ["n", "ax"], ["n1"]), helper.make_node("Concat", ["n1", "m1"], ["t"], axis=0),
+           helper.make_node("Reshape", ["x", "t"], ["y"])]
+  m = _model(nodes, [_vi("x", ["a", "b", "c"])], [_vi("y", ["a", "d"])], [idx, m1, ax])
+  x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+  assert load(m)(x=x)["y"].shape == (2, 12)
+
+def test_float8_cast_round_trip():
+  nodes = [helper.make_node("Cast", ["x"], ["f8"], to=TensorProto.FLOAT8E4M3FN), helper.make_node("Cast", ["f8"], ["y"], to=TensorProto.FLOAT)]
+  m = _model(nodes, [_vi("x", [5])], [_vi("y", [5])])
+  x = np.array([0.1, 1.0, 300.0, 1000.0, -0.3], dtype=np.float32)
+  import ml_dtypes
+  want = x.astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+  want[3] = 448.0   # saturate
+  np.testing.assert_array_equal(Backend.run_model(m, [x])[0], want)
+
+# ------------------------------------------------------------ the table
+def test_table_versions_are_onnx_versions():
+  """Every implementation is keyed by a version in which that op's schema changed (so it is picked at the right opsets)."""
+  history: dict = {}
+  for s in onnx.defs.get_all_schemas_with_history(): history.setdefault((s.domain, s.name), set()).add(s.since_version)
+  for domain, rows in OPS.items():
+    for op, versions in rows.items():
+      known = history.get((domain, op))
+      assert known, f"{op} ({domain or 'ai.onnx'}) is not an ONNX op"
+      assert set(versions) <= known, f"{op}: versions {sorted(versions)} not all in onnx's {sorted(known)}"
+
+def test_newest_implementation_at_or_below_opset():
+  # Softmax-1 flattens to 2-d around axis (default 1); Softmax-13 works along one axis (default -1)
+  x = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
+  node = helper.make_node("Softmax", ["x"], ["y"])
+  old = Backend.run_model(_model([node], [_vi("x", [2, 2, 2])], [_vi("y", [2, 2, 2])], opset=11), [x])[0]
+  new = Backend.run_model(_model([node], [_vi("x", [2, 2, 2])], [_vi("y", [2, 2, 2])], opset=13), [x])[0]
+  e = np.exp(x.reshape(2, 4) - x.reshape(2, 4).max(1, keepdims=True))
+  np.testing.assert_allclose(old, (e / e.sum(1, keepdims=True)).reshape(2, 2, 2), rtol=1e-6)
+  e = np.exp(x - x.max(-1, keepdims=True))
+  np.testing.assert_allclose(new, e / e.sum(-1, keepdims=True), rtol=1e-6)
+
+# ------------------------------------------------------------ bad input
+def test_truncated_file(tmp_path):
+  data = _small_cnn().SerializeToString()
+  with pytest.raises(ValueError, match="not a valid ONNX model"): load(data[:len(data) // 2])
+  p = tmp_path / "bad.onnx"
+  p.write_bytes(b"\x08\x07garbage\xff\xff\xff")
+  with pytest.raises(ValueError, match="not a valid ONNX model"): load(str(p))
+  with pytest.raises(FileNotFoundError): load(str(tmp_path / "missing.onnx"))
+
+def test_unknown_op_names_the_node():
+  node = helper.make_node("NoSuchOp", ["x"], ["y"], name="mystery", domain="com.example")
+  m = _model([node], [_vi("x", [2])], [_vi("y", [2])], domains=[("com.example", 1)])
+  with pytest.raises(NotImplementedError, match=r"'mystery' \(NoSuchOp\).*not implemented"): load(m, check=False)
+
+def test_unknown_domain_and_missing_opset():
+  node = helper.make_node("Relu", ["x"], ["y"], name="r", domain="com.other")
+  m = _model([node], [_vi("x", [2])], [_vi("y", [2])])
+  with pytest.raises(NotImplementedError, match="'r' .*no opset for domain 'com.other'"): load(m, check=False)
+
+def test_op_newer_than_model_opset():
+  node = helper.make_node("Gelu", ["x"], ["y"], name="g")
+  m = _model([node], [_vi("x", [2])], [_vi("y", [2])], opset=13)
+  with pytest.raises(NotImplementedError, match="'g' \\(Gelu\\).*opset 13"): load(m, check=False)
+
+def test_unsupported_attribute_names_the_node():
+  node = helper.make_node("Relu", ["x"], ["y"], name="r", bogus=3)
+  m = _model([node], [_vi("x", [2])], [_vi("y", [2])])
+  with pytest.raises(NotImplementedError, match="'r' \\(Relu\\): attribute 'bogus'"): load(m, check=False)
+
+def test_wrong_input_shape_and_dtype():
+  m = load(_small_cnn())
+  with pytest.raises(ValueError, match="graph input 'x' must have shape"): m(x=np.ones((1, 2, 4, 4), dtype=np.float32))
+  with pytest.raises(ValueError, match="graph input 'x' must have 4 dims"): m(x=np.ones((3, 4, 4), dtype=np.float32))
+  with pytest.raises(TypeError, match="graph input 'x' must be FLOAT, got numpy float64"): m(x=np.ones((1, 3, 4, 4)))
+  with pytest.raises(ValueError, match="graph input 'x' is missing"): m()
+  with pytest.raises(ValueError, match="unknown graph inputs"): m(x=np.ones((1, 3, 4, 4), dtype=np.float32), z=1)
+
+def test_shape_error_inside_a_node_names_it():
+  node = helper.make_node("MatMul", ["a", "b"], ["c"], name="mm")
+  m = load(_model([node], [_vi("a", ["n", "k"]), _vi("b", ["k2", "m"])], [_vi("c", ["n", "m"])]))
+  with pytest.raises(ValueError, match=r"ONNX node 'mm' \(MatMul, opset 21\)"):
+    m(a=np.ones((2, 3), dtype=np.float32), b=np.ones((4, 5), dtype=np.float32))
+
+def test_unsupported_types_raise_not_wrong_answers():
+  m = _model([helper.make_node("Identity", ["x"], ["y"])], [_vi("x", [2], TensorProto.STRING)], [_vi("y", [2], TensorProto.STRING)])
+  with pytest.raises(NotImplementedError, match="string"): load(m)(x=np.array(["a", "b"], dtype=object))
+  m = _model([helper.make_node("Cast", ["x"], ["y"], to=TensorProto.FLOAT6E2M3)], [_vi("x", [2])], [_vi("y", [2], TensorProto.FLOAT6E2M3)],
+             opset=26)
+  with pytest.raises(NotImplementedError, match="FLOAT6E2M3"): load(m, check=False)(x=np.ones(2, dtype=np.float32))
+
+def test_no_code_runs_from_the_model():
+  # a model is data: attribute strings never reach eval/exec/import (an op only reads the values it knows)
+  node = helper.make_node("Gelu", ["x"], ["y"], approximate="__import__('os').system('false')")
+  m = load(_model([node], [_vi("x", [2])], [_vi("y", [2])]), check=False)
+  with pytest.raises(ValueError, match="approximate"): m(x=np.ones(2, dtype=np.float32))
