@@ -3,14 +3,15 @@
 MPI_Allreduce and PyTorch's torch.distributed (gloo) and DistributedDataParallel, in the same processes, on the same
 machine (docs/multi.md).
 
-  python bench/multi.py [--ranks 2 4] [--quick]      # starts mpirun itself; prints JSON
+  python bench/multi.py [--ranks 2 4] [--quick] [--only allreduce train]   # starts mpirun itself; prints JSON
 
 Cases, for each number of ranks:
   * allreduce of a float32 buffer of 1 MB .. 256 MB per rank (a sum): bus bandwidth = bytes * 2(n-1)/n / time (the
     NCCL-tests convention: what each rank's links carry), for petagrad (a tensor split over every rank's CPU device,
     summed over the split axis, replayed by TinyJit), mpi4py (Allreduce on numpy arrays) and torch.distributed
     (all_reduce, gloo); the ratio petagrad / MPI.
-  * a data-parallel training step (an MLP, AdamW, batch split over the ranks) on 1 rank and on n ranks: steps/s,
+  * a data-parallel training step (bench/train.py's MLP and GPT, AdamW, the global batch split over the ranks; steps
+    under TinyJit, DDP eager) on 1 rank and on n ranks: steps/s,
     scaling efficiency (n-rank steps/s per rank over 1-rank steps/s ... for a fixed global batch: time(1) / time(n) / n
     ... reported as the speedup), next to PyTorch DDP (gloo) on the same model, batch and ranks.
 Every rank runs with THREADS=1 (and torch.set_num_threads(1)): n ranks use n cores, as DDP does.
@@ -19,6 +20,8 @@ from __future__ import annotations
 import argparse, json, os, statistics, subprocess, sys, time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(1, os.path.join(ROOT, "bench"))   # (bench/train.py's models)
+MLP_BATCH = 256
 
 def _median_time(fn, reps: int, barrier) -> float:
   for _ in range(4): fn()   # (petagrad: a warm-up call, the capture, then replays until their buffers are recycled)
@@ -41,7 +44,7 @@ def worker(args) -> None:
   out: dict = {"ranks": n, "allreduce": [], "train": {}}
   devs = world.devices()
   reps = 3 if args.quick else 7
-  sizes = [1, 4, 16, 64] if args.quick else [1, 4, 16, 64, 256]
+  sizes = ([1, 4, 16, 64] if args.quick else [1, 4, 16, 64, 256]) if "allreduce" in args.only else []
   for mb in sizes:
     elems = mb * (1 << 20) // 4
     host = np.ones(elems, np.float32)
@@ -56,49 +59,60 @@ def worker(args) -> None:
     busbw = lambda t: mb * (1 << 20) * 2 * (n - 1) / n / t / 1e9
     out["allreduce"].append({"MB": mb, "petagrad_GBs": busbw(t_pg), "mpi4py_GBs": busbw(t_mpi), "torch_gloo_GBs": busbw(t_torch),
                              "petagrad_over_mpi": t_mpi / t_pg, "petagrad_over_gloo": t_torch / t_pg, "result_ok": check == [float(n)] * 4})
-  # data-parallel MLP step: global batch B split over the ranks
-  B, D, H, C = 256, 512, 1024, 10
+  # data-parallel training steps (bench/train.py's models): the global batch split over the ranks
+  from train import GPT, tg_like_models, torch_models
   rng = np.random.default_rng(0)
-  X, Y = rng.standard_normal((B, D)).astype(np.float32), rng.integers(0, C, B)
-  def pg_step(devices):
+  tok = rng.integers(0, GPT["vocab"], (GPT["batch"], GPT["seq"] + 1)).astype(np.int32)
+  cases = {"mlp": (f"MLP 784-512-512-10, AdamW, global batch {MLP_BATCH}", 10,
+                   rng.standard_normal((MLP_BATCH, 784)).astype(np.float32), rng.integers(0, 10, MLP_BATCH).astype(np.int32)),
+           "gpt": ("GPT {layers} layers, dim {dim}, {heads} heads, seq {seq}, AdamW, global batch {batch}".format(**GPT), GPT["vocab"],
+                   tok[:, :-1].copy(), tok[:, 1:].copy())}
+  def pg_step(case, devices):
     Tensor.manual_seed(0)
-    layers = [nn.Linear(D, H), nn.Linear(H, C)]
-    params = nn.state.get_parameters(layers)
+    MLP, GPTModel = tg_like_models(Tensor, nn, lambda x: x.gelu(approximate="tanh"))
+    model = MLP() if case == "mlp" else GPTModel(**GPT)
+    params = nn.state.get_parameters(model)
     if devices:
       for p in params: p.to_(devices)
     opt = nn.optim.AdamW(params, lr=1e-3)
+    _, vocab, X, Y = cases[case]
     @TinyJit
     def step(x, y):
-      opt.zero_grad()
-      loss = layers[1](layers[0](x).relu()).sparse_categorical_crossentropy(y)
-      loss.backward()
-      opt.step()
+      with nn.train():
+        opt.zero_grad()
+        loss = model(x).reshape(-1, vocab).cross_entropy(y.reshape(-1))
+        loss.backward()
+        opt.step()
       return loss.realize()
     x, y = Tensor(X), Tensor(Y)
     if devices: x, y = x.shard(devices, 0).realize(), y.shard(devices, 0).realize()
-    return lambda: step(x, y)
-  def torch_step(ddp: bool):
+    return lambda: step(x, y).item()
+  def torch_step(case, ddp: bool):
     torch.manual_seed(0)
-    model = torch.nn.Sequential(torch.nn.Linear(D, H), torch.nn.ReLU(), torch.nn.Linear(H, C))
+    MLP, GPTModel = torch_models(torch)
+    model = MLP() if case == "mlp" else GPTModel(**GPT)
     if ddp: model = torch.nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    lo, hi = (rank * B // n, (rank + 1) * B // n) if ddp else (0, B)
-    x, y = torch.tensor(X[lo:hi]), torch.tensor(Y[lo:hi])
+    _, vocab, X, Y = cases[case]
+    lo, hi = (rank * len(X) // n, (rank + 1) * len(X) // n) if ddp else (0, len(X))
+    x, y = torch.tensor(X[lo:hi]), torch.tensor(Y[lo:hi]).long()
     def step():
       opt.zero_grad()
-      loss = torch.nn.functional.cross_entropy(model(x), y)
+      loss = torch.nn.functional.cross_entropy(model(x).reshape(-1, vocab), y.reshape(-1))
       loss.backward()
       opt.step()
+      return loss.item()
     return step
   nothing = lambda: None
-  t1_pg = _median_time(pg_step(None), reps, nothing)
-  t1_torch = _median_time(torch_step(False), reps, nothing)
-  tn_pg = _median_time(pg_step(devs), reps, comm.Barrier)
-  tn_ddp = _median_time(torch_step(True), reps, comm.Barrier)
-  out["train"] = {"model": f"MLP {D}-{H}-{C}, AdamW, global batch {B}",
-                  "petagrad_1_rank_steps_s": 1 / t1_pg, "petagrad_n_ranks_steps_s": 1 / tn_pg, "petagrad_speedup": t1_pg / tn_pg,
-                  "torch_1_rank_steps_s": 1 / t1_torch, "torch_ddp_n_ranks_steps_s": 1 / tn_ddp, "torch_ddp_speedup": t1_torch / tn_ddp,
-                  "petagrad_over_ddp": tn_ddp / tn_pg}
+  for case in cases if "train" in args.only else []:
+    t1_pg = _median_time(pg_step(case, None), reps, nothing)
+    t1_torch = _median_time(torch_step(case, False), reps, nothing)
+    tn_pg = _median_time(pg_step(case, devs), reps, comm.Barrier)
+    tn_ddp = _median_time(torch_step(case, True), reps, comm.Barrier)
+    out["train"][case] = {"model": cases[case][0],
+                          "petagrad_1_rank_steps_s": 1 / t1_pg, "petagrad_n_ranks_steps_s": 1 / tn_pg, "petagrad_speedup": t1_pg / tn_pg,
+                          "torch_1_rank_steps_s": 1 / t1_torch, "torch_ddp_n_ranks_steps_s": 1 / tn_ddp, "torch_ddp_speedup": t1_torch / tn_ddp,
+                          "petagrad_over_ddp": tn_ddp / tn_pg}
   if rank == 0: print("RESULT " + json.dumps(out), flush=True)
   dist.destroy_process_group()
 
@@ -106,6 +120,7 @@ def main() -> None:
   p = argparse.ArgumentParser()
   p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
   p.add_argument("--quick", action="store_true")
+  p.add_argument("--only", nargs="+", choices=["allreduce", "train"], default=["allreduce", "train"])
   p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
   p.add_argument("--port", type=int, default=29577, help=argparse.SUPPRESS)
   args = p.parse_args()
@@ -114,7 +129,7 @@ def main() -> None:
   for n in args.ranks:
     env = {**os.environ, "THREADS": "1", "OMP_NUM_THREADS": "1", "MPI_TIMEOUT": "900", "PYTHONPATH": ROOT}
     cmd = ["mpirun", "--allow-run-as-root", "--oversubscribe", "--mca", "rtc", "^hwloc", "-np", str(n), sys.executable, os.path.abspath(__file__),
-           "--worker", "--port", str(args.port + n)] + (["--quick"] if args.quick else [])
+           "--worker", "--port", str(args.port + n), "--only", *args.only] + (["--quick"] if args.quick else [])
     print(f"running {n} ranks: {' '.join(cmd)}", file=sys.stderr, flush=True)
     r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     line = next((ln for ln in r.stdout.splitlines() if ln.startswith("RESULT ")), None)

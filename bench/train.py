@@ -87,7 +87,35 @@ def tg_like_models(Tensor, nn, gelu):
       self.ln_f, self.head = nn.LayerNorm(dim), nn.Linear(dim, vocab, bias=False)
     def __call__(self, idx):
       B, T = idx.shape
-      x = self.tok(idx) + self.pos(Tensor.arange(T)).reshape(1, T, -1)
+      x = self.tok(idx) + self.pos(Tensor.arange(T, device=idx.device)).reshape(1, T, -1)
+      for b in self.blocks: x = b(x)
+      return self.head(self.ln_f(x))
+  return MLP, GPTModel
+
+# ---- the same models in PyTorch
+def torch_models(torch):
+  tnn, Fn = torch.nn, torch.nn.functional
+  def MLP(): return tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(), tnn.Linear(512, 10))
+  class Block(tnn.Module):
+    def __init__(self, d, h):
+      super().__init__()
+      self.h = h
+      self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
+      self.qkv, self.proj, self.fc, self.out = tnn.Linear(d, 3 * d), tnn.Linear(d, d), tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d)
+    def forward(self, x):
+      B, T, C = x.shape
+      q, k, v = self.qkv(self.ln1(x)).reshape(B, T, 3, self.h, C // self.h).permute(2, 0, 3, 1, 4)
+      x = x + self.proj(Fn.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C))
+      return x + self.out(Fn.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+  class GPTModel(tnn.Module):
+    def __init__(self, layers, dim, heads, seq, vocab, **_):
+      super().__init__()
+      self.tok, self.pos = tnn.Embedding(vocab, dim), tnn.Embedding(seq, dim)
+      self.blocks = tnn.ModuleList([Block(dim, heads) for _ in range(layers)])
+      self.ln_f, self.head = tnn.LayerNorm(dim), tnn.Linear(dim, vocab, bias=False)
+    def forward(self, idx):
+      B, T = idx.shape
+      x = self.tok(idx) + self.pos(torch.arange(T)).reshape(1, T, -1)
       for b in self.blocks: x = b(x)
       return self.head(self.ln_f(x))
   return MLP, GPTModel
@@ -142,33 +170,10 @@ def setup_tinygrad(case: str, data):
 
 def setup_torch(case: str, data, compiled: bool):
   import torch
-  import torch.nn as tnn
   import torch.nn.functional as Fn
   torch.manual_seed(0)
-  class Block(tnn.Module):
-    def __init__(self, d, h):
-      super().__init__()
-      self.h = h
-      self.ln1, self.ln2 = tnn.LayerNorm(d), tnn.LayerNorm(d)
-      self.qkv, self.proj, self.fc, self.out = tnn.Linear(d, 3 * d), tnn.Linear(d, d), tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d)
-    def forward(self, x):
-      B, T, C = x.shape
-      q, k, v = self.qkv(self.ln1(x)).reshape(B, T, 3, self.h, C // self.h).permute(2, 0, 3, 1, 4)
-      x = x + self.proj(Fn.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C))
-      return x + self.out(Fn.gelu(self.fc(self.ln2(x)), approximate="tanh"))
-  class GPTModel(tnn.Module):
-    def __init__(self, layers, dim, heads, seq, vocab, **_):
-      super().__init__()
-      self.tok, self.pos = tnn.Embedding(vocab, dim), tnn.Embedding(seq, dim)
-      self.blocks = tnn.ModuleList([Block(dim, heads) for _ in range(layers)])
-      self.ln_f, self.head = tnn.LayerNorm(dim), tnn.Linear(dim, vocab, bias=False)
-    def forward(self, idx):
-      B, T = idx.shape
-      x = self.tok(idx) + self.pos(torch.arange(T)).reshape(1, T, -1)
-      for b in self.blocks: x = b(x)
-      return self.head(self.ln_f(x))
-  model = tnn.Sequential(tnn.Linear(784, 512), tnn.ReLU(), tnn.Linear(512, 512), tnn.ReLU(),
-                         tnn.Linear(512, 10)) if case.startswith("mlp") else GPTModel(**GPT)
+  MLP, GPTModel = torch_models(torch)
+  model = MLP() if case.startswith("mlp") else GPTModel(**GPT)
   params = list(model.parameters())
   opt = {"mlp_sgd": lambda: torch.optim.SGD(params, lr=0.01, momentum=0.9), "mlp_adam": lambda: torch.optim.Adam(params, lr=1e-3),
          "gpt_adamw": lambda: torch.optim.AdamW(params, lr=3e-4, weight_decay=0.01)}[case]()
