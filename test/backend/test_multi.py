@@ -217,6 +217,18 @@ def test_data_parallel_training_matches_one_device(devs, opt_cls, jit):
   np.testing.assert_allclose(ln, l1, rtol=1e-5, atol=1e-6)
   for a, b in zip(pn, p1): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
 
+# A GPU-style device beside the CPU, in the OpenCL pass of CI (TEST_DEVICES=CL, PoCL): a chosen few cases, as PoCL
+# takes seconds to build each new kernel
+@pytest.mark.skipif("CL" not in DEVICES, reason="OpenCL pass only (TEST_DEVICES=CL)")
+def test_opencl_beside_cpu():
+  devs = ("CL", "CPU")
+  helper_test_op([(6, 5), (6, 5)], lambda a, b: (a * b).relu().sum(0), lambda a, b: (a.shard(devs, 0) * b.shard(devs, 0)).relu().sum(0))
+  helper_test_op([(4, 6), (6, 3)], lambda a, b: a @ b, lambda a, b: a.shard(devs, 1) @ b.shard(devs, 0), atol=1e-5)
+  l1, p1 = _train(None, steps=2, opt_cls=nn.optim.SGD)
+  ln, pn = _train(devs, steps=2, opt_cls=nn.optim.SGD)
+  np.testing.assert_allclose(ln, l1, rtol=1e-5, atol=1e-6)
+  for a, b in zip(pn, p1): np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+
 def test_tensor_parallel_mlp(devs):
   # Megatron: the first weight split by columns, the second by rows; one allreduce at the end
   rng = np.random.default_rng(4)
