@@ -299,7 +299,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     dt = _dtype_arg(dtype) if dtype is not None else None
     if isinstance(data, UOp):
       if device is not None and data.device_or_none != (dev := Device.canonicalize(device)):
-        data = UOp(Ops.COPY, data.dtype, (data, UOp(Ops.DEVICE, dtypes.bool, (), dev)))
+        data = data.copy_to_device(dev)
       self.uop = data if dt is None else data.cast(dt)
       return
     if isinstance(data, os.PathLike):   # a file: all its bytes, on DISK (nothing is read)
@@ -589,7 +589,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if is_disk(dev): return _write_file(self, dev)
     # from DISK: a copy of exactly the bytes the view covers (a Buffer view of them), as any copy of a buffer
     src = _disk_bytes(self, "to") if is_disk(self.device) else self.uop
-    return self._new(UOp(Ops.COPY, self.dtype, (src, UOp(Ops.DEVICE, dtypes.bool, (), dev))))
+    return self._new(src.copy_to_device(dev))
 
   def shard(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
     """This tensor held on several devices (tinygrad's shard): split along axis, the pieces in device order (sizes as
@@ -612,7 +612,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     for i, d in enumerate(devs):
       if isinstance(src.device, tuple): p = UOp(Ops.MSELECT, self.dtype, (src.uop,), (i, axis, bounds))
       else: p = src.uop if axis is None else src.uop.shrink(tuple(bounds[i] if a == axis else (0, n) for a, n in enumerate(self.shape)))  # type: ignore[index]
-      pieces.append(p if p.device == d else UOp(Ops.COPY, self.dtype, (p, UOp(Ops.DEVICE, dtypes.bool, (), d))))
+      pieces.append(p.copy_to_device(d))
     return self._new(UOp(Ops.MULTI, self.dtype, tuple(pieces), axis), self)
   def shard_(self, devices: tuple[str, ...] | list[str], axis: int | None = None) -> Tensor:
     """Hold this tensor (the object) on several devices: self.replace(self.shard(devices, axis)) (tinygrad's shard_)."""

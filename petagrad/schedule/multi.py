@@ -77,7 +77,7 @@ def copy_to(u: UOp, device: str) -> UOp:
   if u.device == device: return u
   if (src := rank_of(u.device)) is not None and src != rank() and _rank(device) == rank():
     raise RuntimeError(f"internal error: a copy from {u.device} (rank {src}) to {device} of this rank ({rank()}): ranks exchange data by collectives")
-  return UOp(Ops.COPY, u.dtype, (u, UOp(Ops.DEVICE, dtypes.bool, (), device)))
+  return u.copy_to_device(device)
 
 def _rank_groups(devices: tuple[str, ...]) -> list[list[int]]:
   """The positions of each rank's devices, rank by rank; the devices must be ordered rank by rank (world.devices())."""

@@ -72,9 +72,6 @@ def _max_grad(g: UOp, node: UOp) -> tuple:
   wa = _where(_cmp(a, b), _where(b < a, full_like(a, 1), full_like(a, 0)), half)
   return (g * wa, g * (full_like(a, 1) - wa))
 
-def _to_device(u: UOp, device: str) -> UOp:
-  return u if u.device == device else UOp(Ops.COPY, u.dtype, (u, UOp(Ops.DEVICE, dtypes.bool, (), device)))
-
 def _multi_grad(g: UOp, node: UOp) -> tuple:
   """MULTI: each piece gets its part of the gradient. Copies on each device (axis None) are one value: the gradient
   goes to the first (it would count once per device otherwise)."""
@@ -88,7 +85,7 @@ def _mselect_grad(g: UOp, node: UOp) -> tuple:
   """MSELECT: the gradient is g where the part came from (on every device when it was the whole value), 0 elsewhere."""
   i, axis, bounds = node.arg
   devices = node.src[0].device
-  if axis is None: return (UOp(Ops.MULTI, g.dtype, tuple(_to_device(g, d) for d in devices), None),)
+  if axis is None: return (UOp(Ops.MULTI, g.dtype, tuple(g.copy_to_device(d) for d in devices), None),)
   def zeros(k: int) -> UOp:
     shape = node.src[0].shape[:axis] + (bounds[k][1] - bounds[k][0],) + node.src[0].shape[axis + 1:]
     c = UOp.const(g.dtype, 0, devices[k])
@@ -125,7 +122,7 @@ grad_rules = PatternMatcher([
   (UPat({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD}, name="n"), lambda n, ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
   (UPat(Ops.CUSTOM_GRAD, name="n"), lambda n, ctx: (None, *custom_backward[n.arg[0]](ctx, n))),
   (UPat(Ops.CHECK, name="n"), lambda n, ctx: (ctx, None)),
-  (UPat(Ops.COPY, name="n"), lambda n, ctx: (UOp(Ops.COPY, ctx.dtype, (ctx, UOp(Ops.DEVICE, n.src[1].dtype, (), n.src[0].device))), None)),
+  (UPat(Ops.COPY, name="n"), lambda n, ctx: (ctx.copy_to_device(n.src[0].device), None)),
   (UPat(Ops.MULTI, name="n"), lambda n, ctx: _multi_grad(ctx, n)),
   (UPat(Ops.MSELECT, name="n"), lambda n, ctx: _mselect_grad(ctx, n)),
 ])

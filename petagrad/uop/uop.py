@@ -136,6 +136,9 @@ class UOp(metaclass=UOpMeta):
   def shrink(self, arg: tuple[tuple[int, int], ...]) -> UOp:
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else UOp(Ops.SHRINK, self.dtype, (self,), tuple(arg))
   def flip(self, axes: tuple[bool, ...]) -> UOp: return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
+  def copy_to_device(self, device: str) -> UOp:
+    """A copy of this value on device (a COPY node; no node when it is there already)."""
+    return self if self.device_or_none == device else UOp(Ops.COPY, self.dtype, (self, UOp(Ops.DEVICE, dtypes.bool, (), device)))
   def reduce(self, op: Ops, axes: tuple[int, ...]) -> UOp:
     axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape else ()
     return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
