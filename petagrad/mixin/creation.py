@@ -41,8 +41,7 @@ class CreationMixin(TensorMixin):
     fill_value = _scalar_arg("full", "fill_value", fill_value)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.from_py(fill_value)
     _check_fits("full", fill_value, dt)
-    c = UOp.const(dt, fill_value, cls._dev(device))
-    return cls(c.reshape((1,) * len(shape)).expand(shape) if shape else c, requires_grad=requires_grad)
+    return cls(UOp.const(dt, fill_value, cls._dev(device), tuple(shape)), requires_grad=requires_grad)
   @classmethod
   def zeros(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
     """Zeros: `Tensor.zeros(2, 3)`, `Tensor.zeros((2, 3))` or torch's `Tensor.zeros(size=(2, 3))`."""

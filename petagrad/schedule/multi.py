@@ -131,7 +131,7 @@ def reshard(x: Sharded, axis: int | None, bounds: Bounds | None = None) -> Shard
       pieces.append(copy_to(piece, dev))
     if not pieces:   # this device's part is empty
       shape = tuple(0 if d == axis else size for d, size in enumerate(x.shape))
-      pieces = [UOp.const(x.shards[i].dtype, 0, dev).reshape((1,) * len(shape)).expand(shape)]
+      pieces = [UOp.const(x.shards[i].dtype, 0, dev, shape)]
     out.append(cat(pieces, x.axis))
   return Sharded(tuple(out), axis)
 
@@ -345,8 +345,7 @@ def _identity(s: UOp, op: Ops, axes: tuple[int, ...]) -> UOp:
   """The reduction of an empty piece: op's identity, in the reduced shape."""
   shape = tuple(1 if i in axes else d for i, d in enumerate(s.shape))
   v = {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: s.dtype.min}[op]
-  c = UOp.const(s.dtype, v, s.device)
-  return c.reshape((1,) * len(shape)).expand(shape) if shape else c
+  return UOp.const(s.dtype, v, s.device, shape)
 
 def _multi(node: UOp, srcs: list) -> Sharded: return Sharded(tuple(srcs), node.arg)
 

@@ -12,8 +12,7 @@ from petagrad.dtype import dtypes
 
 def full_like(u: UOp, v) -> UOp:
   """A constant with u's shape, dtype and device (a broadcast scalar: no memory)."""
-  c = UOp.const(u.dtype, v, u.device)
-  return c.reshape((1,) * len(u.shape)).expand(u.shape) if u.shape else c
+  return UOp.const(u.dtype, v, u.device, u.shape)
 
 def _where(c: UOp, a: UOp, b: UOp) -> UOp: return UOp(Ops.WHERE, a.dtype, (c, a, b))
 def _cmp(a: UOp, b: UOp) -> UOp: return UOp(Ops.CMPNE, dtypes.bool, (a, b))
@@ -88,8 +87,7 @@ def _mselect_grad(g: UOp, node: UOp) -> tuple:
   if axis is None: return (UOp(Ops.MULTI, g.dtype, tuple(g.copy_to_device(d) for d in devices), None),)
   def zeros(k: int) -> UOp:
     shape = node.src[0].shape[:axis] + (bounds[k][1] - bounds[k][0],) + node.src[0].shape[axis + 1:]
-    c = UOp.const(g.dtype, 0, devices[k])
-    return c.reshape((1,) * len(shape)).expand(shape)
+    return UOp.const(g.dtype, 0, devices[k], shape)
   return (UOp(Ops.MULTI, g.dtype, tuple(g if k == i else zeros(k) for k in range(len(devices))), axis),)
 
 LN2 = math.log(2)

@@ -99,9 +99,10 @@ class UOp(metaclass=UOpMeta):
 
   # ------------------------------------------------------------ constructors
   @staticmethod
-  def const(dtype: DType, value: Any, device: str | None = None) -> UOp:
-    v = truncate(value, dtype)
-    return UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.bool, (), device),) if device is not None else (), v)
+  def const(dtype: DType, value: Any, device: str | None = None, shape: tuple[int, ...] = ()) -> UOp:
+    """A constant; with a shape, the scalar broadcast to it (no memory)."""
+    c = UOp(Ops.CONST, dtype, (UOp(Ops.DEVICE, dtypes.bool, (), device),) if device is not None else (), truncate(value, dtype))
+    return c.reshape((1,) * len(shape)).expand(tuple(shape)) if shape else c
   def alu(self, op: Ops, *src: UOp, dtype: DType | None = None) -> UOp:
     if dtype is None: dtype = dtypes.bool if op in GroupOp.Comparison else self.dtype
     return UOp(op, dtype, (self,) + src)
