@@ -7,13 +7,17 @@ and returns lazy Tensors: nothing is computed until they are realized, so a whol
 the scheduler can fuse. Values that decide shapes (Reshape's shape, Slice's starts, ...) are read when the op
 needs them, which realizes the small tensors they come from.
 
+Subgraph attributes (If's branches, Loop's and Scan's bodies) are parsed the same way at load time and run with the
+same runner (`run_subgraph`), seeing the values of the graphs around them by name (ONNX's outer scope).
+
 Errors name the node (its name and op type) and what was wrong; unknown ops, domains and opsets raise
 NotImplementedError when the model is loaded, not when it runs.
 """
 from __future__ import annotations
-import inspect, os
+import contextvars, inspect, os
+from collections import ChainMap
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, MutableMapping, Sequence
 from petagrad.tensor import Tensor
 from petagrad.device import Device
 from petagrad.onnx import types
@@ -85,17 +89,22 @@ class ValueInfo:
   elem_type: int | None
   shape: tuple[int | str | None, ...] | None
   kind: str = "tensor"
+  optional: bool = False   # an optional value (None when empty) of this type
 
-def _value_info(vi: Any) -> ValueInfo:
-  tp = vi.type
+def _value_info(vi: Any) -> ValueInfo: return _type_info(vi.name, vi.type)
+
+def _type_info(name: str, tp: Any) -> ValueInfo:
   which = tp.WhichOneof("value")
+  if which == "optional_type":
+    inner = _type_info(name, tp.optional_type.elem_type)
+    return ValueInfo(name, inner.elem_type, inner.shape, inner.kind, optional=True)
   if which != "tensor_type":
-    return ValueInfo(vi.name, None, None, which or "unknown")
+    return ValueInfo(name, None, None, which or "unknown")
   tt = tp.tensor_type
   et = tt.elem_type or None
-  if not tt.HasField("shape"): return ValueInfo(vi.name, et, None)
+  if not tt.HasField("shape"): return ValueInfo(name, et, None)
   dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or None) for d in tt.shape.dim)
-  return ValueInfo(vi.name, et, dims)
+  return ValueInfo(name, et, dims)
 
 # ------------------------------------------------------------ nodes
 @dataclass
@@ -143,20 +152,31 @@ class Graph:
   nodes: list[Node]
   value_types: dict[str, int] = field(default_factory=dict)
   static: set[str] = field(default_factory=set)
+  static_defaults: set[str] = field(default_factory=set)   # the static values of a call that overrides no initializer
+  def run(self, inputs: Sequence[Any], what: str) -> list[Any]:
+    """Run it as a subgraph (an op's graph attribute: If's branches, Loop's body, ...): see run_subgraph. The ops call
+    this method, so the op table needs no import of this module."""
+    return run_subgraph(self, inputs, what)
 
 # ops whose outputs depend only on their inputs' shapes, and ops whose outputs are random (never static)
 _SHAPE_ONLY = {"Shape", "Size"}
 _RANDOM = {"RandomUniform", "RandomNormal", "RandomUniformLike", "RandomNormalLike", "Bernoulli", "Multinomial", "Dropout"}
 
-def _static_values(g: Graph) -> set[str]:
-  static = set(g.initializers) - {v.name for v in g.inputs}   # an initializer a caller can override is not static
+def _static_values(g: Graph, defaults: bool = False, subgraph: bool = False) -> set[str]:
+  """The values computed only from initializers, constants and shapes. An initializer that is also a graph input (a
+  caller may override it; models of IR version < 4 list every initializer so) counts only with `defaults=True`: the
+  set for a call that overrides none of them. In a subgraph only what comes from its own initializers and constants
+  is static (its inputs' shapes may change from one iteration to the next)."""
+  static = set(g.initializers) if defaults or subgraph else set(g.initializers) - {v.name for v in g.inputs}
   static.add("")
   for n in g.nodes:
-    if n.op_type in _RANDOM: continue
-    if n.op_type in _SHAPE_ONLY or all(x in static for x in n.inputs): static.update(n.outputs)
+    if n.op_type in _RANDOM or any(isinstance(v, Graph) for v in n.attrs.values()): continue   # a subgraph reads outer values too
+    if (n.op_type in _SHAPE_ONLY and not subgraph) or all(x in static for x in n.inputs): static.update(n.outputs)
   return static
 
-def parse_graph(g: Any, opsets: dict[str, int], device: str, value_types: dict[str, int]) -> Graph:
+def parse_graph(g: Any, opsets: dict[str, int], device: str, value_types: dict[str, int], subgraph: bool = False) -> Graph:
+  """A GraphProto -> Graph: initializers become Tensors, nodes are looked up and their attributes parsed (subgraphs
+  too). A subgraph's (`subgraph=True`) static values are those of its own initializers and constants."""
   inits: dict[str, Tensor] = {}
   for t in g.initializer:
     inits[t.name] = tensor_from_proto(t, device)
@@ -178,12 +198,23 @@ def parse_graph(g: Any, opsets: dict[str, int], device: str, value_types: dict[s
       if a.name not in names and not var_kw:
         raise NotImplementedError(f"{label}: attribute {a.name!r} is not supported by petagrad.onnx's {n.op_type} "
                                   f"(it knows {sorted(names - {'ctx'})})")
+    for k, v in attrs.items():   # subgraphs (If's branches, Loop's and Scan's bodies) are parsed once, now
+      if isinstance(v, onnx_graph_type()): attrs[k] = _subgraph(v, opsets, device, value_types, f"{label}, attribute {k!r}")
+      elif isinstance(v, tuple) and v and isinstance(v[0], onnx_graph_type()):
+        attrs[k] = tuple(_subgraph(x, opsets, device, value_types, f"{label}, attribute {k!r}") for x in v)
     ctx = NodeContext(name=n.name, op_type=n.op_type, opset=version, index=i, n_outputs=len(n.output), device=device,
                       in_types=tuple(value_types.get(x) for x in n.input), out_types=tuple(value_types.get(x) for x in n.output))
     nodes.append(Node(n.name, n.op_type, n.domain, version, fn, tuple(n.input), tuple(n.output), attrs, ctx))
   g = Graph(inputs, outputs, inits, nodes, value_types)
-  g.static = _static_values(g)
+  g.static = _static_values(g, subgraph=subgraph)
+  g.static_defaults = g.static if subgraph else _static_values(g, defaults=True)
   return g
+
+def onnx_graph_type() -> type: return _onnx().GraphProto
+
+def _subgraph(g: Any, opsets: dict[str, int], device: str, value_types: dict[str, int], where: str) -> Graph:
+  try: return parse_graph(g, opsets, device, dict(value_types), subgraph=True)
+  except (NotImplementedError, ValueError, TypeError) as e: raise type(e)(f"{where}: {e}") from None
 
 def _wrap(e: Exception, where: str) -> Exception:
   """e with `where` (the node) in front of its message, of the same type when that type can be rebuilt."""
@@ -238,6 +269,10 @@ class OnnxModel:
   def _feed(self, vi: ValueInfo, value: Any) -> Any:
     """Check and convert one graph input (numpy array, numpy scalar, Python number or Tensor) to a Tensor."""
     if value is None: return None
+    if vi.kind == "sequence_type":   # a list of arrays (or Tensors)
+      if not isinstance(value, (list, tuple)):
+        raise TypeError(f"graph input {vi.name!r} is a sequence: give a list of arrays, got {type(value).__name__}")
+      return [v if isinstance(v, Tensor) else types.from_numpy(v, None, self.device) for v in value]
     if vi.kind != "tensor":
       raise NotImplementedError(f"graph input {vi.name!r} has {vi.kind.replace('_type', '')} type, which petagrad.onnx does not support yet")
     if isinstance(value, Tensor):
@@ -282,7 +317,8 @@ class OnnxModel:
     sig = tuple((vi.name, tuple(v.shape)) for vi in self.graph.inputs if isinstance(v := values.get(vi.name), Tensor))
     reg = StaticValues(self._static_cache)
     token = _STATIC.set(reg)
-    try: run_nodes(self.graph.nodes, values, self.graph.static, reg, sig)
+    static = self.graph.static if any(k in self.graph.initializers for k in feeds) else self.graph.static_defaults
+    try: run_nodes(self.graph.nodes, values, static, reg, sig)
     finally: _STATIC.reset(token)
     return {vi.name: values[vi.name] for vi in self.outputs}
 
@@ -303,10 +339,31 @@ def _to_numpy(v: Any, elem_type: int | None) -> Any:
 
 def _dims(shape: tuple) -> str: return "(" + ", ".join("?" if d is None else str(d) for d in shape) + ")"
 
-def run_nodes(nodes: list[Node], values: dict[str, Any], static: set[str] | None = None, reg: StaticValues | None = None,
+# the values of the graph being run: a subgraph run by one of its nodes sees them (ONNX's outer scope)
+_SCOPE: contextvars.ContextVar[Mapping[str, Any]] = contextvars.ContextVar("onnx_scope", default={})
+
+def run_subgraph(g: Graph, inputs: Sequence[Any], what: str) -> list[Any]:
+  """Run a subgraph (If's branch, Loop's or Scan's body) on its inputs (by position) with the values of the graphs
+  around it visible by name; returns its outputs in order."""
+  if len(inputs) != len(g.inputs): raise ValueError(f"{what} declares {len(g.inputs)} inputs, the op gives it {len(inputs)}")
+  local: dict[str, Any] = {"": None, **g.initializers}
+  for vi, v in zip(g.inputs, inputs): local[vi.name] = v
+  values = ChainMap(local, _SCOPE.get())
+  # its static values are the same on every run: remembered under this subgraph (sibling branches may reuse names)
+  run_nodes(g.nodes, values, g.static, _STATIC.get(), ("subgraph", id(g)))
+  missing = [vi.name for vi in g.outputs if vi.name not in values]
+  if missing: raise RuntimeError(f"{what}: outputs {missing} are not computed by the subgraph")
+  return [values[vi.name] for vi in g.outputs]
+
+def run_nodes(nodes: list[Node], values: MutableMapping[str, Any], static: set[str] | None = None, reg: StaticValues | None = None,
               sig: tuple = ()) -> None:
   """Run nodes in order, reading and writing `values` (name -> Tensor, list of Tensors, or None). Static values (in
   `static`) are marked in `reg`, so that reading one remembers it for the next call with the same input shapes."""
+  token = _SCOPE.set(values)
+  try: _run_nodes(nodes, values, static, reg, sig)
+  finally: _SCOPE.reset(token)
+
+def _run_nodes(nodes: list[Node], values: MutableMapping[str, Any], static: set[str] | None, reg: StaticValues | None, sig: tuple) -> None:
   if reg is not None and static:
     for name in static:
       if isinstance(v := values.get(name), Tensor): reg.mark(v, (name, sig))

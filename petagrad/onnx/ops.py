@@ -10,7 +10,8 @@ Every op is Tensor ops: nothing computes with numpy, so every op runs on every d
 The implementations live by family: ops_math.py (elementwise, activations, casts, reductions, matrix products,
 quantization), ops_shape.py (shapes, movement, creation, indexing), ops_nn.py (convolution, pooling, normalization,
 losses), ops_seq.py (attention, rotary embeddings, recurrent nets), ops_image.py (Resize, GridSample, NMS, ...),
-ops_misc.py (signal processing, random numbers, training optimizers, ai.onnx.ml).
+ops_misc.py (signal processing, random numbers, training optimizers, ai.onnx.ml), ops_control.py (If, Loop, Scan),
+ops_sequence.py (sequence and optional values).
 """
 from __future__ import annotations
 from typing import Any, Callable
@@ -28,6 +29,9 @@ from petagrad.onnx.ops_nn import AveragePool, BatchNormalization, Conv, ConvInte
 from petagrad.onnx.ops_seq import Attention, CausalConvWithState, FlexAttention, GRU, LSTM, LinearAttention, RNN, RotaryEmbedding, SwiGLU, \
   TensorScatter
 from petagrad.onnx.ops_image import AffineGrid, Col2Im, GridSample, NonMaxSuppression, Resize, Upsample
+from petagrad.onnx.ops_control import If, Loop, Scan, Scan_8
+from petagrad.onnx.ops_sequence import ConcatFromSequence, Identity, Optional, OptionalGetElement, OptionalHasElement, SequenceAt, \
+  SequenceConstruct, SequenceEmpty, SequenceErase, SequenceInsert, SequenceLength, SequenceMap, SplitToSequence
 from petagrad.onnx.ops_misc import Adagrad, Adam, ArrayFeatureExtractor, Bernoulli, Binarizer, DFT_17, DFT_20, Momentum, RandomNormal, \
   RandomNormalLike, RandomUniform, RandomUniformLike, STFT, cosine_window
 
@@ -68,6 +72,7 @@ OPS: dict[str, dict[str, dict[int, OpFn]]] = {
     "Col2Im": {18: Col2Im},
     "Compress": {9: Compress},
     "Concat": {1: Concat},
+    "ConcatFromSequence": {11: ConcatFromSequence},
     "Constant": {1: Constant},
     "ConstantOfShape": {9: ConstantOfShape},
     "Conv": {1: Conv},
@@ -111,11 +116,13 @@ OPS: dict[str, dict[str, dict[int, OpFn]]] = {
     "HardSigmoid": {1: HardSigmoid},
     "HardSwish": {14: HardSwish},
     "Hardmax": {1: coerce2d(hardmax)},
-    "Identity": {1: unary(lambda x: x)},
+    "Identity": {1: Identity},
+    "If": {1: If},
     "InstanceNormalization": {1: InstanceNormalization},
     "IsInf": {10: IsInf},
     "IsNaN": {9: unary(lambda x: x.isnan())},
     "LRN": {1: LRN},
+    "Loop": {1: Loop},
     "LSTM": {7: LSTM},
     "LayerNormalization": {17: LayerNormalization},
     "LeakyRelu": {1: LeakyRelu},
@@ -143,6 +150,9 @@ OPS: dict[str, dict[str, dict[int, OpFn]]] = {
     "NonZero": {9: NonZero},
     "Not": {1: unary(lambda x: x.logical_not())},
     "OneHot": {9: OneHot},
+    "Optional": {15: Optional},
+    "OptionalGetElement": {15: OptionalGetElement},
+    "OptionalHasElement": {15: OptionalHasElement},
     "Or": {1: binary(lambda a, b: a.logical_or(b))},
     "PRelu": {1: PRelu},
     "Pad": {2: Pad},
@@ -175,10 +185,18 @@ OPS: dict[str, dict[str, dict[int, OpFn]]] = {
     "RotaryEmbedding": {23: RotaryEmbedding},
     "Round": {11: unary(lambda x: x.round_half_even())},
     "STFT": {17: STFT},
+    "Scan": {8: Scan_8, 9: Scan},
     "Scatter": {9: ScatterElements},
     "ScatterElements": {11: ScatterElements},
     "ScatterND": {11: ScatterND},
     "Selu": {1: Selu},
+    "SequenceAt": {11: SequenceAt},
+    "SequenceConstruct": {11: SequenceConstruct},
+    "SequenceEmpty": {11: SequenceEmpty},
+    "SequenceErase": {11: SequenceErase},
+    "SequenceInsert": {11: SequenceInsert},
+    "SequenceLength": {11: SequenceLength},
+    "SequenceMap": {17: SequenceMap},
     "Shape": {1: Shape},
     "Shrink": {9: Shrink},
     "Sigmoid": {1: unary(same_dtype(lambda x: x.sigmoid()))},
@@ -193,6 +211,7 @@ OPS: dict[str, dict[str, dict[int, OpFn]]] = {
     "Softsign": {1: unary(same_dtype(lambda x: x / (1 + x.abs())))},
     "SpaceToDepth": {1: SpaceToDepth},
     "Split": {1: Split},
+    "SplitToSequence": {11: SplitToSequence},
     "Sqrt": {1: unary(same_dtype(lambda x: x.sqrt()))},
     "Squeeze": {1: Squeeze},
     "Sub": {1: binary(lambda a, b: a - b)},

@@ -86,8 +86,6 @@ def Attention(ctx: NodeContext, q: Tensor, k: Tensor, v: Tensor, attn_mask: Tens
 
 def FlexAttention(ctx: NodeContext, q: Tensor, k: Tensor, v: Tensor, scale: float | None = None, score_mod: Any = None, prob_mod: Any = None,
                   softmax_precision: int | None = None) -> Tensor:
-  if score_mod is not None or prob_mod is not None:
-    raise NotImplementedError("FlexAttention's score_mod/prob_mod subgraphs are not supported yet")
   if q.ndim != 4 or k.ndim != 4 or v.ndim != 4: raise ValueError(f"FlexAttention needs 4-d Q, K, V, got {q.shape}, {k.shape}, {v.shape}")
   hq, hk = q.shape[1], k.shape[1]
   if hq != hk:
@@ -97,8 +95,17 @@ def FlexAttention(ctx: NodeContext, q: Tensor, k: Tensor, v: Tensor, scale: floa
   rs = Tensor(math.sqrt(s), dtype=dtypes.float32, device=q.device).cast(q.dtype)
   scores = (q * rs).matmul((k * rs).transpose(-1, -2))
   cdt = types.to_dtype(softmax_precision) if softmax_precision else (dtypes.float32 if q.dtype.itemsize < 4 else q.dtype)
-  probs = scores.cast(cdt).softmax(-1)
+  scores = _modify(score_mod, scores.cast(cdt), "score_mod")
+  probs = _modify(prob_mod, scores.softmax(-1), "prob_mod")
   return probs.matmul(v.cast(cdt)).cast(v.dtype)
+
+def _modify(g: Any, x: Tensor, what: str) -> Tensor:
+  """Run a modifier subgraph (one tensor in, one of the same shape out) on x; x itself when there is none."""
+  if g is None: return x
+  outs = g.run([x], what)   # (model.Graph.run)
+  if len(outs) != 1 or not isinstance(outs[0], Tensor) or outs[0].shape != x.shape:
+    raise ValueError(f"FlexAttention's {what} must give one tensor of shape {tuple(x.shape)}")
+  return outs[0].cast(x.dtype)
 
 def RotaryEmbedding(ctx: NodeContext, x: Tensor, cos_cache: Tensor, sin_cache: Tensor, position_ids: Tensor | None = None,
                     interleaved: int = 0, num_heads: int = 0, rotary_embedding_dim: int = 0) -> Tensor:
