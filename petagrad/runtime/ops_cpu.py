@@ -63,6 +63,13 @@ def thread_pool(compiler: ClangCompiler | None = None) -> ThreadPool:
   if _POOL is None: _POOL = ThreadPool(compiler or ClangCompiler())
   return _POOL
 
+@functools.cache
+def _ask_compiler(cc: str, *args: str) -> str:
+  """What the compiler prints for args ("" when it does not run); asked once per process (every CPU:n device's
+  compiler asks the same)."""
+  try: return subprocess.run([cc, *args], capture_output=True, text=True, timeout=30).stdout
+  except (OSError, subprocess.SubprocessError): return ""
+
 class ClangCompiler(Compiler):
   """Compiles with `CC` (default gcc, else clang) to a shared object; the bytes of the .so are the artifact."""
   BASE_FLAGS = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared", "-fwrapv", "-fno-math-errno", "-fno-trapping-math",
@@ -72,18 +79,10 @@ class ClangCompiler(Compiler):
     # OpenMP only for OMP=1's parallel loops; otherwise just its simd pragmas (no libgomp; ~15% faster compiles)
     self.flags = self.BASE_FLAGS + ["-fopenmp" if int(OMP) else "-fopenmp-simd"] + str(CFLAGS).split()
     # the macros -march=native defines name this machine's instruction set: a library built for another CPU (a cache
-    # folder shared between machines) may not run here, so they key the caches too
-    self.target = self._target_macros()
-    self.cache_key = content_hash(self.cc, " ".join(self.flags), self._version(), self.target)
-  @functools.cache
-  def _version(self) -> str:
-    try: return subprocess.run([self.cc, "--version"], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError): return "unknown"
-  def _target_macros(self) -> str:
-    # with the flags that pick the target (CFLAGS may name another -march)
-    target_flags = [f for f in self.flags if f.startswith("-m")]
-    try: return subprocess.run([self.cc, *target_flags, "-dM", "-E", "-x", "c", os.devnull], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.SubprocessError): return ""
+    # folder shared between machines) may not run here, so they key the caches too (asked with the flags that pick the
+    # target: CFLAGS may name another -march)
+    self.target = _ask_compiler(self.cc, *[f for f in self.flags if f.startswith("-m")], "-dM", "-E", "-x", "c", os.devnull)
+    self.cache_key = content_hash(self.cc, " ".join(self.flags), _ask_compiler(self.cc, "--version") or "unknown", self.target)
   @property
   def vector_bytes(self) -> int:
     """Bytes of one SIMD register of this machine: 64 with AVX-512, 32 with AVX/AVX2, else 16 (SSE2, NEON).
