@@ -11,9 +11,9 @@ from __future__ import annotations
 from typing import Any, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
+from petagrad.onnx import types
 from petagrad.onnx.common import NodeContext, axis_of, ints, scalar
 
-def _run(g: Any, inputs: Sequence[Any], what: str) -> list[Any]: return g.run(inputs, what)   # (model.Graph.run)
 
 def _settle(vals: Sequence[Any]) -> None:
   """Realize the tensors among one iteration's results (lists are sequence values)."""
@@ -24,7 +24,7 @@ def If(ctx: NodeContext, cond: Tensor, *, then_branch: Any, else_branch: Any) ->
   """Run one branch; its outputs are the node's."""
   if cond.numel() != 1: raise ValueError(f"If's condition must hold one value, got shape {tuple(cond.shape)}")
   take = bool(scalar(cond))
-  return tuple(_run(then_branch if take else else_branch, [], "then_branch" if take else "else_branch"))
+  return tuple((then_branch if take else else_branch).run([], "then_branch" if take else "else_branch"))
 
 def _stack(items: list[Any], axis: int, declared: Any, what: str) -> Tensor:
   """Stack the per-iteration scan outputs along `axis`; with no iteration, an empty tensor of the declared shape."""
@@ -32,7 +32,6 @@ def _stack(items: list[Any], axis: int, declared: Any, what: str) -> Tensor:
   shape = declared.shape if declared is not None else None
   if shape is None or not all(isinstance(d, int) for d in shape) or declared.elem_type is None:
     raise NotImplementedError(f"{what}: no iteration ran and the body does not declare a static shape for its scan output")
-  from petagrad.onnx import types
   full = list(shape)
   full.insert(axis_of(axis, len(shape) + 1), 0)
   return Tensor.zeros(*full, dtype=types.to_dtype(declared.elem_type))
@@ -51,7 +50,7 @@ def Loop(ctx: NodeContext, M: Tensor | None = None, cond: Tensor | None = None, 
   i = 0
   it_dtype = M.dtype if M is not None else dtypes.int64
   while keep and (trip is None or i < trip):
-    outs = _run(body, [Tensor(i, dtype=it_dtype, device=ctx.device), Tensor(keep, dtype=dtypes.bool, device=ctx.device), *carried], "body")
+    outs = body.run([Tensor(i, dtype=it_dtype, device=ctx.device), Tensor(keep, dtype=dtypes.bool, device=ctx.device), *carried], "body")
     carried = list(outs[1:1 + len(carried)])
     for s, v in zip(scans, outs[1 + len(carried):]): s.append(v)
     _settle(carried)
@@ -72,7 +71,7 @@ def _scan(states: list[Any], xs: Sequence[Tensor], body: Any, in_axes: Sequence[
   ys: list[list] = [[] for _ in range(len(body.outputs) - len(states))]
   for t in range(T):
     slices = [_index(x, a, T - 1 - t if d else t) for x, a, d in zip(xs, axes, in_dirs)]
-    outs = _run(body, [*states, *slices], "body")
+    outs = body.run([*states, *slices], "body")
     states = list(outs[:len(states)])
     for y, o in zip(ys, outs[len(states):]): y.append(o)
     _settle(states)

@@ -155,12 +155,11 @@ def test_register_width_sizes_lanes_and_tiles(monkeypatch, vector_bytes):
   import petagrad.engine.realize as R
   from petagrad.device import Device
   from petagrad.codegen.opt import OptOps
-  applied = []
+  applied, hand_coded = [], R.hand_coded_optimizations
   def record(k, *args):
     k = hand_coded(k, *args)
     applied.append(list(k.applied))
     return k
-  hand_coded = R.hand_coded_optimizations
   monkeypatch.setattr(R, "hand_coded_optimizations", record)
   monkeypatch.setattr(Device["CPU"].renderer, "vector_bytes", vector_bytes)
   monkeypatch.setattr(R, "_kernel_cache", {})

@@ -77,17 +77,21 @@ def mismatch() -> None:
     return
   raise AssertionError("no error for ranks running different programs")
 
+def _expect_named(run, what: str) -> None:
+  """run must raise on the other ranks, naming the last rank as the one that does not answer."""
+  try: run()
+  except RuntimeError as e:
+    assert f"rank(s) {world.size() - 1} did not answer" in str(e), e
+    print(f"rank {world.rank()}: raised: {e}", flush=True)
+    os._exit(0)   # (the launcher then ends the job, the stalled rank too)
+  raise AssertionError(f"no error when {what}")
+
 def stalls() -> None:
   devs = world.devices()
   t = Tensor.ones(8 * len(devs)).shard(devs, 0)
   t.sum().numpy()
   if world.rank() == world.size() - 1: time.sleep(600)   # this rank stops answering
-  try: t.sum().numpy()
-  except RuntimeError as e:
-    assert f"rank(s) {world.size() - 1} did not answer" in str(e), e
-    print(f"rank {world.rank()}: raised: {e}", flush=True)
-    os._exit(0)   # (the launcher then ends the job, the stalled rank too)
-  raise AssertionError("no error when a rank stops answering")
+  _expect_named(lambda: t.sum().numpy(), "a rank stops answering")
 
 def dies() -> None:
   """The last rank is killed (SIGKILL, no chance to clean up) in the middle of a data-parallel training loop."""
@@ -97,17 +101,13 @@ def dies() -> None:
   opt = nn.optim.SGD([w], lr=1e-3)
   x = Tensor.ones(len(devs) * 8, 4).shard(devs, 0)
   if world.rank() == world.size() - 1: threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGKILL)).start()
-  try:
+  def train() -> None:
     with Tensor.train():
       for _ in range(1_000_000):
         opt.zero_grad()
         (x @ w).relu().mean().backward()   # the gradient of the replicated weight is an allreduce across the ranks
         opt.step()
-  except RuntimeError as e:
-    assert f"rank(s) {world.size() - 1} did not answer" in str(e), e
-    print(f"rank {world.rank()}: raised: {e}", flush=True)
-    os._exit(0)
-  raise AssertionError("no error when a rank dies")
+  _expect_named(train, "a rank dies")
 
 if __name__ == "__main__":
   what = sys.argv[1]
