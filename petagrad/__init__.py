@@ -6,9 +6,10 @@ The top-level names are tinygrad's (`from tinygrad import Tensor, TinyJit, ...` 
 >>> nn.Linear(2, 3)(Tensor.ones(1, 2)).shape
 (1, 3)
 
-tinygrad's `Variable` (symbolic shapes) does not exist in petagrad yet; see docs/coming_from_tinygrad.md.
+`Variable` (tinygrad's) is a symbolic integer bound per call: view offsets and values a kernel reads at run time (sizes
+that depend on it, symbolic shapes, are not supported yet; see docs/coming_from_tinygrad.md).
 """
-from petagrad.tensor import Tensor
+from petagrad.tensor import Tensor, Variable
 from petagrad.dtype import dtypes, DType
 from petagrad.device import Device
 from petagrad.helpers import Context, GlobalCounters, DEBUG, getenv, fetch
@@ -16,5 +17,5 @@ from petagrad.engine.jit import TinyJit
 from petagrad import nn   # after Tensor: petagrad.nn imports petagrad.tensor
 no_grad = Tensor.no_grad   # `with petagrad.no_grad(): ...` (torch.no_grad())
 inference_mode = Tensor.inference_mode   # torch.inference_mode()
-__all__ = ["Tensor", "TinyJit", "dtypes", "DType", "Device", "Context", "GlobalCounters", "DEBUG", "getenv", "fetch", "nn", "no_grad",
+__all__ = ["Tensor", "Variable", "TinyJit", "dtypes", "DType", "Device", "Context", "GlobalCounters", "DEBUG", "getenv", "fetch", "nn", "no_grad",
            "inference_mode"]

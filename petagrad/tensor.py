@@ -23,7 +23,7 @@ from petagrad.device.world import is_local
 from petagrad.helpers import NO_GRAD, TRAINING, Context, prod
 from petagrad.engine.realize import realize_uops, write_hooks, check_hooks
 from petagrad.engine import jit
-from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _check_fits, _scalar_arg, _dtype_arg
+from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _check_fits, _scalar_arg, _dtype_arg, _symbolic_int, _symbolic_value
 from petagrad.mixin.args import _shape_arg, _int_arg, IntegerDivisionByZeroError   # noqa: F401  (imported from here by nn and tests)
 from petagrad.mixin.elementwise import ElementwiseMixin
 from petagrad.mixin.math import MathMixin
@@ -262,6 +262,26 @@ class _TensorMeta(type):
   def no_grad(cls, mode: bool) -> None: NO_GRAD.value = int(bool(mode))
 _GRAD_SWITCH = _GradSwitch()
 
+def Variable(name: str, min_val: int, max_val: int) -> UOp:
+  """A symbolic integer in [min_val, max_val] (tinygrad's name), bound to a value for each call with `.bind(n)`. A bound
+  Variable can be a view's offset (`x.shrink(((v, v + 1), None))`, `x[:, v:v + 4]`, a pad of `(v, n - v)`) and a value
+  (`Tensor.arange(n) < v + 1`, `Tensor(v)`): the kernels read it when they run, so they are compiled once for every
+  value, and a TinyJit that is passed the bound Variable replays one capture for each. Sizes must not depend on it
+  (symbolic shapes are not supported yet).
+
+  >>> from petagrad import Tensor, Variable
+  >>> x = Tensor.arange(10)
+  >>> v = Variable("start", 0, 8)
+  >>> [x.shrink(((v.bind(i), v.bind(i) + 2),)).tolist() for i in (0, 5)]
+  [[0, 1], [5, 6]]
+  """
+  if not isinstance(name, str) or not name: raise TypeError(f"Variable: name must be a non-empty string, got {name!r}")
+  for what, b in (("min_val", min_val), ("max_val", max_val)):
+    if type(b) is not int: raise TypeError(f"Variable {name!r}: {what} must be an int, got {type(b).__name__} {b!r}")
+  if not 0 <= min_val <= max_val < 2 ** 31:
+    raise ValueError(f"Variable {name!r}: need 0 <= min_val <= max_val < 2**31, got [{min_val}, {max_val}]")
+  return UOp(Ops.DEFINE_VAR, dtypes.index, (), (name, min_val, max_val))
+
 class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, IndexingMixin, ReduceMixin, LinalgMixin, CreationMixin,
              RandomMixin, ConvMixin, PoolMixin, NormMixin, LossMixin, OrderingMixin, metaclass=_TensorMeta):
   """A lazily evaluated n-dimensional array with autograd.
@@ -297,6 +317,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if requires_grad is not None: self.requires_grad = requires_grad
   def _set_data(self, data: Any, device: str | None, dtype: DType | str | None) -> None:
     dt = _dtype_arg(dtype) if dtype is not None else None
+    if isinstance(data, UOp) and data.device_or_none is None and _symbolic_int("Tensor", data):
+      data = _symbolic_value(data, Device.canonicalize(device) if device is not None else Device.DEFAULT)   # a bound Variable's value: 0-d int32
+      device = None
     if isinstance(data, UOp):
       if device is not None and data.device_or_none != (dev := Device.canonicalize(device)):
         data = data.copy_to_device(dev)

@@ -7,18 +7,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, symbolic_arg
 from petagrad.uop.symbolic import simplify
 from petagrad.dtype import dtypes
 from petagrad.helpers import strides_for_shape
-from petagrad.uop.graph import substitute
+from petagrad.uop.graph import substitute, var_buffer
 from petagrad.uop.rewrite import graph_rewrite
 from petagrad.codegen.collapse import collapse_rules
 
 Idx = tuple[UOp, ...]
 TRUE = UOp.const(dtypes.bool, True)
 
-def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)
+def _c(v: int | UOp) -> UOp: return v if isinstance(v, UOp) else UOp.const(dtypes.index, v)
 
 def _reshape(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
   old = u.src[0].shape
@@ -54,12 +54,31 @@ VIEW_RULES: dict[Ops, Callable[[UOp, Idx, UOp], tuple[Idx, UOp]]] = {
 
 @dataclass
 class Lowering:
-  """State of lowering one kernel: its buffers (params) and its ranges."""
+  """State of lowering one kernel: its buffers (params), its ranges, and the Variables it reads (from buffers on its
+  device)."""
   bufs: list[UOp]
+  device: str = ""
   range_count: int = 0
+  vars: dict[UOp, UOp] | None = None
   def param(self, buf: UOp) -> UOp:
     if buf not in self.bufs: self.bufs.append(buf)
     return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), self.bufs.index(buf))
+  def var(self, var: UOp) -> UOp:
+    """Variable var's value in this kernel: loaded from its buffer, clamped to its range (the bounds the index math and
+    the memory-safety reasoning rely on hold even if the buffer held something else)."""
+    if self.vars is None: self.vars = {}
+    if (v := self.vars.get(var)) is None:
+      _, lo, hi = var.arg
+      x = UOp(Ops.LOAD, dtypes.int32, (self.param(var_buffer(var, self.device)), _c(0))).cast(dtypes.index).maximum(_c(lo))
+      v = self.vars[var] = -((-x).maximum(_c(-hi)))
+    return v
+  def concrete(self, node: UOp) -> UOp:
+    """A movement op whose arg holds Variables, with them replaced by their values in this kernel."""
+    if not symbolic_arg(node.arg): return node
+    def conv(x):
+      if not isinstance(x, UOp): return x
+      return substitute(x, {u: self.var(u.src[0] if u.op is Ops.BIND else u) for u in x.toposort() if u.op in (Ops.BIND, Ops.DEFINE_VAR)})
+    return node.replace(arg=tuple(tuple(conv(v) for v in p) if type(p) is tuple else conv(p) for p in node.arg))
   def new_range(self, end: int, kind: str) -> UOp:
     self.range_count += 1
     return UOp(Ops.RANGE, dtypes.index, (), (self.range_count - 1, end, kind))
@@ -71,15 +90,15 @@ def _simp_ctx(idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
 def lower(out_view: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
   """Kernel AST (a SINK of one STORE) computing `value` into the buffer under `out_view`.
   Returns the AST and the BUFFER nodes in parameter order (the output is parameter 0)."""
-  ctx = Lowering([])
+  ctx = Lowering([], out_view.base.arg[0])
   out_ranges = tuple(ctx.new_range(s, "global") if s != 1 else _c(0) for s in out_view.shape)
+  assert out_view.base.op is Ops.BUFFER, f"kernel output must be a buffer view, got {out_view.base.op}"
+  out_param = ctx.param(out_view.base)   # (parameter 0, before any Variable's buffer)
   # where the output goes: walk the output view down to its buffer
   u, idx, valid = out_view, out_ranges, TRUE
   while u.op in GroupOp.Movement:
-    idx, valid = _simp_ctx(*VIEW_RULES[u.op](u, idx, valid))
+    idx, valid = _simp_ctx(*VIEW_RULES[u.op](ctx.concrete(u), idx, valid))
     u = u.src[0]
-  assert u.op is Ops.BUFFER, f"kernel output must be a buffer view, got {u.op}"
-  out_param = ctx.param(u)
   store_idx = idx[0]
   val = _build(value, out_ranges, ctx)
   store = UOp(Ops.STORE, dtypes.bool, (out_param, store_idx, val))
@@ -115,7 +134,7 @@ def _build(root: UOp, idx: Idx, ctx: Lowering) -> UOp:
 def _children(node: UOp, idx: Idx, valid: UOp, ctx: Lowering) -> tuple[list[tuple], object]:
   op = node.op
   if op in GroupOp.Movement:
-    cidx, cvalid = _simp_ctx(*VIEW_RULES[op](node, idx, valid))
+    cidx, cvalid = _simp_ctx(*VIEW_RULES[op](ctx.concrete(node), idx, valid))
     return [(node.src[0], cidx, cvalid)], (valid, cvalid)
   if op is Ops.REDUCE_AXIS:
     rops, axes = node.arg
@@ -123,7 +142,7 @@ def _children(node: UOp, idx: Idx, valid: UOp, ctx: Lowering) -> tuple[list[tupl
     cidx = list(idx)
     for a, r in zip(axes, rngs): cidx[a] = r
     return [(node.src[0], tuple(cidx), valid)], rngs
-  if op in (Ops.BUFFER, Ops.CONST, Ops.IOTA): return [], None
+  if op in (Ops.BUFFER, Ops.CONST, Ops.IOTA, Ops.BIND): return [], None
   if op is Ops.CUSTOM_GRAD: return [(node.src[0], idx, valid)], None   # the inputs are there for the backward only
   if op in GroupOp.Elementwise or op in (Ops.DETACH, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD):
     return [(s, idx, valid) for s in node.src], None
@@ -136,6 +155,7 @@ def _combine(node: UOp, idx: Idx, valid: UOp, vals: list[UOp], extra, ctx: Lower
     return UOp(Ops.LOAD, node.dtype, src)
   if op is Ops.CONST: return UOp.const(node.dtype, node.arg)
   if op is Ops.IOTA: return idx[0].cast(node.dtype)
+  if op is Ops.BIND: return ctx.var(node.src[0]).cast(node.dtype)
   if op is Ops.PAD:
     _, cvalid = extra
     if cvalid is valid: return vals[0]

@@ -44,8 +44,8 @@ from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
 from petagrad.device import Buffer
 from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, TRAINING
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
-from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view
+from petagrad.uop.uop import UOp, binds_in
+from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view, write_vars, var_buffers, unbind
 
 R = TypeVar("R")
 
@@ -124,12 +124,15 @@ class TinyJit(Generic[R]):
     self.out_slots: list[list[tuple[int, int]]] = []   # where each sits in the captured launches
     self._from_inputs: _Taint | None = None
 
-  def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list]:
+  def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list]:
+    """The tensor arguments, the other arguments (bound Variables as the Variables: their values may change), and the
+    bound Variables' BIND nodes (each replay writes their values where the captured kernels read them)."""
     Tensor = TensorLayer.tensor
     leaves = _leaves(list(args)) + _leaves(kwargs)
     tensors = [t for t in leaves if isinstance(t, Tensor)]
-    consts = [v for v in leaves if not isinstance(v, Tensor)]
-    return tensors, consts
+    consts = [unbind(v) if isinstance(v, UOp) else v for v in leaves if not isinstance(v, Tensor)]
+    binds = [b for v in leaves if isinstance(v, UOp) for b in binds_in(v, [])]
+    return tensors, consts, binds
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
     """`@TinyJit` on a method: each instance gets its own capture (its kernels read that instance's state)."""
@@ -152,7 +155,7 @@ class TinyJit(Generic[R]):
       ret = self.fxn(*args, **kwargs)
       Tensor.realize_all(*[t for t in _leaves(ret) if isinstance(t, Tensor)])
       return ret
-    tensors, consts = self._inputs(args, kwargs)
+    tensors, consts, binds = self._inputs(args, kwargs)
     T.forget_unset_grads()
     # inputs become contiguous buffers (the kernels read buffers; a tensor on several devices: one on each)
     for t in tensors:
@@ -184,6 +187,7 @@ class TinyJit(Generic[R]):
       for buf, n in self.rng_slots:   # (copies of one state on several devices share their start: the same words)
         if rng_state_buffers[buf][0] != last[0]: last = (rng_state_buffers[buf][0], rng_state_bytes(n))
         buf.copyin(memoryview(last[1]))
+      if binds: write_vars(binds)
       for ei in self.captured: ei.run()
       finish_collectives()
       for buf, exc, msg in self.checks:   # the data checks the captured call made (an index out of range, ...)
@@ -281,7 +285,7 @@ class _Taint:
         if not w.in_place: self.new.add(ei.bufs[w.out])
   def check(self, name: str, recorded: list[ExecItem], inputs: list[Buffer]) -> None:
     written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
-    skip = written | {id(b) for b in inputs}
+    skip = written | {id(b) for b in inputs} | {id(b) for b in var_buffers()}   # (a Variable's value: written before each replay)
     for ei in recorded:
       for b in (ei.bufs[i] for w in ei.writes for i in w.ins):
         if id(b) not in skip and b in self.new:
@@ -306,7 +310,7 @@ def _check_dropped_state(name: str, recorded: list[ExecItem], inputs: list[Buffe
   buffer forever."""
   _has_views, lazy_tensors = TensorLayer.has_views, TensorLayer.lazy_tensors
   written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
-  skip = written | {id(b) for b in inputs}
+  skip = written | {id(b) for b in inputs} | {id(b) for b in var_buffers()}   # (a Variable's value: written before each replay)
   old = {id(b): b for ei in recorded for w in ei.writes for b in (ei.bufs[i] for i in w.ins)
          if id(b) not in skip and b.serial < first_new and b not in rng_state_buffers and not _has_views(b)}
   if not old: return

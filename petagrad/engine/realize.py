@@ -21,7 +21,7 @@ from petagrad.helpers import (prod, DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_A
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
 from petagrad.schedule import multi
 from petagrad.runtime import mpi
-from petagrad.uop.graph import substitute, new_buffer
+from petagrad.uop.graph import substitute, new_buffer, var_buffer, var_buffers, write_vars
 from petagrad.device.world import is_local
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs
@@ -206,11 +206,12 @@ def lower_cached(out: UOp, value: UOp, known: tuple[tuple, list[UOp]] | None = N
       placeholders = {b: UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], -1 - i)) for i, b in enumerate(bufs)}
       norm = substitute(UOp(Ops.SINK, out.dtype, (out, value)), placeholders)
       ast, params = lower(norm.src[0], norm.src[1])
-      hit = (ast, [-1 - p.arg[2] for p in params])
+      # (a Variable's buffer is the same for every graph: kept by what names it, (device, ("var", name, min, max)))
+      hit = (ast, [(p.arg[0], p.arg[2]) if isinstance(p.arg[2], tuple) else -1 - p.arg[2] for p in params])
       write_cached(path, pickle.dumps((_flatten(ast), hit[1])))
     _lower_cache[key] = hit
   ast, order = hit
-  return ast, [bufs[i] for i in order]
+  return ast, [bufs[i] if isinstance(i, int) else var_buffer(UOp(Ops.DEFINE_VAR, dtypes.index, (), i[1][1:]), i[0]) for i in order]
 
 # ---------------------------------------------------------------- running
 
@@ -363,7 +364,7 @@ class _Plan:
   ((False, i): the graph's input i; (True, j): the schedule's output j). A repeated graph runs it directly: no
   rebinding of the schedule's items, no lowering or program lookups."""
   kernels: dict    # the program cache it was made under (a swapped cache invalidates it)
-  launches: list[tuple[CompiledKernel | None, list[tuple[bool, int]], list[Writes], tuple | None]]
+  launches: list[tuple[CompiledKernel | None, list[tuple], list[Writes], tuple | None]]   # (None, buf): a Variable's buffer
   wake: Program | None   # the first program that runs on worker threads: woken before the launches
 
 _plans: dict[tuple, _Plan] = {}
@@ -371,6 +372,7 @@ _plans: dict[tuple, _Plan] = {}
 def _plan(ran: list[ExecItem], sched: Scheduled) -> _Plan | None:
   where = {id(b.buffer): (False, i) for i, b in enumerate(sched.inputs)}
   where.update({id(b.buffer): (True, j) for j, b in enumerate(sched.outputs)})
+  where.update({id(b): (None, b) for b in var_buffers()})   # the same in every run
   if any(id(b) not in where for ei in ran for b in ei.bufs): return None
   wake = next((ei.kernel.program for ei in ran if ei.kernel is not None and ei.kernel.program.uses_workers), None)
   return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes, ei.collective) for ei in ran], wake)
@@ -408,6 +410,7 @@ def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = N
   the same graph)."""
   st, k0, l0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.launch_count, GlobalCounters.compile_count
   sched = schedule_cached(targets)
+  if sched.binds: write_vars(sched.binds)
   if agree_on is not None and (colls := [(it.arg, it.out.shape, it.out.dtype.name) for it in sched.template.items if it.kind == "collective"]):
     mpi.agree(agree_on(), colls, colls[0][0][1][-1])   # (the ranks: the last of a collective's arguments)
   ins = [b.buffer for b in sched.inputs]
@@ -417,7 +420,8 @@ def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = N
   if (plan := _plans.get(key)) is not None and plan.kernels is _kernel_cache:
     if plan.wake is not None: plan.wake.wake()   # its workers wake while the launches are prepared
     outs = [b.buffer for b in sched.outputs]
-    for kernel, slots, writes, coll in plan.launches: _launch(ExecItem(kernel, [outs[i] if out else ins[i] for out, i in slots], writes, coll))
+    for kernel, slots, writes, coll in plan.launches:
+      _launch(ExecItem(kernel, [i if out is None else outs[i] if out else ins[i] for out, i in slots], writes, coll))
     n = len(plan.launches)
   else:
     items = sched.items()

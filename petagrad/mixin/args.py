@@ -242,3 +242,27 @@ def _check_axes(op: str, axis: Any, x: Any) -> Any:
   """Resolve an int or a tuple of axes with `op` named in the error; returns axis unchanged."""
   for a in (tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)): _resolve_axis(op, a, x.ndim, x)   # a non-int raises TypeError
   return axis
+
+def _symbolic_int(op: str, x: Any, self: Any = None) -> bool:
+  """Is x a symbolic integer (an expression over bound Variables: `Variable("p", 0, 9).bind(3) + 1`)? Raises for an
+  expression over a Variable that is not bound, and on a tensor on several devices (not supported yet)."""
+  if not isinstance(x, UOp): return False
+  nodes = x.toposort()
+  if x.dtype != dtypes.index or not any(u.op is Ops.BIND for u in nodes):
+    if any(u.op is Ops.DEFINE_VAR for u in nodes):
+      raise _fail(ValueError, op, f"Variable {next(u.arg[0] for u in nodes if u.op is Ops.DEFINE_VAR)!r} must be bound to a value "
+                  "(.bind(n)) before it is used", self)
+    return False
+  unbound = {u for u in nodes if u.op is Ops.DEFINE_VAR} - {u.src[0] for u in nodes if u.op is Ops.BIND}
+  if unbound: raise _fail(ValueError, op, f"Variable {next(iter(unbound)).arg[0]!r} must be bound to a value (.bind(n)) before it is used", self)
+  if self is not None and isinstance(self.device, tuple):
+    raise _fail(ValueError, op, "a Variable in a view of a tensor on several devices is not supported yet", self)
+  return True
+
+def _symbolic_value(x: UOp, device: str) -> UOp:
+  """A symbolic integer as a 0-d int32 value on device (its BINDs and constants placed there)."""
+  dev = UOp(Ops.DEVICE, dtypes.bool, (), device)
+  leaves = {u: UOp(Ops.BIND, u.dtype, (u.src[0], dev), u.arg) if u.op is Ops.BIND else UOp.const(u.dtype, u.arg, device)
+            for u in x.toposort() if u.op is Ops.BIND or (u.op is Ops.CONST and not u.src)}
+  from petagrad.uop.graph import substitute
+  return substitute(x, leaves).cast(dtypes.int32)

@@ -12,8 +12,8 @@ from petagrad.uop.uop import UOp
 from petagrad.uop.graph import is_disk, byte_view
 from petagrad.uop.gradient import custom_backward
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import Scalar, _fail, _check_fits, _scalar_arg, _dtype_arg, _tensor_arg, _scalar_operand, _check_int_divisor, \
-  _broadcast_shape, _truth, _as_tensor
+from petagrad.mixin.args import Scalar, _fail, _symbolic_int, _check_fits, _scalar_arg, _dtype_arg, _tensor_arg, _scalar_operand, \
+  _check_int_divisor, _broadcast_shape, _truth, _as_tensor
 
 def _pow_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, ...]:
   """torch.pow's gradients (node = CUSTOM_GRAD(value, a, b) or CUSTOM_GRAD(value, a) with the Python exponent in the
@@ -55,6 +55,8 @@ class ElementwiseMixin(TensorMixin):
       b = a._new(a._c(x))
       b._requires_grad = None
       return (b, a) if reverse else (a, b)
+    elif _symbolic_int(op, x, self):   # a bound Variable's value (an int32 scalar read when the kernel runs)
+      return self._operands(op, type(self)(x, device=self.device), reverse)
     else:
       raise _fail(TypeError, op, f"unsupported operand type {type(x).__name__}", self)
     shape = _broadcast_shape(op, a, b)

@@ -27,11 +27,12 @@ from typing import Any
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, flatten as flatten_list, NO_GRAD
 from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp, sint_int
 from petagrad.uop.graph import is_disk
 from petagrad.engine.jit import jit_active
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import TensorIndexError, _fail, _is_tensor, _resolve_axis as _resolve, _scalar_arg, _check_fits, _broadcast_shape, _int_arg
-from petagrad.mixin.args import axis_keywords, _is_intlike
+from petagrad.mixin.args import axis_keywords, _is_intlike, _symbolic_int
 
 def _fill(op: str, value: Any, t: Tensor) -> Any:
   """A scalar written into t: a number that fits t's dtype (no wrapping, like torch), checked with op named."""
@@ -149,6 +150,8 @@ def _basic_plan(op: str, self: Tensor, items: list) -> list:
     if isinstance(i, int):
       if not -size <= i < size: raise _fail(IndexError, op, f"index {i} is out of bounds for dim {dim} with size {size}", self)
       plan.append(("int", i % size))
+    elif isinstance(i, UOp) or any(isinstance(b, UOp) for b in (i.start, i.stop)):
+      plan.append(_symbolic_item(op, self, i, dim, size))
     else:
       if i.step == 0: raise _fail(ValueError, op, "slice step cannot be zero", self)
       try: start, stop, step = i.indices(size)
@@ -161,6 +164,23 @@ def _basic_plan(op: str, self: Tensor, items: list) -> list:
         plan.append(("slice", start - (n - 1) * -step if n else 0, n, -step, True))
     dim += 1
   return plan
+
+def _symbolic_item(op: str, self: Tensor, i: Any, dim: int, size: int) -> tuple:
+  """A plan entry for an index or a slice of step 1 whose bounds are expressions over bound Variables (x[v], x[v:v + 4]):
+  it must select the same number of elements for every value, inside the dim for every value in the Variables' ranges."""
+  if isinstance(i, UOp): start, stop = i, i + 1
+  else:
+    if i.step not in (None, 1): raise _fail(ValueError, op, f"a slice by a Variable needs step 1, got {i.step}", self)
+    start, stop = (0 if i.start is None else i.start), (size if i.stop is None else i.stop)
+    for b in (start, stop):
+      if not isinstance(b, UOp) and not _is_intlike(b): raise _fail(TypeError, op, f"slice bounds must be ints or None, got {i!r}", self)
+      if not isinstance(b, UOp) and b < 0: raise _fail(ValueError, op, f"a slice by a Variable takes no negative bounds, got {i!r}", self)
+  try: n = sint_int(stop - start)
+  except ValueError: raise _fail(ValueError, op, f"the length of {i!r} must not depend on a Variable's value", self) from None
+  lo, hi = (start.vmin if isinstance(start, UOp) else start), (stop.vmax if isinstance(stop, UOp) else stop)
+  if lo < 0 or hi > size or n < 0:
+    raise _fail(IndexError, op, f"index from {lo} to {hi} over the Variables' ranges is out of bounds for dim {dim} with size {size}", self)
+  return ("int", start) if isinstance(i, UOp) else ("slice", start, n, 1, False)
 
 def _apply_plan(x: Tensor, plan: list) -> Tensor:
   """Basic indexing: shrink, flip, stride (pad + reshape + shrink) and reshape. Views only."""
@@ -212,7 +232,7 @@ class IndexingMixin(TensorMixin):
         i, static = _list_to_index(op, i, self)
       if isinstance(i, bool):
         items.append(("adv", type(self)([0] if i else [], dtype=dtypes.int64, device=self.device).reshape(1 if i else 0), True))
-      elif i is None or i is Ellipsis or isinstance(i, (int, slice)): items.append(i)
+      elif i is None or i is Ellipsis or isinstance(i, (int, slice)) or _symbolic_int(op, i, self): items.append(i)
       elif isinstance(i, TensorMixin):
         if i.device != self.device: raise _fail(RuntimeError, op, f"index is on {i.device}, tensor on {self.device}", self, i)
         if i.dtype.is_bool: items.append(("mask", i) if i.ndim else ("mask0", i))
@@ -264,7 +284,7 @@ class IndexingMixin(TensorMixin):
       else:
         basic.append(i)
         if i is not None: dim += 1
-        if not isinstance(i, int): out_dim += 1
+        if not isinstance(i, (int, UOp)): out_dim += 1
     return basic, adv
 
   def __getitem__(self, idx) -> Tensor:

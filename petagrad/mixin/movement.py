@@ -7,10 +7,10 @@ import math, operator
 from typing import Any, Sequence
 from petagrad.dtype import dtypes, promote
 from petagrad.helpers import prod, argfix, flatten as flatten_list
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, sint_int
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _unique_dims, _is_intlike, _check_fits, _shape_arg, _int_arg, _scalar_arg, \
-  _tensor_arg, axis_keywords
+  _tensor_arg, axis_keywords, _symbolic_int
 
 class MovementMixin(TensorMixin):
   __slots__ = ()
@@ -153,11 +153,20 @@ class MovementMixin(TensorMixin):
     if not isinstance(arg, (tuple, list)) or len(arg) != self.ndim:
       raise _fail(ValueError, "shrink", f"need one (start, end) per dim, got {arg!r}", self)
     for a in arg:
-      if a is not None and not (isinstance(a, (tuple, list)) and len(a) == 2 and all(_is_intlike(v) for v in a)):
+      if a is not None and not (isinstance(a, (tuple, list)) and len(a) == 2 and all(_is_intlike(v) or _symbolic_int("shrink", v, self) for v in a)):
         raise _fail(TypeError, "shrink", f"bounds must be (start, end) pairs of ints (or None), got {a!r} in {tuple(arg)!r}", self)
-    pairs = tuple((0, s) if a is None else (operator.index(a[0]), operator.index(a[1])) for a, s in zip(arg, self.shape))   # numpy ints -> ints
+    idx = lambda v: v if isinstance(v, UOp) else operator.index(v)   # numpy ints -> ints
+    pairs = tuple((0, s) if a is None else (idx(a[0]), idx(a[1])) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(pairs, self.shape):
-      if not 0 <= b <= e <= s: raise _fail(ValueError, "shrink", f"bounds {pairs} are out of range for shape {self.shape}", self)
+      if isinstance(b, UOp) or isinstance(e, UOp):
+        # a start that is a Variable: the size must not depend on its value, and every value must stay in range
+        try: n = sint_int(e - b)
+        except ValueError: raise _fail(ValueError, "shrink", f"the size {e} - {b} must not depend on a Variable's value", self) from None
+        lo, hi = (b.vmin if isinstance(b, UOp) else b), (e.vmax if isinstance(e, UOp) else e)
+        if lo < 0 or hi > s or n < 0:
+          raise _fail(ValueError, "shrink", f"bounds from {lo} to {hi} over the Variables' ranges are out of range for a dim of {s} "
+                      f"(shape {self.shape})", self)
+      elif not 0 <= b <= e <= s: raise _fail(ValueError, "shrink", f"bounds {pairs} are out of range for shape {self.shape}", self)
     return self._new(self.uop.shrink(pairs), self)
   def _to_shape(self, op: str, shape: tuple) -> tuple:
     shape = argfix(*shape)
@@ -180,6 +189,8 @@ class MovementMixin(TensorMixin):
   def pad(self, padding: Sequence, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
     """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
     form (last dim first: left, right, top, bottom, ...). Negative padding crops. `value` must fit the dtype."""
+    if isinstance(padding, (tuple, list)) and any(isinstance(p, (tuple, list)) and any(_symbolic_int("pad", v, self) for v in p) for p in padding):
+      return self._pad_symbolic(padding, mode, value)
     pairs = self._pad_pairs(padding)
     if mode != "constant":   # reflect / replicate / circular (below)
       # the dims the padding names (the last len/2 of the flat form, the pairs that are not None): torch refuses to
@@ -199,6 +210,23 @@ class MovementMixin(TensorMixin):
     if value == 0: return padded
     mask = type(self).ones(*x.shape, dtype=dtypes.bool, device=x.device).pad(pairs)
     return mask.where(padded, type(self)(UOp.const(self.dtype, value, self.device)))   # the value in self's dtype, like torch
+  def _pad_symbolic(self, padding: Sequence, mode: str, value: Scalar) -> Tensor:
+    """pad with (before, after) pairs some of which are expressions over Variables (the padded size must not depend on
+    their values: (v, n - v))."""
+    if mode != "constant": raise _fail(ValueError, "pad", f"padding by a Variable supports mode 'constant' only, got {mode!r}", self)
+    if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"need one (before, after) pair per dim, got {tuple(padding)!r}", self)
+    pairs = tuple((0, 0) if p is None else tuple(v if isinstance(v, UOp) else operator.index(v) for v in p) for p in padding)
+    for (b, a), s in zip(pairs, self.shape):
+      if (b.vmin if isinstance(b, UOp) else b) < 0 or (a.vmin if isinstance(a, UOp) else a) < 0:
+        raise _fail(ValueError, "pad", f"padding {pairs} may be negative over the Variables' ranges", self)
+      try: sint_int(s + b + a)
+      except ValueError: raise _fail(ValueError, "pad", f"the padded size {s} + {b} + {a} must not depend on a Variable's value", self) from None
+    value = _scalar_arg("pad", "value", value, self)
+    _check_fits("pad", value, self.dtype, True, self)
+    padded = self._new(self.uop.pad(pairs), self)
+    if value == 0: return padded
+    mask = type(self)(UOp.const(dtypes.bool, True, self.device, self.shape).pad(pairs))
+    return mask.where(padded, type(self)(UOp.const(self.dtype, value, self.device)))
   def _pad_pairs(self, padding: Any) -> list[tuple[int, int]]:
     """pad's padding argument -> one (before, after) pair of ints per dim, checked (the crop of negative pads too)."""
     if not isinstance(padding, (tuple, list)):

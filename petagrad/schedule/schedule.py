@@ -9,7 +9,9 @@ Fusion rules (docs/fusion.md):
     element) or when two different kernels would compute it;
   * an elementwise chain a reduce reads through a large EXPAND (a matmul's prologue: the gradient flowing
     into a weight gradient, an activation feeding the next layer) is realized when recomputing it per
-    expanded element would cost more than a few ops (RECOMPUTE_COST).
+    expanded element would cost more than a few ops (RECOMPUTE_COST);
+  * a contraction (a reduce reading through a large EXPAND: matmul, convolution) that another reduce reads is
+    realized: nested in that reduce's loop it would get no register tile.
 
 Launch groups: independent kernels with nothing to share (an optimizer updating every parameter, each
 in its own buffer) cannot fuse into one loop nest, but they can run as one program: several loop nests one
@@ -21,8 +23,8 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
-from petagrad.uop.graph import new_buffer, new_buffer_node, substitute   # noqa: F401  (imported from here too)
+from petagrad.uop.uop import UOp, symbolic_arg, binds_in
+from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, unbind   # noqa: F401  (imported from here too)
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, GROUP_MAX
 
@@ -100,6 +102,22 @@ def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
         if ie.op is Ops.EXPAND and _costly(ie.src[0].base, realize): realize.add(ie.src[0].base)
       if _chain_cost(base, realize) >= RECOMPUTE_COST: realize.add(base)
 
+def _contraction(r: UOp, realize: set[UOp]) -> bool:
+  """Is reduce r a contraction (a matmul, a convolution): does it read two operands, each through a large EXPAND (x
+  along the output columns, w along the rows)? A broadcast constant or one broadcast statistic is not one."""
+  big = [e for e in _kernel_walk(r.src, realize, stop=lambda u: u.op in (Ops.EXPAND, Ops.REDUCE_AXIS))
+         if e.op is Ops.EXPAND and e not in realize and prod(e.shape) >= RECOMPUTE_FACTOR * prod(e.src[0].shape)
+         and e.src[0].base.op not in (Ops.CONST, Ops.IOTA)]
+  return len(big) >= 2
+
+def _realize_nested_contractions(order: list[UOp], realize: set[UOp]) -> None:
+  """Give a buffer to every contraction another reduce reads: nested in that reduce's loop, its output dims become
+  reduce dims there, and a reduce dim gets no register tile (a matmul summed to a loss ran ~30x slower nested)."""
+  for r in order:
+    if r.op is not Ops.REDUCE_AXIS: continue
+    for inner in _kernel_walk(r.src, realize, stop=lambda u: u.op is Ops.REDUCE_AXIS):
+      if inner.op is Ops.REDUCE_AXIS and inner not in realize and _contraction(inner, realize): realize.add(inner)
+
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels (in dependency order) that realize `targets`, and what each realized node becomes."""
   sink = UOp(Ops.SINK, dtypes.bool, tuple(targets))
@@ -122,6 +140,7 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
       has_reduce[u.src[0]] = False
     has_reduce[u] = u not in realize and (u.op is Ops.REDUCE_AXIS or any(has_reduce.get(s, False) for s in u.src))
   _realize_expanded_chains(order, realize)
+  _realize_nested_contractions(order, realize)
   # a reduce shared by two kernels gets its own buffer instead of being computed twice
   while True:
     counts: dict[UOp, int] = {}
@@ -151,20 +170,28 @@ def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, U
   for t in viewed: becomes[t] = substitute(t, becomes)
   return _order_and_group(items, producers, realize), becomes
 
-def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp]]:
-  """A key for root's graph with its BUFFER nodes as numbered slots (the same structure over new buffers
-  gives the same key), the graph's nodes in topological order, and its BUFFER nodes in slot order."""
+def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp], list[UOp]]:
+  """A key for root's graph with its BUFFER nodes as numbered slots and its bound Variables without their values
+  (the same structure over new buffers, or with other values, gives the same key), the graph's nodes in topological
+  order, its BUFFER nodes in slot order, and its BIND nodes (the values the kernels read when they run)."""
   nodes = list(root.toposort())
   index = {u: i for i, u in enumerate(nodes)}
   slot = index.__getitem__
   bufs: list[UOp] = []
+  binds: list[UOp] = []
   parts = []
   for u in nodes:
     if u.op is Ops.BUFFER:
       parts.append((Ops.BUFFER, u.dtype, u.arg[0], u.arg[1], len(bufs)))
       bufs.append(u)
+    elif u.op is Ops.BIND:
+      parts.append((Ops.BIND, u.dtype, u.src[0].arg, tuple(map(slot, u.src))))
+      binds.append(u)
+    elif u.op in (Ops.SHRINK, Ops.PAD) and symbolic_arg(u.arg):
+      parts.append((u.op, u.dtype, unbind(u.arg), tuple(map(slot, u.src))))
+      binds_in(u.arg, binds)
     else: parts.append((u.op, u.dtype, u.argkey, tuple(map(slot, u.src))))   # 0.0 and -0.0 differ
-  return tuple(parts), nodes, bufs
+  return tuple(parts), nodes, bufs, binds
 
 def _slot(b: UOp, name: tuple) -> UOp: return UOp(Ops.BUFFER, b.dtype, (), (b.arg[0], b.arg[1], name))
 
@@ -193,18 +220,19 @@ class Scheduled:
   template: _Template
   subst: dict[UOp, UOp]
   fresh: list[ScheduleItem] | None = None   # the items, when they were just scheduled (not rebound)
+  binds: list[UOp] = field(default_factory=list)   # the graph's bound Variables (write_vars before the launches)
   def items(self) -> list[ScheduleItem]:
     return self.fresh if self.fresh is not None else [_rebind(it, self.subst) for it in self.template.items]
 
 def schedule_cached(targets: list[UOp]) -> Scheduled:
   """create_schedule, skipped for a graph whose structure was scheduled before: the cached kernels get this
   graph's buffers and freshly allocated outputs (rebound only when asked for: a launch plan may not need them)."""
-  key, nodes, bufs = structure(UOp(Ops.SINK, dtypes.bool, tuple(targets)))
+  key, nodes, bufs, binds = structure(UOp(Ops.SINK, dtypes.bool, tuple(targets)))
   key = (key, int(GROUP_MAX))   # the flag changes the schedule
   if (t := _schedule_cache.get(key)) is not None:
     outs = [new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs]
     subst = {**dict(zip(t.inputs, bufs)), **dict(zip(t.outputs, outs))}
-    return Scheduled(key, bufs, outs, {nodes[i]: substitute(v, subst) for i, v in t.becomes}, t, subst)
+    return Scheduled(key, bufs, outs, {nodes[i]: substitute(v, subst) for i, v in t.becomes}, t, subst, binds=binds)
   items, becomes = create_schedule(targets)
   # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
   items = [it if it.kind in ("copy", "collective") else
@@ -218,7 +246,7 @@ def schedule_cached(targets: list[UOp]) -> Scheduled:
   t = _schedule_cache[key] = _Template([_rebind(it, slots) for it in items],
                                        [(index[n], substitute(v, slots)) for n, v in becomes.items()],
                                        [slots[b] for b in bufs], [slots[b] for b in outs])
-  return Scheduled(key, bufs, outs, becomes, t, {v: k for k, v in slots.items()}, items)
+  return Scheduled(key, bufs, outs, becomes, t, {v: k for k, v in slots.items()}, items, binds)
 
 # a reduction joins a launch group only when its whole loop nest is this small. A group holds at most GROUP_MAX
 # kernels (one compile unit: a bigger one compiles slower, and a change in one kernel recompiles all of it)

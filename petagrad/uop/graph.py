@@ -4,9 +4,9 @@ view, and byte views (the bytes a view reads as a Buffer view of them: how DISK 
 from __future__ import annotations
 import itertools
 from petagrad.device import Buffer
-from petagrad.dtype import DType
+from petagrad.dtype import DType, dtypes
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, symbolic_arg
 from petagrad.helpers import prod
 
 _buffer_ids = itertools.count()
@@ -20,6 +20,42 @@ def new_buffer_node(buf: Buffer, dtype: DType) -> UOp:
   u = UOp(Ops.BUFFER, dtype, (), (buf.device, buf.size, next(_buffer_ids)))
   u.buffer = buf
   return u
+
+# Where kernels read a bound Variable's value: one int32 buffer per (Variable, device), kept for the process. A kernel
+# compiled for the Variable reads it at run time, so one compile (and one JIT capture) serves every value; each
+# realize writes the values its graph binds (write_vars) before the first launch.
+_var_homes: dict[tuple, UOp] = {}
+_var_values: dict[tuple, int] = {}
+
+def var_buffer(var: UOp, device: str) -> UOp:
+  """The BUFFER node holding Variable var's value on device (made, and given the current value, on first use)."""
+  if (u := _var_homes.get(key := (var.arg, device))) is None:
+    u = _var_homes[key] = UOp(Ops.BUFFER, dtypes.int32, (), (device, 1, ("var",) + tuple(var.arg)))
+  if u.buffer is None:
+    u.buffer = Buffer(device, 1, dtypes.int32)
+    if var.arg in _var_values: _store_var(u.buffer, _var_values[var.arg])
+  return u
+
+def var_buffers() -> list[Buffer]:
+  """Every buffer a Variable's value is kept in (kernels read them; they are the same in every run)."""
+  return [u.buffer for u in _var_homes.values() if u.buffer is not None]
+
+def _store_var(buf: Buffer, value: int) -> None: buf.ensure_allocated().copyin(memoryview(value.to_bytes(4, "little", signed=True)))
+
+def write_vars(binds: list[UOp]) -> None:
+  """Give each bound Variable its value (BIND nodes) in every buffer kernels read it from. Two values for one
+  Variable in one realize raise: each kernel reads one value."""
+  seen: dict[tuple, int] = {}
+  for b in binds:
+    var, value = b.src[0].arg, b.arg
+    if seen.setdefault(var, value) != value:
+      raise ValueError(f"Variable {var[0]!r} is bound to both {seen[var]} and {value} in what one realize computes; realize the tensors "
+                       "built with one value before binding another")
+  for var, value in seen.items():
+    if _var_values.get(var) == value: continue
+    _var_values[var] = value
+    for (v, _), u in _var_homes.items():
+      if v == var and u.buffer is not None: _store_var(u.buffer, value)
 
 def substitute(root: UOp, subst: dict[UOp, UOp], memo: dict[UOp, UOp] | None = None) -> UOp:
   """Rebuild root with the nodes in `subst` replaced (not looking below them). Iterative. `memo`: a dict holding subst
@@ -36,6 +72,13 @@ def substitute(root: UOp, subst: dict[UOp, UOp], memo: dict[UOp, UOp] | None = N
     new_src = tuple(map(done.__getitem__, u.src))
     done[u] = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
   return done[root]
+
+def unbind(x):
+  """x (an int, a symbolic expression or a tuple of them) with every bound Variable replaced by the Variable itself:
+  what a kernel compiled for every value sees."""
+  if isinstance(x, tuple): return tuple(unbind(v) for v in x)
+  if not isinstance(x, UOp): return x
+  return substitute(x, {u: u.src[0] for u in x.toposort() if u.op is Ops.BIND})
 
 def reads_other_view(value: UOp, target: UOp) -> bool:
   """Does `value` read target's buffer through any view other than `target` itself? (A kernel writing target in
@@ -80,6 +123,7 @@ def byte_range(view: UOp) -> tuple[Buffer, int] | None:
       shape = m.arg
       strides = tuple(prod(shape[i + 1:]) for i in range(len(shape)))
     elif m.op is Ops.SHRINK:
+      if symbolic_arg(m.arg): return None   # (its offset is known when the kernel runs)
       offset += sum(b * st for (b, _), st in zip(m.arg, strides))
       shape = tuple(e - b for b, e in m.arg)
     elif m.op is Ops.PERMUTE: shape, strides = tuple(shape[i] for i in m.arg), tuple(strides[i] for i in m.arg)

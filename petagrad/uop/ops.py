@@ -8,6 +8,9 @@ class Ops(Enum):
   DEVICE = auto()       # arg=device name; the device of a CONST/IOTA
   CONST = auto()        # arg=value; tensor graph: src=(DEVICE,), shape (); kernel: no src
   IOTA = auto()         # arg=n: 0..n-1 along one axis (the tensor-level view of a loop index)
+  DEFINE_VAR = auto()   # arg=(name, min, max), dtype index: a symbolic integer (petagrad.Variable), no value
+  BIND = auto()         # src=(DEFINE_VAR,) or (DEFINE_VAR, DEVICE), arg=value: the variable bound for one call. In movement
+                        # args (a shrink's start) and, with a DEVICE, as a 0-d tensor value; a kernel reads the value at run time
   # tensor graph: structure
   CONTIGUOUS = auto()   # realize into a fresh contiguous buffer
   COPY = auto()         # src=(x, DEVICE): move to another device (a DEVICE of a tuple of names: to each of them)

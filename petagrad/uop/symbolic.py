@@ -3,7 +3,7 @@
 Index expressions are normalized as linear combinations `sum(coef * term) + const`; division and
 modulo by a positive constant split off the terms whose coefficient it divides.
 
->>> from petagrad.uop.uop import UOp
+>>> from petagrad.uop.uop import UOp, decompose   # noqa: F401  (decompose: imported from here too)
 >>> from petagrad.uop.ops import Ops
 >>> from petagrad.dtype import dtypes
 >>> from petagrad.uop.symbolic import simplify
@@ -14,7 +14,7 @@ True
 from __future__ import annotations
 import math
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, decompose   # noqa: F401  (decompose: imported from here too)
 from petagrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 from petagrad.uop.alu import exec_alu, exec_cast
 from petagrad.dtype import dtypes
@@ -22,22 +22,6 @@ from petagrad.dtype import dtypes
 def _const(u: UOp, v) -> UOp: return UOp.const(u.dtype, v)
 
 # ------------------------------------------------------------ linear combinations
-
-def decompose(u: UOp) -> tuple[dict[UOp, int], int]:
-  """u == sum(coef * term) + const, for integer ADD/SUB/MUL-by-constant trees."""
-  terms: dict[UOp, int] = {}
-  const = 0
-  stack = [(u, 1)]
-  while stack:
-    x, k = stack.pop()
-    if x.op is Ops.CONST: const += k * x.arg
-    elif x.op is Ops.ADD: stack.extend((s, k) for s in x.src)
-    elif x.op is Ops.SUB: stack.extend([(x.src[0], k), (x.src[1], -k)])
-    elif x.op is Ops.NEG: stack.append((x.src[0], -k))
-    elif x.op is Ops.MUL and x.src[1].op is Ops.CONST: stack.append((x.src[0], k * x.src[1].arg))
-    elif x.op is Ops.MUL and x.src[0].op is Ops.CONST: stack.append((x.src[1], k * x.src[0].arg))
-    else: terms[x] = terms.get(x, 0) + k
-  return {t: k for t, k in terms.items() if k != 0}, const
 
 def _cdiv(x: UOp, c: int) -> UOp:
   """x // c as the simplifier writes it: (y // c0) // c is y // (c0*c)."""

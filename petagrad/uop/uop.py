@@ -112,6 +112,7 @@ class UOp(metaclass=UOpMeta):
   def __add__(self, x): return self.alu(Ops.ADD, self._c(x))
   def __radd__(self, x): return self._c(x).alu(Ops.ADD, self)
   def __sub__(self, x): return self.alu(Ops.SUB, self._c(x))
+  def __rsub__(self, x): return self._c(x).alu(Ops.SUB, self)
   def __mul__(self, x): return self.alu(Ops.MUL, self._c(x))
   def __rmul__(self, x): return self._c(x).alu(Ops.MUL, self)
   def __floordiv__(self, x): return self.alu(Ops.IDIV, self._c(x))
@@ -136,6 +137,18 @@ class UOp(metaclass=UOpMeta):
     return self if all(a == (0, 0) for a in arg) else UOp(Ops.PAD, self.dtype, (self,), tuple(arg))
   def shrink(self, arg: tuple[tuple[int, int], ...]) -> UOp:
     return self if all(a == (0, s) for a, s in zip(arg, self.shape)) else UOp(Ops.SHRINK, self.dtype, (self,), tuple(arg))
+  def bind(self, value: int) -> UOp:
+    """This variable (a DEFINE_VAR) bound to value for one call: Variable("start_pos", 0, 1023).bind(5)."""
+    if self.op is not Ops.DEFINE_VAR: raise TypeError(f"only a Variable can be bound, not {self.op}")
+    name, lo, hi = self.arg
+    if type(value) is not int and not hasattr(value, "__index__") or isinstance(value, bool):
+      raise TypeError(f"Variable {name!r} must be bound to an int, got {type(value).__name__} {value!r}")
+    if not lo <= int(value) <= hi: raise ValueError(f"Variable {name!r} bound to {int(value)}, outside its range [{lo}, {hi}]")
+    return UOp(Ops.BIND, self.dtype, (self,), int(value))
+  @property
+  def symbolic(self) -> bool:
+    """Is this an integer expression over Variables (bound or not)?"""
+    return any(u.op in (Ops.DEFINE_VAR, Ops.BIND) for u in self.toposort())
   def flip(self, axes: tuple[bool, ...]) -> UOp: return self if not any(axes) else UOp(Ops.FLIP, self.dtype, (self,), tuple(axes))
   def copy_to_device(self, device: str) -> UOp:
     """A copy of this value on device (a COPY node; no node when it is there already)."""
@@ -182,8 +195,8 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   s = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(s[i] for i in arg)
-  if op is Ops.PAD: return tuple(d + b + a for d, (b, a) in zip(s, arg))
-  if op is Ops.SHRINK: return tuple(e - b for b, e in arg)
+  if op is Ops.PAD: return tuple(sint_int(d + b + a) for d, (b, a) in zip(s, arg))
+  if op is Ops.SHRINK: return tuple(sint_int(e - b) for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else d for i, d in enumerate(s))
   if op is Ops.ALLGATHER: return s[:arg[0]] + (sum(arg[1]),) + s[arg[0] + 1:]
   if op is Ops.MULTI: return s if arg is None else s[:arg] + (sum(x.shape[arg] for x in u.src),) + s[arg + 1:]
@@ -213,6 +226,8 @@ def _bounds_of(u: UOp) -> tuple:
   full = (dt.min, dt.max)
   if op is Ops.CONST: return (u.arg, u.arg)
   if op is Ops.RANGE: return (0, u.arg[1] - 1)
+  if op is Ops.DEFINE_VAR: return u.arg[1:]
+  if op is Ops.BIND: return u.src[0].arg[1:]   # (what a kernel compiled for every value may assume)
   if dt.is_float or not u.src: return full
   b = [s._bounds for s in u.src]
   if op is Ops.ADD: r = (b[0][0] + b[1][0], b[0][1] + b[1][1])
@@ -250,6 +265,40 @@ def _bounds_of(u: UOp) -> tuple:
   if dt.is_bool: return (bool(r[0]), bool(r[1]))
   if r[0] < dt.min or r[1] > dt.max: return full   # may wrap
   return r
+
+def sint_int(x: int | UOp) -> int:
+  """A size that is an int, or an expression over Variables in which they cancel ((v + 3) - v): that int."""
+  if isinstance(x, int): return x
+  terms, const = decompose(x)
+  if terms: raise ValueError(f"a size must not depend on a Variable's value (symbolic sizes are not supported yet): {pretty(x)}")
+  return const
+
+def decompose(u: UOp) -> tuple[dict[UOp, int], int]:
+  """u == sum(coef * term) + const, for integer ADD/SUB/MUL-by-constant trees."""
+  terms: dict[UOp, int] = {}
+  const = 0
+  stack = [(u, 1)]
+  while stack:
+    x, k = stack.pop()
+    if x.op is Ops.CONST: const += k * x.arg
+    elif x.op is Ops.ADD: stack.extend((s, k) for s in x.src)
+    elif x.op is Ops.SUB: stack.extend([(x.src[0], k), (x.src[1], -k)])
+    elif x.op is Ops.NEG: stack.append((x.src[0], -k))
+    elif x.op is Ops.MUL and x.src[1].op is Ops.CONST: stack.append((x.src[0], k * x.src[1].arg))
+    elif x.op is Ops.MUL and x.src[0].op is Ops.CONST: stack.append((x.src[1], k * x.src[0].arg))
+    else: terms[x] = terms.get(x, 0) + k
+  return {t: k for t, k in terms.items() if k != 0}, const
+
+def binds_in(x: Any, out: list) -> list:
+  """The BIND nodes in x (an arg: ints, tuples, expressions), appended to out."""
+  if isinstance(x, tuple):
+    for v in x: binds_in(v, out)
+  elif isinstance(x, UOp): out.extend(u for u in x.toposort() if u.op is Ops.BIND)
+  return out
+
+def symbolic_arg(arg: Any) -> bool:
+  """Does a movement op's arg hold a symbolic expression?"""
+  return type(arg) is tuple and any(isinstance(p, UOp) or (type(p) is tuple and any(isinstance(v, UOp) for v in p)) for p in arg)
 
 def _tdiv(a: int, b: int) -> int:
   """C (truncating) integer division, b > 0."""

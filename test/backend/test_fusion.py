@@ -56,6 +56,15 @@ def test_reduce_after_reduce_fuses(device):
   x = Tensor.rand(3, 4, 5).realize()
   assert kernels(x.sum(2).amax(1)) == 1
 
+def test_contraction_under_a_reduce_gets_a_buffer(device):
+  # nested in the sum's loop the matmul's output dims would be reduce dims there, with no register tile
+  x, w = Tensor.rand(8, 16).realize(), Tensor.rand(16, 12).realize()
+  out = (x @ w).relu().mean()
+  assert kernels(out) == 2
+  np.testing.assert_allclose(out.item(), np.maximum(x.numpy() @ w.numpy(), 0).mean(), rtol=1e-5)
+  conv = Tensor.rand(2, 3, 6, 6).realize().conv2d(Tensor.rand(8, 3, 3, 3).realize()).mean((2, 3))   # a global average pool
+  assert kernels(conv) >= 2
+
 def test_shared_reduce_computed_once(device):
   x = Tensor.rand(6, 5).realize()
   s = x.sum(1)
