@@ -8,6 +8,9 @@ from __future__ import annotations
 import json, time
 from typing import Callable
 from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
+from petagrad.uop.graph import substitute
+from petagrad.uop.symbolic import simplify
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.codegen.heuristic import block_sums
 from petagrad.device import Device, Buffer
@@ -46,10 +49,18 @@ def _finished(k: Kernel, supports_vector: bool) -> Kernel:
 def _buffers(k: Kernel, params: list[DType], device: str) -> list[Buffer]:
   """Scratch buffers big enough for every index the kernel touches (kept alive while timing: a freed
   buffer's memory goes back to the allocator's pool)."""
+  # The buffers hold zeros, so an index computed from loaded data (a gather's, a Variable's) is computed from zeros:
+  # its bound is taken with those loads as 0 (their own bounds are the dtype's, far beyond any buffer).
   sizes = [1] * len(params)
   for u in k.ast.toposort():
-    if u.op in (Ops.LOAD, Ops.STORE): sizes[u.src[0].arg] = max(sizes[u.src[0].arg], int(u.src[1].vmax) + 1)
-  return [Buffer(device, s, dt).ensure_allocated() for s, dt in zip(sizes, params)]
+    if u.op in (Ops.LOAD, Ops.STORE):
+      idx = u.src[1]
+      if any(x.op is Ops.LOAD for x in idx.toposort()):
+        idx = simplify(substitute(idx, {x: UOp.const(x.dtype, 0) for x in idx.toposort() if x.op is Ops.LOAD}))
+      sizes[u.src[0].arg] = max(sizes[u.src[0].arg], int(idx.vmax) + 1)
+  bufs = [Buffer(device, s, dt).ensure_allocated() for s, dt in zip(sizes, params)]
+  for b in bufs: b.copyin(memoryview(bytes(b.nbytes)))
+  return bufs
 
 def _time(ck, raw: list, runs: int = 3) -> float:
   sync = Device[ck.device].synchronize   # a device that queues launches returns before its kernel is done

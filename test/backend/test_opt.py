@@ -71,6 +71,16 @@ def test_beam_agrees(name, tmp_path):
   ref = _run(fn, xs, NOOPT=1)
   np.testing.assert_allclose(_run(fn, xs, BEAM=2, CACHEDIR=str(tmp_path)), ref, rtol=2e-5, atol=2e-5)
 
+def test_beam_on_data_dependent_indices(tmp_path):
+  # a gather's index is loaded data (bounds: the dtype's) and a Variable's too: the scratch buffers BEAM times on are
+  # sized with those loads read as 0, not to 2**31 elements
+  from petagrad import Variable
+  a = np.random.default_rng(2).standard_normal((100, 8)).astype(np.float32)
+  v = Variable("row", 0, 90)
+  with Context(BEAM=1, CACHEDIR=str(tmp_path)):
+    np.testing.assert_array_equal(Tensor(a)[Tensor([5, 99, 0])].numpy(), a[[5, 99, 0]])
+    np.testing.assert_array_equal(Tensor(a)[v.bind(7):v.bind(7) + 4].numpy(), a[7:11])
+
 def test_exp2_log2_decomposition_accuracy():
   x = np.concatenate([np.linspace(-150, 128, 5001), [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(np.float32)
   got = Tensor(x, device="CPU").exp2().numpy()
