@@ -134,8 +134,10 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> Non
       if stay and stay[0] is not g[-1]: _try(k, Opt(OptOps.SWAP, _axis(k, stay[0]), _axis(k, g[-1])))
     return
   # reduction over contiguous memory: lanes from the reduce range
+  # (with several reduce ranges, the innermost: a quantized weight's 32-element blocks, contiguous within a block)
   r = red[-1]
-  if r.arg[1] % n == 0 and 1 in loads_stride(k.ast, r) and len(red) == 1:
+  st = loads_stride(k.ast, r)
+  if r.arg[1] % n == 0 and 1 in st and (len(red) == 1 or all(s in (0, 1) for s in st[:-1])):
     _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))
     # output ranges some load does not move along (A @ B.T: each row of A meets every row of B):
     # unroll them so each vector load feeds several accumulators, as many as the registers hold (4x4 with

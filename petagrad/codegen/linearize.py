@@ -1,8 +1,9 @@
 """Linearizer: a kernel AST -> the linear program (a list of UOps) that renderers print.
 
 Every node is placed in the innermost loop it depends on: the output ("global") ranges open first; each
-REDUCE becomes an accumulator, a loop nest over its ranges holding the nodes that depend on them, and
-an update. Nodes that do not depend on a reduce's ranges are hoisted before its loop.
+REDUCE becomes an accumulator, a loop nest over its ranges holding the nodes that depend on them (each right
+inside the innermost of those loops it depends on), and an update. Nodes that do not depend on a reduce's ranges
+are hoisted before its loop.
 
 A REDUCE over work-group ranges only (kind `group`, GPU-style devices) stays a REDUCE in the linear program: the
 threads of the group combine their values through local memory (the renderer prints it). Its group ranges are launch
@@ -91,9 +92,16 @@ def linearize(sink: UOp) -> LinearProgram:
       if init not in emitted: out.append(init); emitted.add(init)
       out.append(acc)
       accs.append(acc)
-    out.extend(ranges)
-    inner_trip = trip * prod(r.arg[1] for r in ranges)
-    emit_scope(group_scope[key], inner_trip)
+    # each node goes right inside the innermost of these loops it depends on: what depends on the outer loops only
+    # (a quantized block's scale, the row part of an index) is computed once per outer iteration
+    sc, pos = group_scope[key], {r: i for i, r in enumerate(ranges)}
+    levels: list[list[UOp]] = [[] for _ in ranges]
+    for u in sc.nodes: levels[max((pos[r] for r in deps[u] if r in pos), default=len(ranges) - 1)].append(u)
+    inner_trip = trip
+    for r, nodes in zip(ranges, levels):
+      out.append(r)
+      inner_trip *= r.arg[1]
+      emit_scope(_Scope(sc.owner, sc.depth, nodes), inner_trip)
     for u, acc in zip(members, accs):
       out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, new[u.src[0]]), u.arg))
       flops += inner_trip * u.dtype.count

@@ -434,8 +434,16 @@ class CStyleRenderer(Renderer):
     """A native vector expression (GCC vector extensions), or None: compute lane by lane."""
     n = dt.count
     def ok(d: DType) -> bool: return d.scalar().is_bool or d.scalar().itemsize in (4, 8)
-    if not all(ok(s.dtype) for s in src) or not ok(dt): return None
     el = src[0].dtype.scalar() if src else dt.scalar()
+    # narrow integer lanes (a quantized weight's int8) widen exactly, and reinterpret as another integer of their size
+    # (uint8 -> int8), as whole vectors: lane by lane, GCC does not vectorize them
+    narrow_int = src and el.is_int and not el.is_bool and src[0].dtype.count == n > 1
+    widens = dt.scalar() in (dtypes.float32, dtypes.float64) or dt.scalar().is_int and dt.scalar().itemsize >= el.itemsize
+    if narrow_int and op is Ops.CAST and widens:
+      return f"__builtin_convertvector({names[src[0]]}, {self.tname(dt)})"
+    if narrow_int and op is Ops.BITCAST and dt.scalar().is_int and not dt.scalar().is_bool and dt.scalar().itemsize == el.itemsize:
+      return f"(({self.tname(dt)})({names[src[0]]}))"
+    if not all(ok(s.dtype) for s in src) or not ok(dt): return None
     def v(s: UOp, like: DType) -> str:   # operand as a vector of like's lanes (scalars are broadcast)
       if s.dtype.count > 1: return names[s]
       if like.scalar().is_bool: return self._broadcast(f"-(int)({names[s]})", dtypes.bool.vec(n))   # true: all bits set
