@@ -198,6 +198,10 @@ class ReduceMixin(TensorMixin):
     n = self.shape[a] if self.ndim else 1
     if n == 0: raise _fail(IndexError, name, f"expected reduction dim {a} to have non-zero size (no identity)", self)
     x = self.detach() if largest else (-self.detach() if self.dtype.is_float else self.detach().bitwise_not())
+    # a computed float value is stored once: the max and the comparison below are two kernels, and each computing it
+    # (the C compiler contracts a * b + c into one fused multiply-add in one and not the other) could give other bits,
+    # so that no element equals the max and the index came out as n
+    if x.dtype.is_float and x.uop.base.op is not Ops.BUFFER: x = x.contiguous()
     m = x.amax(a, keepdim=True)
     # first occurrence wins: score n-i at the extremes, take the max, turn it back into i
     rev = type(self).arange(n, 0, -1, device=self.device).reshape((n,) + (1,) * (self.ndim - a - 1))
