@@ -220,9 +220,11 @@ class Embedding(Module):
     w = self.weight
     if self.padding_idx is not None:
       w = (Tensor.arange(self.num_embeddings, device=w.device) == self.padding_idx).reshape(-1, 1).where(w.detach(), w)
-    # one-hot matmul: a gather whose gradient is a matmul too (no scatter needed)
+    # a one-hot product: a gather (lowering turns the sum into one load per element: docs/fusion.md) whose gradient is
+    # a product too (no scatter needed). Written out, not as a matmul: matmul may copy its right operand into another
+    # layout first, a copy of the whole table for what reads one row of it
     onehot = idx.unsqueeze(-1) == Tensor.arange(self.num_embeddings, device=idx.device)
-    return onehot.cast(w.dtype) @ w
+    return (onehot.cast(w.dtype).unsqueeze(-1) * w).sum(-2)
 
 # ====================================================================== convolutions
 

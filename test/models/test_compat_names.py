@@ -42,10 +42,11 @@ def test_top_level_names():
   assert petagrad.nn is importlib.import_module("petagrad.nn") and petagrad.nn.optim.AdamW and petagrad.nn.state.safe_load
   for name in petagrad.__all__: assert hasattr(petagrad, name), name
 
-def test_no_fake_variable():
-  # symbolic shapes do not exist yet: no stand-in Variable (docs/coming_from_tinygrad.md says so)
-  import petagrad
-  assert not hasattr(petagrad, "Variable")
+def test_variable_is_real():
+  # tinygrad's Variable: a bound value the kernels read at run time (docs/variables.md), not a stand-in
+  from petagrad import Variable, Tensor
+  v = Variable("i", 0, 3)
+  assert [Tensor.arange(5)[v.bind(k)].item() for k in (0, 3)] == [0, 3]
 
 def test_import_nn_first_in_fresh_process():
   # petagrad.nn imports petagrad.tensor: importing it (or its submodules) first must not hit an import cycle

@@ -1,0 +1,68 @@
+"""Quantized weights (petagrad/models/quant.py): ggml's Q8_0 and Q4_0 blocks, kept packed, decoded inside the kernels."""
+from __future__ import annotations
+import doctest
+import numpy as np
+import pytest
+from petagrad import Tensor, Variable, TinyJit, GlobalCounters, dtypes
+from petagrad.models import quant
+from petagrad.models.llama import Llama, LlamaConfig
+
+def ggml_q4_0(w: np.ndarray) -> np.ndarray:
+  """ggml's quantize_row_q4_0, written from its definition, in numpy: the reference bytes."""
+  b = w.reshape(-1, 32).astype(np.float32)
+  m = b[np.arange(len(b)), np.abs(b).argmax(1)]
+  d = (m / -8).astype(np.float32)
+  inv = np.where(d != 0, 1 / np.where(d != 0, d, 1), 0).astype(np.float32)
+  q = np.minimum(15, np.floor(b * inv[:, None] + 8.5)).clip(0, 15).astype(np.uint8)
+  return np.concatenate([d.astype(np.float16).view(np.uint8).reshape(-1, 2), q[:, :16] | (q[:, 16:] << 4)], 1).reshape(-1)
+
+@pytest.mark.parametrize("kind,bits", [("q8_0", 127), ("q4_0", 8)])
+def test_roundtrip_error(kind, bits):
+  w = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+  packed, view = quant.quantize(Tensor(w), kind)
+  assert packed.dtype == dtypes.uint8 and packed.shape == (8 * 64 // 32 * (34 if kind == "q8_0" else 18),)
+  scale = np.abs(w.reshape(-1, 32)).max(1, keepdims=True) / bits
+  err = np.abs(view.numpy() - w).reshape(-1, 32)
+  assert (err <= scale * 0.51 + 1e-3 * scale).all()   # half a step (and the float16 rounding of the scale)
+
+def test_q4_0_bytes_are_ggml_s():
+  w = np.random.default_rng(1).standard_normal((4, 96)).astype(np.float32)
+  w[0, :32] = 0.0   # a block of zeros: scale 0
+  np.testing.assert_array_equal(quant.pack(Tensor(w), "q4_0").numpy(), ggml_q4_0(w))
+
+def test_decode_reads_packed_bytes():
+  # a matrix-vector product over a quantized weight decodes it in its loop: it reads the bytes, not float32 weights
+  w = np.random.default_rng(2).standard_normal((512, 1024)).astype(np.float32)
+  x = np.random.default_rng(3).standard_normal((1, 1024)).astype(np.float32)
+  for kind, nbytes in (("q8_0", 34), ("q4_0", 18)):
+    _, view = quant.quantize(Tensor(w), kind)
+    xt = Tensor(x).realize()
+    GlobalCounters.reset()
+    out = (xt @ view.T).realize()
+    assert GlobalCounters.kernel_count == 1
+    assert GlobalCounters.global_mem < 512 * 1024 // 32 * nbytes + 64 * 1024   # the packed bytes and x, not 2 MB of floats
+    np.testing.assert_allclose(out.numpy(), x @ view.numpy().T, rtol=1e-4, atol=1e-3)
+
+def test_quantized_llama_decodes_close_to_float():
+  Tensor.manual_seed(0)
+  cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=32)
+  model = Llama(cfg).realize_weights()
+  ids = Tensor([[5, 17, 33, 2]], dtype=dtypes.int32)
+  ref = model(ids, 0).numpy()
+  assert quant.quantize_linears(model, "q8_0") == 2 * 7 + 1
+  model.clear_cache()
+  got = model(ids, 0).numpy()
+  assert np.abs(got - ref).max() < 0.05 * np.abs(ref).max()
+  v = Variable("start_pos", 0, 31)
+  step = TinyJit(lambda t, p: model(t, p).realize())
+  for i in range(3): out = step(Tensor([[7 + i]], dtype=dtypes.int32), v.bind(4 + i))
+  assert out.shape == (1, 1, 96) and np.isfinite(out.numpy()).all()
+
+def test_bad_quantization():
+  with pytest.raises(ValueError, match="not supported"): quant.pack(Tensor.ones(32), "q5_1")
+  with pytest.raises(ValueError, match="blocks of 32"): quant.pack(Tensor.ones(40), "q8_0")
+
+def test_docstrings():
+  res = doctest.testmod(quant, optionflags=doctest.ELLIPSIS)
+  assert res.failed == 0 and res.attempted > 0
