@@ -349,7 +349,14 @@ class CStyleRenderer(Renderer):
     if dt.scalar() == dtypes.float16:
       if n == 1: return self.f16_load.format(x=x)
       return f"__h2f_v{n}({x})" if self._f16(n) else f"__builtin_convertvector({x}, {ft})"
-    return f"__bf2f({x})" if n == 1 else f"(({ft})(__builtin_convertvector({x}, {self._vt('unsigned int', n)}) << 16))"
+    if n == 1: return f"__bf2f({x})"
+    return f"(({ft})(__builtin_convertvector({self._in_reg(x, dtypes.uint16.vec(n))}, {self._vt('unsigned int', n)}) << 16))"
+
+  def _in_reg(self, x: str, dt: DType) -> str:
+    """Vector x (narrow lanes about to be widened) held in a register first (REG_HELPER), where the dialect has it and
+    the vector fits one register of the machine (at most 16 bytes, or its SIMD width when that is larger)."""
+    if "PG_IN_REG" not in self.preamble or dt.itemsize * dt.count > max(16, min(32, getattr(self, "vector_bytes", 16))): return x
+    return f"({{{self.tname(dt)} __r = {x}; PG_IN_REG(__r); __r;}})"
 
   def _to_store(self, dt: DType, x: str) -> str:
     """Float value(s) x, representable in the half type dt, as what is stored (exact: no rounding here)."""
@@ -440,6 +447,9 @@ class CStyleRenderer(Renderer):
     narrow_int = src and el.is_int and not el.is_bool and src[0].dtype.count == n > 1
     widens = dt.scalar() in (dtypes.float32, dtypes.float64) or dt.scalar().is_int and dt.scalar().itemsize >= el.itemsize
     if narrow_int and op is Ops.CAST and widens:
+      if dt.scalar().is_float and el.itemsize < 4:   # through int32 lanes: GCC converts chars to floats one lane at a time
+        wide = f"__builtin_convertvector({self._in_reg(names[src[0]], src[0].dtype)}, {self._vt('int', n)})"
+        return f"__builtin_convertvector({wide}, {self.tname(dt)})"
       return f"__builtin_convertvector({names[src[0]]}, {self.tname(dt)})"
     if narrow_int and op is Ops.BITCAST and dt.scalar().is_int and not dt.scalar().is_bool and dt.scalar().itemsize == el.itemsize:
       return f"(({self.tname(dt)})({names[src[0]]}))"
@@ -601,6 +611,17 @@ static inline float __bfr(float f) { unsigned int u; memcpy(&u, &f, 4);
 static inline unsigned short __bfbits(float f) { unsigned int u; memcpy(&u, &f, 4); return (unsigned short)(u >> 16); }
 """
 
+# GCC widens a vector of chars or shorts it loaded from memory one lane at a time; held in a register first (an empty
+# asm that "changes" it), two instructions (sign-extend, convert). For vectors of at most 16 bytes (one xmm / q register).
+REG_HELPER = """#if defined(__x86_64__)
+#define PG_IN_REG(v) __asm__("" : "+x"(v))
+#elif defined(__aarch64__)
+#define PG_IN_REG(v) __asm__("" : "+w"(v))
+#else
+#define PG_IN_REG(v)
+#endif
+"""
+
 # float16 vectors <-> float vectors, c lanes at a time with the F16C instructions where the CPU has them (GCC
 # converts a _Float16 vector one lane at a time, and a kernel's worth of those took minutes to compile); the
 # portable conversion otherwise. __hround: float lanes rounded to float16 precision (to nearest even).
@@ -647,7 +668,7 @@ class CRenderer(CStyleRenderer):
   decompose_ops = frozenset({(Ops.EXP2, dtypes.float32), (Ops.LOG2, dtypes.float32)})
   supports_threads = True
   can_sanitize, sanitize_args, sanitize_decl, sanitize_two_pass = True, SANITIZE_ARGS, SANITIZE_DECL, True
-  preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS
+  preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS + REG_HELPER
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"
   def __init__(self, vector_bytes: int = 64):
