@@ -21,8 +21,8 @@ from petagrad.tensor import Tensor
 from petagrad.dtype import DType, dtypes
 from petagrad.device import Device
 from petagrad import nn
-from petagrad.models.hf import Checkpoint, activation, config_value, float_dtype, float_dtype_arg, load_weights, materialize, positive, read_config
-from petagrad.models.kv_cache import KVCache, Positions, check_tokens
+from petagrad.models.hf import Checkpoint, activation, config_value, float_dtype, float_dtype_arg, load_weights, positive, read_config
+from petagrad.models.kv_cache import Decoder, KVCache, Positions
 
 @dataclass(frozen=True)
 class GPT2Config:
@@ -106,7 +106,7 @@ class GPT2Transformer:
     self.h = [GPT2Block(cfg, i, max_context, dtype, device) for i in range(cfg.n_layer)]
     self.ln_f = nn.LayerNorm(cfg.n_embd, eps=cfg.layer_norm_epsilon, dtype=dtype, device=device)
 
-class GPT2:
+class GPT2(Decoder):
   """A GPT-2 causal language model. `GPT2(config)` has random weights; `GPT2.from_pretrained(folder)` loads a Hugging
   Face folder. Call it as `model(tokens, start_pos)`: tokens (batch, seq) int, start_pos the position of
   tokens[:, 0]; returns logits (batch, seq, vocab_size) (the last position only with last_only=True). Each call stores
@@ -148,15 +148,7 @@ class GPT2:
     load_weights(model, ckpt, "GPT-2", rename, ignore)
     return model
 
-  def __call__(self, tokens: Tensor, start_pos: int = 0, last_only: bool = False) -> Tensor:
-    # inference only: the keys and values reach attention through the cache's memory, not the graph, so no gradient could
-    # flow back through them; without gradients each realize of the step also walks only what it computes
-    with Tensor.no_grad(): return self._forward(tokens, start_pos, last_only)
-
-  def _forward(self, tokens: Tensor, start_pos: int, last_only: bool) -> Tensor:
-    tokens = check_tokens(tokens, self.device)
-    pos = Positions(start_pos, tokens.shape[1], self.max_context)
-    self.realize_weights()
+  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool) -> Tensor:
     t = self.transformer
     wpe, = pos.rows(t.wpe.weight)
     x = t.wte(tokens) + wpe
@@ -165,14 +157,4 @@ class GPT2:
     x = t.ln_f(x)
     return self.lm_head(x) if not self.config.tie_word_embeddings else x.matmul(t.wte.weight.T)
 
-  def realize_weights(self) -> GPT2:
-    """Read every weight from the checkpoint (or draw the random ones) now, into plain buffers on the model's device;
-    the first call does it otherwise. Returns the model."""
-    if not self._materialized:
-      materialize(self)
-      self._materialized = True
-    return self
-
-  def clear_cache(self) -> None:
-    """Free every layer's KV cache (the next call makes new ones)."""
-    for block in self.transformer.h: block.attn.cache.clear()
+  def _caches(self) -> list[KVCache]: return [block.attn.cache for block in self.transformer.h]

@@ -29,6 +29,7 @@ from typing import Any
 from petagrad.tensor import Tensor
 from petagrad.uop.uop import UOp
 from petagrad.dtype import DType, dtypes
+from petagrad.models.hf import materialize
 
 @dataclass(frozen=True)
 class Positions:
@@ -178,3 +179,35 @@ class KVCache:
     self.kv = None
 
   def _state_dict_items(self) -> dict[str, Any]: return {}
+
+class Decoder:
+  """What GPT2 and Llama share: `model(tokens, start_pos, last_only=False)` -> logits, run without gradients, with the
+  weights read on the first call (or by realize_weights()), and clear_cache(). A subclass sets max_context, device and
+  _materialized = False, and defines _forward(tokens, pos, last_only) and _caches()."""
+  max_context: int
+  device: str
+  _materialized: bool
+
+  def __call__(self, tokens: Tensor, start_pos: Any = 0, last_only: bool = False) -> Tensor:
+    # inference only: the keys and values reach attention through the cache's memory, not the graph, so no gradient could
+    # flow back through them; without gradients each realize of the step also walks only what it computes
+    with Tensor.no_grad():
+      tokens = check_tokens(tokens, self.device)
+      pos = Positions(start_pos, tokens.shape[1], self.max_context)
+      self.realize_weights()
+      return self._forward(tokens, pos, last_only)
+
+  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool) -> Tensor: raise NotImplementedError
+  def _caches(self) -> list[KVCache]: raise NotImplementedError
+
+  def realize_weights(self) -> Any:
+    """Read every weight from the checkpoint (or draw the random ones) now, into plain buffers on the model's device;
+    the first call does it otherwise. Returns the model."""
+    if not self._materialized:
+      materialize(self)
+      self._materialized = True
+    return self
+
+  def clear_cache(self) -> None:
+    """Free every layer's KV cache (the next call makes new ones)."""
+    for c in self._caches(): c.clear()

@@ -25,8 +25,8 @@ from petagrad.tensor import Tensor
 from petagrad.dtype import DType, dtypes
 from petagrad.device import Device
 from petagrad import nn
-from petagrad.models.hf import Checkpoint, activation, config_value, float_dtype, float_dtype_arg, load_weights, materialize, positive, read_config
-from petagrad.models.kv_cache import KVCache, Positions, check_tokens
+from petagrad.models.hf import Checkpoint, activation, config_value, float_dtype, float_dtype_arg, load_weights, positive, read_config
+from petagrad.models.kv_cache import Decoder, KVCache, Positions
 
 # max_context when from_pretrained is not told: the KV cache is allocated up front, so a model that knows 128k positions
 # does not get a 128k cache unless asked
@@ -199,7 +199,7 @@ class _Tables:
   def __init__(self, cos: Tensor, sin: Tensor): self.cos, self.sin = cos, sin
   def _state_dict_items(self) -> dict[str, Any]: return {}
 
-class Llama:
+class Llama(Decoder):
   """A LLaMA-architecture causal language model. `Llama(config)` has random weights; `Llama.from_pretrained(folder)`
   loads a Hugging Face folder. Call it as `model(tokens, start_pos)`: tokens (batch, seq) int, start_pos the position
   of tokens[:, 0]; returns logits (batch, seq, vocab_size) (the last position only with last_only=True). Each call
@@ -238,30 +238,12 @@ class Llama:
     load_weights(model, ckpt, "LLaMA", ignore=lambda n: n.endswith(".rotary_emb.inv_freq") or (config.tie_word_embeddings and n == "lm_head.weight"))
     return model
 
-  def __call__(self, tokens: Tensor, start_pos: int = 0, last_only: bool = False) -> Tensor:
-    # inference only: the keys and values reach attention through the cache's memory, not the graph, so no gradient could
-    # flow back through them; without gradients each realize of the step also walks only what it computes
-    with Tensor.no_grad(): return self._forward(tokens, start_pos, last_only)
-
-  def _forward(self, tokens: Tensor, start_pos: int, last_only: bool) -> Tensor:
-    tokens = check_tokens(tokens, self.device)
-    pos = Positions(start_pos, tokens.shape[1], self.max_context)
-    self.realize_weights()
+  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool) -> Tensor:
     cos, sin = pos.rows(self.rope.cos, self.rope.sin)
     x = self.model.embed_tokens(tokens)
     for layer in self.model.layers: x = layer(x, pos, cos, sin)
     if last_only: x = x[:, -1:]
     return self.lm_head(self.model.norm(x))
 
-  def realize_weights(self) -> Llama:
-    """Read every weight from the checkpoint (or draw the random ones) now, into plain buffers on the model's device;
-    the first call does it otherwise. Returns the model."""
-    if not self._materialized:
-      materialize(self)
-      self._materialized = True
-    return self
-
-  def clear_cache(self) -> None:
-    """Free every layer's KV cache (the next call makes new ones)."""
-    for layer in self.model.layers: layer.self_attn.cache.clear()
+  def _caches(self) -> list[KVCache]: return [layer.self_attn.cache for layer in self.model.layers]
 
