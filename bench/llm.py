@@ -13,7 +13,7 @@ KV cache) per second, next to the machine's read bandwidth (bench/machine.py). R
 (> 1: petagrad faster). The greedy tokens of float32 petagrad and transformers are compared too.
 """
 from __future__ import annotations
-import argparse, json, os, sys, tempfile, time
+import argparse, os, sys, tempfile, time
 
 def _args() -> argparse.Namespace:
   p = argparse.ArgumentParser()
@@ -124,10 +124,7 @@ def main() -> None:
       row["prefill_over_torch_eager"] = row["prefill_tok_s"] / eager["prefill_tok_s"]
       row["decode_share_of_read_bandwidth"] = row["decode_gb_s"] / m["read_gbs"]
   out["results"] = rows
-  text = json.dumps(out, indent=1)
-  print(text)
-  os.makedirs(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"), exist_ok=True)
-  with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "llm.json"), "w") as f: f.write(text)
+  machine.save_results(out, "llm.json")
 
 if __name__ == "__main__":
   main()

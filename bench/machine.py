@@ -3,7 +3,7 @@ and STREAM-style triad), with the same compiler and threads petagrad uses. Nothi
 number is measured on the machine the benchmark runs on (best of a few tries, since the limit is the best the
 machine can do, and shared machines only ever make it look slower)."""
 from __future__ import annotations
-import ctypes, os, platform, shutil, subprocess, tempfile, time
+import ctypes, json, os, platform, shutil, subprocess, tempfile, time
 
 SRC = r"""
 #include <stddef.h>
@@ -108,6 +108,14 @@ def measure(quick: bool = False) -> dict:
           "peak_gbs": max(read_gbs, triad_gbs),
           "how": "measured: FMA-bound C kernel (16 chains of 16-lane fp32 FMAs per thread; peak = max(all threads, one thread x "
                  "threads)) and 256 MB read-sum / STREAM triad (peak = the faster), compiled with -O3 -march=native -fopenmp; best of %d" % tries}
+
+def save_results(out: dict, name: str) -> None:
+  """Print a benchmark's results as JSON and write them to bench/results/<name>."""
+  text = json.dumps(out, indent=1)
+  print(text)
+  folder = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+  os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, name), "w") as f: f.write(text)
 
 def best(a: dict, b: dict) -> dict:
   """The better of two measurements: the FLOP/s side and the bandwidth side are taken whole, each from the run

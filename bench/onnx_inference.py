@@ -17,7 +17,7 @@ inference for each, and the ratios peer time / petagrad time (>1: petagrad is fa
 onnxruntime once.
 """
 from __future__ import annotations
-import argparse, io, json, os, statistics, sys, time, warnings
+import argparse, io, os, statistics, sys, time, warnings
 
 def _args() -> argparse.Namespace:
   p = argparse.ArgumentParser()
@@ -101,6 +101,7 @@ def run_case(name: str, make, shape: tuple, threads: int, reps: int) -> dict:
 
 def main() -> None:
   import torch
+  import machine
   args = ARGS
   torch.set_num_threads(args.threads)
   cases = models(torch)
@@ -110,10 +111,7 @@ def main() -> None:
     print(f"running {name}", file=sys.stderr, flush=True)
     try: out["results"].append(run_case(name, make, shape, args.threads, 5 if args.quick else 20))
     except Exception as e: out["results"].append({"case": name, "error": f"{type(e).__name__}: {e}"})
-  text = json.dumps(out, indent=1)
-  print(text)
-  os.makedirs(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results"), exist_ok=True)
-  with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "onnx.json"), "w") as f: f.write(text)
+  machine.save_results(out, "onnx.json")
 
 if __name__ == "__main__":
   main()

@@ -4,7 +4,7 @@ Movement ops never copy: walking from the kernel output down to the buffers, eac
 tuple of index expressions (and a validity mask for padding). A reduce opens new ranges.
 """
 from __future__ import annotations
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, symbolic_arg
@@ -59,17 +59,16 @@ class Lowering:
   bufs: list[UOp]
   device: str = ""
   range_count: int = 0
-  vars: dict[UOp, UOp] | None = None
+  vars: dict[UOp, UOp] = field(default_factory=dict)
   def param(self, buf: UOp) -> UOp:
     if buf not in self.bufs: self.bufs.append(buf)
     return UOp(Ops.DEFINE_GLOBAL, buf.dtype, (), self.bufs.index(buf))
   def var(self, var: UOp) -> UOp:
     """Variable var's value in this kernel: loaded from its buffer, clamped to its range (the bounds the index math and
     the memory-safety reasoning rely on hold even if the buffer held something else)."""
-    if self.vars is None: self.vars = {}
     if (v := self.vars.get(var)) is None:
       _, lo, hi = var.arg
-      x = UOp(Ops.LOAD, dtypes.int32, (self.param(var_buffer(var, self.device)), _c(0))).cast(dtypes.index).maximum(_c(lo))
+      x = UOp(Ops.LOAD, dtypes.int32, (self.param(var_buffer(var.arg, self.device)), _c(0))).cast(dtypes.index).maximum(_c(lo))
       v = self.vars[var] = -((-x).maximum(_c(-hi)))
     return v
   def concrete(self, node: UOp) -> UOp:
@@ -90,9 +89,9 @@ def _simp_ctx(idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
 def lower(out_view: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
   """Kernel AST (a SINK of one STORE) computing `value` into the buffer under `out_view`.
   Returns the AST and the BUFFER nodes in parameter order (the output is parameter 0)."""
+  assert out_view.base.op is Ops.BUFFER, f"kernel output must be a buffer view, got {out_view.base.op}"
   ctx = Lowering([], out_view.base.arg[0])
   out_ranges = tuple(ctx.new_range(s, "global") if s != 1 else _c(0) for s in out_view.shape)
-  assert out_view.base.op is Ops.BUFFER, f"kernel output must be a buffer view, got {out_view.base.op}"
   out_param = ctx.param(out_view.base)   # (parameter 0, before any Variable's buffer)
   # where the output goes: walk the output view down to its buffer
   u, idx, valid = out_view, out_ranges, TRUE

@@ -271,6 +271,11 @@ def _prune(items: list[ExecItem], inputs: list[Buffer], outs: list[Buffer]) -> l
       varying |= {id(ei.bufs[w.out]) for w in ei.writes}
   return kept
 
+def _refreshed(recorded: list[ExecItem], inputs: list[Buffer]) -> set[int]:
+  """ids of the buffers every replay gives new contents: what the captured kernels write, the inputs, and the buffers
+  of Variables' values (written before each replay)."""
+  return {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes} | {id(b) for b in inputs} | {id(b) for b in var_buffers()}
+
 class _Taint:
   """Follows the warm-up call's launches: which buffers it allocated hold values computed (directly or not) from
   its inputs. The capture must not read such a buffer without writing it: a replay would read the warm-up call's
@@ -284,8 +289,7 @@ class _Taint:
         self.tainted.add(ei.bufs[w.out])
         if not w.in_place: self.new.add(ei.bufs[w.out])
   def check(self, name: str, recorded: list[ExecItem], inputs: list[Buffer]) -> None:
-    written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
-    skip = written | {id(b) for b in inputs} | {id(b) for b in var_buffers()}   # (a Variable's value: written before each replay)
+    skip = _refreshed(recorded, inputs)
     for ei in recorded:
       for b in (ei.bufs[i] for w in ei.writes for i in w.ins):
         if id(b) not in skip and b in self.new:
@@ -309,8 +313,7 @@ def _check_dropped_state(name: str, recorded: list[ExecItem], inputs: list[Buffe
   function replaced the tensor holding it with a new one (`self.h = self.h + x`), and replays would read the old
   buffer forever."""
   _has_views, lazy_tensors = TensorLayer.has_views, TensorLayer.lazy_tensors
-  written = {id(ei.bufs[w.out]) for ei in recorded for w in ei.writes}
-  skip = written | {id(b) for b in inputs} | {id(b) for b in var_buffers()}   # (a Variable's value: written before each replay)
+  skip = _refreshed(recorded, inputs)
   old = {id(b): b for ei in recorded for w in ei.writes for b in (ei.bufs[i] for i in w.ins)
          if id(b) not in skip and b.serial < first_new and b not in rng_state_buffers and not _has_views(b)}
   if not old: return

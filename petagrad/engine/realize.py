@@ -211,7 +211,7 @@ def lower_cached(out: UOp, value: UOp, known: tuple[tuple, list[UOp]] | None = N
       write_cached(path, pickle.dumps((_flatten(ast), hit[1])))
     _lower_cache[key] = hit
   ast, order = hit
-  return ast, [bufs[i] if isinstance(i, int) else var_buffer(UOp(Ops.DEFINE_VAR, dtypes.index, (), i[1][1:]), i[0]) for i in order]
+  return ast, [bufs[i] if isinstance(i, int) else var_buffer(i[1][1:], i[0]) for i in order]
 
 # ---------------------------------------------------------------- running
 

@@ -189,9 +189,9 @@ class MovementMixin(TensorMixin):
   def pad(self, padding: Sequence, mode: str = "constant", value: Scalar = 0.0) -> Tensor:
     """Pad with `value`. `padding` is either one (before, after) pair per dim, or PyTorch's flat
     form (last dim first: left, right, top, bottom, ...). Negative padding crops. `value` must fit the dtype."""
-    if isinstance(padding, (tuple, list)) and any(isinstance(p, (tuple, list)) and any(_symbolic_int("pad", v, self) for v in p) for p in padding):
-      return self._pad_symbolic(padding, mode, value)
-    pairs = self._pad_pairs(padding)
+    symbolic = isinstance(padding, (tuple, list)) and any(isinstance(p, (tuple, list)) and any(_symbolic_int("pad", v, self) for v in p)
+                                                           for p in padding)
+    pairs = self._symbolic_pad_pairs(padding, mode) if symbolic else self._pad_pairs(padding)
     if mode != "constant":   # reflect / replicate / circular (below)
       # the dims the padding names (the last len/2 of the flat form, the pairs that are not None): torch refuses to
       # reflect or replicate an empty one even with zero pads
@@ -203,16 +203,16 @@ class MovementMixin(TensorMixin):
     value = _scalar_arg("pad", "value", value, self)
     _check_fits("pad", value, self.dtype, True, self)
     x = self
-    if any(b < 0 or a < 0 for b, a in pairs):
+    if not symbolic and any(b < 0 or a < 0 for b, a in pairs):
       x = x.shrink(tuple((-min(b, 0), s + min(a, 0)) for (b, a), s in zip(pairs, x.shape)))
       pairs = [(max(b, 0), max(a, 0)) for b, a in pairs]
     padded = x._new(x.uop.pad(tuple(pairs)), x)
     if value == 0: return padded
     mask = type(self).ones(*x.shape, dtype=dtypes.bool, device=x.device).pad(pairs)
     return mask.where(padded, type(self)(UOp.const(self.dtype, value, self.device)))   # the value in self's dtype, like torch
-  def _pad_symbolic(self, padding: Sequence, mode: str, value: Scalar) -> Tensor:
-    """pad with (before, after) pairs some of which are expressions over Variables (the padded size must not depend on
-    their values: (v, n - v))."""
+  def _symbolic_pad_pairs(self, padding: Sequence, mode: str) -> tuple:
+    """pad's (before, after) pairs when some are expressions over Variables, checked: mode 'constant', never negative
+    over the Variables' ranges, and a padded size that does not depend on their values ((v, n - v))."""
     if mode != "constant": raise _fail(ValueError, "pad", f"padding by a Variable supports mode 'constant' only, got {mode!r}", self)
     if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"need one (before, after) pair per dim, got {tuple(padding)!r}", self)
     pairs = tuple((0, 0) if p is None else tuple(v if isinstance(v, UOp) else operator.index(v) for v in p) for p in padding)
@@ -221,12 +221,7 @@ class MovementMixin(TensorMixin):
         raise _fail(ValueError, "pad", f"padding {pairs} may be negative over the Variables' ranges", self)
       try: sint_int(s + b + a)
       except ValueError: raise _fail(ValueError, "pad", f"the padded size {s} + {b} + {a} must not depend on a Variable's value", self) from None
-    value = _scalar_arg("pad", "value", value, self)
-    _check_fits("pad", value, self.dtype, True, self)
-    padded = self._new(self.uop.pad(pairs), self)
-    if value == 0: return padded
-    mask = type(self)(UOp.const(dtypes.bool, True, self.device, self.shape).pad(pairs))
-    return mask.where(padded, type(self)(UOp.const(self.dtype, value, self.device)))
+    return pairs
   def _pad_pairs(self, padding: Any) -> list[tuple[int, int]]:
     """pad's padding argument -> one (before, after) pair of ints per dim, checked (the crop of negative pads too)."""
     if not isinstance(padding, (tuple, list)):

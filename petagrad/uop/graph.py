@@ -27,13 +27,14 @@ def new_buffer_node(buf: Buffer, dtype: DType) -> UOp:
 _var_homes: dict[tuple, UOp] = {}
 _var_values: dict[tuple, int] = {}
 
-def var_buffer(var: UOp, device: str) -> UOp:
-  """The BUFFER node holding Variable var's value on device (made, and given the current value, on first use)."""
-  if (u := _var_homes.get(key := (var.arg, device))) is None:
-    u = _var_homes[key] = UOp(Ops.BUFFER, dtypes.int32, (), (device, 1, ("var",) + tuple(var.arg)))
+def var_buffer(var: tuple, device: str) -> UOp:
+  """The BUFFER node holding the value of the Variable var (its DEFINE_VAR's arg: name, min, max) on device (made, and
+  given the current value, on first use)."""
+  if (u := _var_homes.get(key := (var, device))) is None:
+    u = _var_homes[key] = UOp(Ops.BUFFER, dtypes.int32, (), (device, 1, ("var",) + tuple(var)))
   if u.buffer is None:
     u.buffer = Buffer(device, 1, dtypes.int32)
-    if var.arg in _var_values: _store_var(u.buffer, _var_values[var.arg])
+    if var in _var_values: _store_var(u.buffer, _var_values[var])
   return u
 
 def var_buffers() -> list[Buffer]:
