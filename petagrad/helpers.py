@@ -86,6 +86,7 @@ TRAINING = Flag("TRAINING", 0, "1: training mode, tinygrad's Context(TRAINING=1)
 NO_GRAD = Flag("NO_GRAD", 0, "1: ops record no gradient (their results need no grad), like torch.no_grad(); Tensor.no_grad reads and writes it, `with Tensor.no_grad():` sets it for a block.")
 NO_COLOR = Flag("NO_COLOR", 0, "1: helpers.colored returns text without ANSI color codes (https://no-color.org).")
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
+EARLY_FREE = Flag("EARLY_FREE", 1, "1: a realize gives an intermediate buffer's memory back after the last kernel that reads it (a training step holds the activations still needed, not all of them at once; TinyJit replays do the same). 0: every buffer a realize makes lives until the realize ends.")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
 OMP = Flag("OMP", 0, "1: CPU kernels spread their thread loop with OpenMP (parallel for) instead of petagrad's thread pool. Read when the CPU device is created.")
 POOL_SPIN_US = Flag("POOL_SPIN_US", 100, "Microseconds a CPU pool worker (and a caller waiting for it) spins after its last job before it sleeps. Read when the pool is loaded.")
@@ -213,7 +214,8 @@ class GlobalCounters:
 
   `mem_used` (and `mem_used_per_device`, by device name) is different: the bytes of device memory petagrad's buffers
   hold now (Buffer in device.py counts each allocation and free; memory a tensor only views, Tensor.from_blob's, is not
-  counted, nor are DISK's memory-mapped files). `reset()` leaves it alone, as tinygrad's does.
+  counted, nor are DISK's memory-mapped files). `reset()` leaves it alone, as tinygrad's does. `mem_peak` is the
+  highest mem_used since the last `reset()` (which sets it to mem_used).
 
   >>> from petagrad import Tensor
   >>> before = GlobalCounters.mem_used
@@ -232,10 +234,12 @@ class GlobalCounters:
   codegen_count: int = 0     # programs optimized and rendered to source here (a disk-cache hit skips that)
   mem_used: int = 0          # bytes of device memory allocated now (not reset)
   mem_used_per_device: collections.defaultdict[str, int] = collections.defaultdict(int)
+  mem_peak: int = 0          # the highest mem_used since reset()
   @staticmethod
   def reset() -> None:
     GlobalCounters.kernel_count = GlobalCounters.launch_count = GlobalCounters.global_ops = GlobalCounters.global_mem = GlobalCounters.compile_count = 0
     GlobalCounters.codegen_count = 0
+    GlobalCounters.mem_peak = GlobalCounters.mem_used
     GlobalCounters.time_sum_s = 0.0
 
 # ---------------------------------------------------------------- small utilities

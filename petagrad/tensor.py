@@ -164,6 +164,12 @@ def _raise_failed_checks(checks: dict[UOp, Any]) -> None:
   for c, buf in checks.items():
     if not buf.as_bytes()[0]: raise c.arg[0](c.arg[1])
 
+# the nodes of graphs a backward() has gone through. A graph kept for gradients (a non-leaf that needs grad) gets the
+# values a realize computed inside it only where no backward went yet: after loss.backward(), as after PyTorch's
+# (retain_graph=False), the forward's intermediate values are not kept for another backward pass, and their memory is
+# given back (a second backward computes them again). The tensor's own value is still handed over.
+backward_done: weakref.WeakSet = weakref.WeakSet()
+
 class _HandOver:
   """What a realize computed (values: node -> its buffer view; the targets and the intermediate kernels), put into the
   graphs that keep living. A computed node becomes
@@ -178,13 +184,34 @@ class _HandOver:
     self.memo: tuple[dict[UOp, UOp], dict[UOp, UOp]] = ({}, {})   # by mode: without grad, with grad
   def __call__(self, root: UOp, grad: bool) -> UOp:
     values = self.values
+    if grad and root in backward_done: return root if (v := values.get(root)) is None else _computed(v, root)
     def stop(n: UOp) -> UOp | None:
+      if grad and n in backward_done: return n   # (see backward_done)
       v = values.get(n)
       return v if v is not None and (n.op is Ops.ASSIGN or not grad and not any(map(_has_views, view_buffers(v) or ()))) else None
     def make(n: UOp, src: tuple) -> UOp:
       new = _same_or_new(n, src)
       return new if (v := values.get(n)) is None else _computed(v, new)
     return _rebuild(root, self.memo[grad], stop, make)
+
+def _handed_buffers(values: dict[UOp, UOp], roots: list[tuple[UOp, bool]], viewed: set[int]) -> set[int]:
+  """ids of the Buffers `_HandOver(values)` puts into the graphs of roots ((root, keeps its graph) pairs), found before
+  the realize runs (its walk, without building anything). viewed: ids of the buffers tensors will view (the targets')."""
+  out: set[int] = set()
+  seen: tuple[set[UOp], set[UOp]] = (set(), set())
+  for root, grad in roots:
+    stack, done = [root], seen[grad]
+    while stack:
+      n = stack.pop()
+      if n in done: continue
+      done.add(n)
+      if grad and n in backward_done and n is not root: continue
+      if (v := values.get(n)) is not None:
+        bufs = view_buffers(v) or ()
+        out.update(map(id, bufs))
+        if n.op is Ops.ASSIGN or not grad and not any(id(b) in viewed or _has_views(b) for b in bufs): continue
+      stack.extend(n.src)
+  return out
 
 class _ViewRef(weakref.ref):
   """A weak reference from a buffer's `views` to a tensor viewing it; it removes its entry when the tensor dies."""
@@ -524,26 +551,33 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     while i < len(checks):
       if checks[i] not in oks: oks[checks[i]] = UOp(Ops.CONTIGUOUS, dtypes.bool, (_forward(checks[i].src[1], done, checks),))
       i += 1
-    becomes = realize_uops(targets + list(oks.values()))
     # a non-leaf that needs grad keeps its graph for backward (like PyTorch's autograd graph), and the graphs of the
     # other live lazy tensors read what this realize computed from now on
     skip = {id(t) for t in todo}
     others = [t for t in lazy_tensors() if id(t) not in skip]
     keep = [t for t in todo if t._requires_grad and not t._leaf]
+    # (a float tensor whose requires_grad is unset may get a gradient too, tinygrad's rule: its graph is kept as well)
+    unset_grad = not NO_GRAD.value
+    modes = [bool(t._requires_grad) or (unset_grad and t._requires_grad is None and t.dtype.is_float) for t in others]
+    values: dict[UOp, UOp] = {}
+    def handed(becomes: dict[UOp, UOp]) -> set[int]:
+      # what this realize computed that the graphs kept below will read: the buffers the engine must not free early
+      values.update({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER
+                     and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER)})
+      if not keep and not others: return set()
+      viewed = {id(b) for tgt in targets if (v := becomes.get(tgt)) is not None for b in view_buffers(v) or ()}
+      return _handed_buffers(values, [(t.uop, True) for t in keep] + [(t.uop, m) for t, m in zip(others, modes)], viewed)
+    becomes = realize_uops(targets + list(oks.values()), keep=handed)
     for t, tgt in zip(todo, targets):
       if t._requires_grad and not t._leaf: continue
       if t._requires_grad: t._ctx = t.uop   # graphs built before find the leaf by this node
       t.uop = becomes.get(tgt, tgt)
     if keep or others:
       # (a detach() of a buffer view is a view too: it keeps reading the buffer, as torch's shares the memory)
-      hand = _HandOver({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER
-                        and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER)})
+      hand = _HandOver(values)
       for t, tgt in zip(todo, targets):
         if t._requires_grad and not t._leaf: t.uop = _computed(becomes.get(tgt, tgt), hand(t.uop, True))
-      # (a float tensor whose requires_grad is unset may get a gradient too, tinygrad's rule: its graph is kept as well)
-      unset_grad = not NO_GRAD.value
-      for t in others:
-        keep_graph = bool(t._requires_grad) or (unset_grad and t._requires_grad is None and t.dtype.is_float)
+      for t, keep_graph in zip(others, modes):
         if (new := hand(t.uop, keep_graph)) is not t.uop: t.uop = new
     # raised once the tensors hold what ran (a failed check must not leave an in-place write to be made again)
     if oks: _raise_failed_checks({c: next(b for b in view_buffers(becomes[ok]) or () if is_local(b.device)) for c, ok in oks.items()})
@@ -753,9 +787,13 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
                                             "through differentiable ops", self)
     unset = [t for t in _live_tensors_of(nodes) if t._requires_grad is None and t.dtype.is_float]   # (marked ones are True)
     if not marked and not unset: raise _fail(RuntimeError, "backward", "no tensor in the graph can have a gradient", self)
+    backward_done.update(nodes)
     for t, g in zip(marked + unset, self.gradient(*marked, *unset, gradient=gradient)):
       if g.shape != t.shape: g = g.reshape(t.shape)
       t.grad = g if t.grad is None else (t.grad + g)
+      # (as PyTorch's .grad without create_graph: no gradient flows through it, so a realize that computes it hands
+      # its value over, not the whole forward and backward graph under it, which would keep every activation alive)
+      if t.grad._requires_grad is None: t.grad._requires_grad = False
       if t._requires_grad is None: _unset_grads[id(t.grad)] = (weakref.ref(t.grad), weakref.ref(t))
     return self
 

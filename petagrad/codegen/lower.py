@@ -142,7 +142,7 @@ def _children(node: UOp, idx: Idx, valid: UOp, ctx: Lowering) -> tuple[list[tupl
     for a, r in zip(axes, rngs): cidx[a] = r
     return [(node.src[0], tuple(cidx), valid)], rngs
   if op in (Ops.BUFFER, Ops.CONST, Ops.IOTA, Ops.BIND): return [], None
-  if op is Ops.CUSTOM_GRAD: return [(node.src[0], idx, valid)], None   # the inputs are there for the backward only
+  if op in (Ops.CUSTOM_GRAD, Ops.AFTER): return [(node.src[0], idx, valid)], None   # the other sources: backward / order only
   if op in GroupOp.Elementwise or op in (Ops.DETACH, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD):
     return [(s, idx, valid) for s in node.src], None
   raise RuntimeError(f"cannot lower {op} inside a kernel")
@@ -161,7 +161,7 @@ def _combine(node: UOp, idx: Idx, valid: UOp, vals: list[UOp], extra, ctx: Lower
     # padded positions read as 0 (the loads below are also gated, so nothing is read out of bounds)
     mask = simplify(cvalid)
     return UOp(Ops.WHERE, node.dtype, (mask, vals[0], UOp.const(node.dtype, 0)))
-  if op in GroupOp.Movement or op in (Ops.DETACH, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.CUSTOM_GRAD): return vals[0]
+  if op in GroupOp.Movement or op in (Ops.DETACH, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.CUSTOM_GRAD, Ops.AFTER): return vals[0]
   if op is Ops.REDUCE_AXIS:
     if any(r.arg[1] == 0 for r in extra):   # an empty reduction is its identity
       return UOp.const(node.dtype, {Ops.ADD: 0, Ops.MUL: 1, Ops.MAX: node.dtype.min}[node.arg[0]])

@@ -313,7 +313,18 @@ class Buffer:
       if allocator.counted:
         GlobalCounters.mem_used += self.nbytes
         GlobalCounters.mem_used_per_device[self.device] += self.nbytes
+        if GlobalCounters.mem_used > GlobalCounters.mem_peak: GlobalCounters.mem_peak = GlobalCounters.mem_used
     return self
+  def release(self) -> None:
+    """Give the memory back now, keeping the object: the next use allocates again (from the allocator's pool). The
+    engine releases an intermediate buffer after the last kernel that reads it (engine/realize.py: `frees`)."""
+    if self._raw is None or self.external is not None or self._base is not None: return
+    allocator = Device[self.device].allocator
+    if not allocator.counted: return   # (DISK: a mapped file, no memory to give back)
+    GlobalCounters.mem_used -= self.nbytes
+    GlobalCounters.mem_used_per_device[self.device] -= self.nbytes
+    allocator.free(self._raw, self.nbytes)
+    self._raw = None
   def use_external(self, ptr: int) -> Buffer:
     """Make this (not yet allocated) buffer the nbytes at host address ptr, which someone else owns and keeps valid
     while the buffer lives (tinygrad's allocate(external_ptr=...)): kernels read and write that memory; it is never

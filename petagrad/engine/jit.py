@@ -228,7 +228,7 @@ class TinyJit(Generic[R]):
       _check_dropped_state(self.__name__, recorded, bufs, first_new)
       if self._from_inputs is not None: self._from_inputs.check(self.__name__, recorded, bufs)
       self._from_inputs = None
-      self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes, ei.collective) for ei in recorded]
+      self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes, ei.collective, ei.frees) for ei in recorded]
       self.signature = (sig, consts, (bool(TRAINING), bool(NO_GRAD)))
       # the buffers the call made and fully wrote that it returns: replays give them fresh memory
       made = {id(ei.bufs[w.out]): ei.bufs[w.out] for ei in self.captured for w in ei.writes
@@ -269,6 +269,8 @@ def _prune(items: list[ExecItem], inputs: list[Buffer], outs: list[Buffer]) -> l
            for w in ei.writes):
       kept.append(ei)
       varying |= {id(ei.bufs[w.out]) for w in ei.writes}
+  # what a dropped launch wrote is read by replays as the capture left it: its memory is never given back
+  for ei in kept: ei.frees = tuple(b for b in ei.frees if id(b) in varying)
   return kept
 
 def _refreshed(recorded: list[ExecItem], inputs: list[Buffer]) -> set[int]:

@@ -11,13 +11,13 @@ from __future__ import annotations
 import os, pickle, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp, pretty, multi_seen
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType, dtypes
-from petagrad.helpers import (prod, DEBUG, NOOPT, BEAM, OMP, SANITIZE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash, cpu_threads,
-                              read_cached, write_cached)
+from petagrad.helpers import (prod, DEBUG, NOOPT, BEAM, OMP, SANITIZE, EARLY_FREE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash,
+                              cpu_threads, read_cached, write_cached)
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
 from petagrad.schedule import multi
 from petagrad.runtime import mpi
@@ -230,7 +230,12 @@ class ExecItem:
   bufs: list[Buffer]
   writes: list[Writes]
   collective: tuple | None = None   # a copy that is an MPI collective: (Ops.ALLREDUCE or Ops.ALLGATHER, its arg)
+  frees: tuple[Buffer, ...] = ()    # intermediate buffers this launch reads last: their memory is released after it
   def run(self) -> float:
+    et = self._run()
+    for b in self.frees: b.release()
+    return et
+  def _run(self) -> float:
     if _in_flight: _settle(self.bufs)
     if self.collective is not None:
       out, src = self.bufs
@@ -340,16 +345,34 @@ def _launches(items: list[ScheduleItem]) -> list[_Launch | ScheduleItem]:
       l.parts = tuple(Part(a, p) for a, p in merge_nests([(p.ast, p.params) for p in l.parts], [id(b.buffer) for b in l.bufs]))
   return out
 
-def _exec_item(launch: _Launch | ScheduleItem) -> ExecItem:
-  if isinstance(launch, ScheduleItem):
-    return ExecItem(None, [launch.out.base.buffer, launch.value.base.buffer], [Writes(0, (1,))], launch.arg)
-  return ExecItem(get_kernel(launch), [b.buffer for b in launch.bufs], launch.writes)
+def _buffers(launch: _Launch | ScheduleItem) -> list[Buffer]:
+  if isinstance(launch, ScheduleItem): return [launch.out.base.buffer, launch.value.base.buffer]
+  return [b.buffer for b in launch.bufs]
 
-def run_schedule(items: list[ScheduleItem]) -> list[ExecItem]:
-  """Compile (what is not cached) and run the items; returns what ran."""
+def _exec_item(launch: _Launch | ScheduleItem, frees: tuple[Buffer, ...]) -> ExecItem:
+  if isinstance(launch, ScheduleItem): return ExecItem(None, _buffers(launch), [Writes(0, (1,))], launch.arg, frees)
+  return ExecItem(get_kernel(launch), _buffers(launch), launch.writes, None, frees)
+
+def last_uses(launches: list[list[Any]], freeable: Callable[[Any], bool], never: set[int]) -> list[tuple]:
+  """Per launch (given as the list of its buffers, or of their slots), the freeable ones it uses last; those in `never`
+  (by id: what a collective touches, read while later launches run) are not freed."""
+  last: dict[int, tuple[int, Any]] = {}
+  for i, bufs in enumerate(launches):
+    for b in bufs: last[id(b)] = (i, b)
+  out: list[list[Any]] = [[] for _ in launches]
+  for k, (i, b) in last.items():
+    if k not in never and freeable(b): out[i].append(b)
+  return [tuple(f) for f in out]
+
+def run_schedule(items: list[ScheduleItem], freeable: Callable[[Buffer], bool] = lambda b: False) -> list[ExecItem]:
+  """Compile (what is not cached) and run the items; returns what ran. The buffers for which freeable(buffer) holds
+  (intermediate values nothing reads after this schedule) give their memory back after the launch that reads them
+  last."""
   launches = _launches(items)
   if len(launches) > 1: compile_ahead([l for l in launches if isinstance(l, _Launch)])
-  return [_launch(_exec_item(launch)) for launch in launches]
+  bufs = [_buffers(l) for l in launches]
+  never = {id(b) for l, bs in zip(launches, bufs) if isinstance(l, ScheduleItem) and l.kind == "collective" for b in bs}
+  return [_launch(_exec_item(l, f)) for l, f in zip(launches, last_uses(bufs, freeable, never))]
 
 def _launch(ei: ExecItem) -> ExecItem:
   for hook in capture_hooks: hook(ei)
@@ -377,10 +400,14 @@ def _plan(ran: list[ExecItem], sched: Scheduled) -> _Plan | None:
   wake = next((ei.kernel.program for ei in ran if ei.kernel is not None and ei.kernel.program.uses_workers), None)
   return _Plan(_kernel_cache, [(ei.kernel, [where[id(b)] for b in ei.bufs], ei.writes, ei.collective) for ei in ran], wake)
 
-def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
+def realize_uops(targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] | None = None) -> dict[UOp, UOp]:
   """Compute every target; returns the map from realized graph nodes to their buffer views (a MULTI of them for a
-  value held on several devices)."""
-  if not multi_seen[0]: return _realize_single(targets)
+  value held on several devices).
+
+  keep: given that map before anything runs, the ids of the Buffers the caller reads after the realize besides the
+  targets' (what it hands to other live graphs); the memory of the other buffers the realize makes is given back after
+  the last kernel that reads them (EARLY_FREE; one device only). Without keep every buffer lives until the end."""
+  if not multi_seen[0]: return _realize_single(targets, keep=keep)
   memo = multi.lower(targets)
   lowered = [memo[t] for t in targets]
   # each process computes the pieces on its own devices (the devices of other MPI ranks: device/world.py)
@@ -404,10 +431,21 @@ def realize_uops(targets: list[UOp]) -> dict[UOp, UOp]:
     becomes[n] = UOp(Ops.MULTI, n.dtype, tuple(views), v.axis) if isinstance(v, multi.Sharded) else views[0]
   return becomes
 
-def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = None) -> dict[UOp, UOp]:
+def _freeable(sched: Scheduled, targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] | None) -> Callable[[Buffer], bool]:
+  """Which buffers a realize may release early: the ones its schedule makes (outputs) that are no target's, not
+  kept by the caller and not viewed by a tensor."""
+  if keep is None or not EARLY_FREE: return lambda b: False
+  held = keep(sched.becomes)
+  for t in targets:
+    if (v := sched.becomes.get(t)) is not None and v.base.op is Ops.BUFFER: held.add(id(v.base.buffer))
+  made = {id(o.buffer) for o in sched.outputs} - held
+  return lambda b: id(b) in made and not b.views
+
+def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = None,
+                    keep: Callable[[dict[UOp, UOp]], set[int]] | None = None) -> dict[UOp, UOp]:
   """Realize graphs of single-device nodes. agree_on: gives the structure of the (multi-device) graph they were lowered
   from (only computed when the schedule holds collectives between MPI ranks: the ranks first check that they all run
-  the same graph)."""
+  the same graph). keep: as realize_uops's."""
   st, k0, l0, c0 = time.perf_counter(), GlobalCounters.kernel_count, GlobalCounters.launch_count, GlobalCounters.compile_count
   sched = schedule_cached(targets)
   if sched.binds: write_vars(sched.binds)
@@ -417,15 +455,18 @@ def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = N
   first: dict[int, int] = {}
   # the plan depends on which inputs share memory (launch groups merge loop nests by memory) and on the flags
   key = (sched.key, tuple(first.setdefault(id(b), i) for i, b in enumerate(ins)), *_code_flags())
+  freeable = _freeable(sched, targets, keep)
   if (plan := _plans.get(key)) is not None and plan.kernels is _kernel_cache:
     if plan.wake is not None: plan.wake.wake()   # its workers wake while the launches are prepared
     outs = [b.buffer for b in sched.outputs]
-    for kernel, slots, writes, coll in plan.launches:
-      _launch(ExecItem(kernel, [i if out is None else outs[i] if out else ins[i] for out, i in slots], writes, coll))
+    bufs = [[i if out is None else outs[i] if out else ins[i] for out, i in slots] for _, slots, _, _ in plan.launches]
+    never = {id(b) for (_, _, _, coll), bs in zip(plan.launches, bufs) if coll is not None for b in bs}
+    for (kernel, _, writes, coll), bs, frees in zip(plan.launches, bufs, last_uses(bufs, freeable, never)):
+      _launch(ExecItem(kernel, bs, writes, coll, frees))
     n = len(plan.launches)
   else:
     items = sched.items()
-    ran = run_schedule(items)
+    ran = run_schedule(items, freeable)
     if (p := _plan(ran, sched)) is not None:
       if len(_plans) >= 4096: _plans.clear()
       _plans[key] = p

@@ -148,11 +148,11 @@ class GPT2(Decoder):
     load_weights(model, ckpt, "GPT-2", rename, ignore)
     return model
 
-  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool) -> Tensor:
+  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool, checkpoint: bool = False) -> Tensor:
     t = self.transformer
     wpe, = pos.rows(t.wpe.weight)
     x = t.wte(tokens) + wpe
-    for block in t.h: x = block(x, pos)
+    for block in t.h: x = nn.checkpoint(block, x, pos) if checkpoint else block(x, pos)
     if last_only: x = x[:, -1:]
     x = t.ln_f(x)
     return self.lm_head(x) if not self.config.tie_word_embeddings else x.matmul(t.wte.weight.T)

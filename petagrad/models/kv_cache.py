@@ -49,6 +49,8 @@ class Positions:
   start_pos: Any
   length: int
   max_context: int
+  cached: bool = True   # False: a training forward over whole sequences (start_pos 0): no cache read or written
+
 
   def __post_init__(self) -> None:
     sp = self.start_pos
@@ -61,6 +63,7 @@ class Positions:
       return
     if isinstance(sp, bool) or not isinstance(sp, int):
       raise TypeError(f"start_pos must be an int or a bound Variable, got {type(sp).__name__} {sp!r}")
+    if not self.cached and sp != 0: raise ValueError(f"a forward without the KV cache starts at position 0, got start_pos {sp}")
     if sp < 0: raise ValueError(f"start_pos must be >= 0, got {sp}")
     if sp + self.length > self.max_context:
       raise ValueError(f"{self.length} tokens at start_pos {sp} need positions up to {sp + self.length}, longer than the context "
@@ -82,7 +85,8 @@ class Positions:
 
     With a Variable start_pos a view at start_pos (one kernel for every position). With an int a gather by a buffer of
     the positions (a one-hot product, exact), not a view: a view at an int offset would be a new kernel, compiled, at
-    every position (see _realized)."""
+    every position (see _realized). Without the cache (training) the first `length` rows, a view."""
+    if not self.cached: return [t[:self.length] for t in tables]
     if self.symbolic: return _realized(self, *[t[self.start_pos:self.end] for t in tables])
     idx = Tensor(list(range(self.start_pos, self.end)), dtype=dtypes.int32, device=tables[0].device).reshape(self.length, 1)
     out = []
@@ -153,7 +157,8 @@ class KVCache:
   def attention(self, q: Tensor, k: Tensor, v: Tensor, pos: Positions, scale: float | None = None) -> Tensor:
     """Store k and v (batch, kv_heads, length, head_dim) at pos, then attend with q (batch, heads, length, head_dim;
     heads a multiple of kv_heads) to every cached position up to each query's own: (batch, heads, length, head_dim),
-    computed."""
+    computed. Without the cache (pos.cached False: training) causal attention over k and v, lazy, with gradients."""
+    if not pos.cached: return q.scaled_dot_product_attention(k, v, is_causal=True, scale=scale, enable_gqa=True)
     q, new = _realized(pos, q, self._new_kv(k, v, pos))
     self._write(new, pos)
     kv = pos.read(self.kv)   # type: ignore[arg-type]
@@ -197,7 +202,24 @@ class Decoder:
       self.realize_weights()
       return self._forward(tokens, pos, last_only)
 
-  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool) -> Tensor: raise NotImplementedError
+  def forward(self, tokens: Tensor, checkpoint: bool = False) -> Tensor:
+    """Logits (batch, seq, vocab) of whole sequences, lazy and with gradients (training, scoring): no KV cache is read
+    or written, attention is causal over the tokens given (at most max_context). checkpoint=True recomputes each
+    decoder layer in the backward pass (nn.checkpoint) instead of keeping its activations: memory for activations grows
+    by one layer's input per layer, for about a third more compute.
+
+    >>> from petagrad.models.llama import Llama, LlamaConfig
+    >>> m = Llama(LlamaConfig(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=2, num_attention_heads=2))
+    >>> loss = m.forward(Tensor([[1, 2, 3]])).flatten(0, 1).cross_entropy(Tensor([2, 3, 4]))
+    >>> _ = loss.backward(); m.model.layers[0].mlp.up_proj.weight.grad.shape
+    (16, 8)
+    """
+    tokens = check_tokens(tokens, self.device)
+    pos = Positions(0, tokens.shape[1], self.max_context, cached=False)
+    self.realize_weights()
+    return self._forward(tokens, pos, False, checkpoint)
+
+  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool, checkpoint: bool = False) -> Tensor: raise NotImplementedError
   def _caches(self) -> list[KVCache]: raise NotImplementedError
 
   def realize_weights(self) -> Any:

@@ -238,10 +238,10 @@ class Llama(Decoder):
     load_weights(model, ckpt, "LLaMA", ignore=lambda n: n.endswith(".rotary_emb.inv_freq") or (config.tie_word_embeddings and n == "lm_head.weight"))
     return model
 
-  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool) -> Tensor:
+  def _forward(self, tokens: Tensor, pos: Positions, last_only: bool, checkpoint: bool = False) -> Tensor:
     cos, sin = pos.rows(self.rope.cos, self.rope.sin)
     x = self.model.embed_tokens(tokens)
-    for layer in self.model.layers: x = layer(x, pos, cos, sin)
+    for layer in self.model.layers: x = nn.checkpoint(layer, x, pos, cos, sin) if checkpoint else layer(x, pos, cos, sin)
     if last_only: x = x[:, -1:]
     return self.lm_head(self.model.norm(x))
 

@@ -23,6 +23,7 @@ from petagrad.dtype import dtypes
 from petagrad.helpers import Context, prod
 from petagrad.nn import state, optim   # noqa: F401  (nn.state, nn.optim like tinygrad)
 from petagrad.nn.state import get_state_dict, get_parameters, load_state_dict   # noqa: F401
+from petagrad.nn.recompute import checkpoint   # noqa: F401
 
 def __getattr__(name: str) -> Any:
   """`nn.datasets` (tinygrad's `from tinygrad import nn; nn.datasets.mnist()`), imported on first use: it pulls in

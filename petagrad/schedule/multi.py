@@ -372,6 +372,7 @@ RULES: dict[Ops, Callable[[UOp, list], Sharded | UOp]] = {
   Ops.REDUCE_AXIS: _reduce,
   # (realize strips these; `layout` may meet them in a tensor's graph: the value is their first source)
   Ops.CUSTOM_GRAD: lambda node, srcs: srcs[0], Ops.CHECK: lambda node, srcs: srcs[0],
+  Ops.AFTER: lambda node, srcs: srcs[0],   # (the order is kept on one device only)
   **{op: _elementwise for op in GroupOp.Elementwise | {Ops.DETACH, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD}}}
 
 def lower(roots: list[UOp], memo: dict[UOp, Sharded | UOp] | None = None) -> dict[UOp, Sharded | UOp]:

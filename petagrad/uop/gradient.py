@@ -119,7 +119,7 @@ grad_rules = PatternMatcher([
   # fuses into one kernel whose expression doubles with every stage
   (UPat({Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD}, name="n"), lambda n, ctx: (UOp(Ops.CONTIGUOUS, ctx.dtype, (ctx,)),)),
   (UPat(Ops.CUSTOM_GRAD, name="n"), lambda n, ctx: (None, *custom_backward[n.arg[0]](ctx, n))),
-  (UPat(Ops.CHECK, name="n"), lambda n, ctx: (ctx, None)),
+  (UPat({Ops.CHECK, Ops.AFTER}, name="n"), lambda n, ctx: (ctx, None)),
   (UPat(Ops.COPY, name="n"), lambda n, ctx: (ctx.copy_to_device(n.src[0].device), None)),
   (UPat(Ops.MULTI, name="n"), lambda n, ctx: _multi_grad(ctx, n)),
   (UPat(Ops.MSELECT, name="n"), lambda n, ctx: _mselect_grad(ctx, n)),

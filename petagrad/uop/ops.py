@@ -24,6 +24,8 @@ class Ops(Enum):
   CONTIGUOUS_BACKWARD = auto()   # identity; its gradient is realized into a contiguous buffer
   CUSTOM_GRAD = auto()  # src=(value, *inputs), arg=(name, *static): computes value; the inputs' gradients come from
                         # the backward registered under name (gradient.custom_backward), not from value's graph
+  AFTER = auto()        # src=(value, dep): value, computed only after dep (a realized node): an ordering edge for the
+                        # scheduler, no data (nn.checkpoint's recompute waits for the gradient it is needed for)
   ASSIGN = auto()       # src=(target, value): write value into target's buffer
   CHECK = auto()        # src=(value, ok), arg=(exception type, message): value, where ok (a bool scalar computed with
                         # it, e.g. "every index is in range") must be true; the realize raises the exception otherwise
