@@ -559,22 +559,24 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     # (a float tensor whose requires_grad is unset may get a gradient too, tinygrad's rule: its graph is kept as well)
     unset_grad = not NO_GRAD.value
     modes = [bool(t._requires_grad) or (unset_grad and t._requires_grad is None and t.dtype.is_float) for t in others]
-    values: dict[UOp, UOp] = {}
+    values: list[dict[UOp, UOp]] = []   # node -> what it became, made once (before the launches when the engine asks)
+    def computed(becomes: dict[UOp, UOp]) -> dict[UOp, UOp]:
+      # (a detach() of a buffer view is a view too: it keeps reading the buffer, as torch's shares the memory)
+      if not values: values.append({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER
+                                    and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER)})
+      return values[0]
     def handed(becomes: dict[UOp, UOp]) -> set[int]:
       # what this realize computed that the graphs kept below will read: the buffers the engine must not free early
-      values.update({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER
-                     and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER)})
       if not keep and not others: return set()
       viewed = {id(b) for tgt in targets if (v := becomes.get(tgt)) is not None for b in view_buffers(v) or ()}
-      return _handed_buffers(values, [(t.uop, True) for t in keep] + [(t.uop, m) for t, m in zip(others, modes)], viewed)
+      return _handed_buffers(computed(becomes), [(t.uop, True) for t in keep] + [(t.uop, m) for t, m in zip(others, modes)], viewed)
     becomes = realize_uops(targets + list(oks.values()), keep=handed)
     for t, tgt in zip(todo, targets):
       if t._requires_grad and not t._leaf: continue
       if t._requires_grad: t._ctx = t.uop   # graphs built before find the leaf by this node
       t.uop = becomes.get(tgt, tgt)
     if keep or others:
-      # (a detach() of a buffer view is a view too: it keeps reading the buffer, as torch's shares the memory)
-      hand = _HandOver(values)
+      hand = _HandOver(computed(becomes))
       for t, tgt in zip(todo, targets):
         if t._requires_grad and not t._leaf: t.uop = _computed(becomes.get(tgt, tgt), hand(t.uop, True))
       for t, keep_graph in zip(others, modes):
