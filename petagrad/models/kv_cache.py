@@ -129,11 +129,12 @@ def _realized(pos: Positions, *tensors: Tensor) -> list[Tensor]:
   return list(tensors)
 
 def check_tokens(tokens: Any, device: str) -> Tensor:
-  """A decoder call's tokens: a (batch, seq) int Tensor (TypeError / ValueError otherwise), moved to device."""
+  """A decoder call's tokens: a (batch, seq) int Tensor (TypeError / ValueError otherwise), moved to device (tokens
+  on several devices, a batch split for data-parallel training, stay where they are)."""
   if not isinstance(tokens, Tensor): raise TypeError(f"tokens must be an int Tensor (batch, seq), got {type(tokens).__name__}")
   if not tokens.dtype.is_int: raise TypeError(f"tokens must be an int Tensor, got {tokens.dtype}")
   if tokens.ndim != 2: raise ValueError(f"tokens must be (batch, seq), got shape {tokens.shape}")
-  return tokens.to(device)
+  return tokens if isinstance(tokens.device, tuple) else tokens.to(device)
 
 class KVCache:
   """The keys and values of one attention layer: one buffer (2, batch, kv_heads, max_context, head_dim), keys at [0]

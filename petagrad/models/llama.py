@@ -195,8 +195,9 @@ class LlamaModel:
     self.norm = nn.RMSNorm(cfg.hidden_size, eps=cfg.rms_norm_eps, dtype=dtype, device=device)
 
 class _Tables:
-  """RoPE's cos/sin tables: derived from the config, so no part of the state dict."""
-  def __init__(self, cos: Tensor, sin: Tensor): self.cos, self.sin = cos, sin
+  """RoPE's cos/sin tables: derived from the config, so no part of the state dict, and constants (requires_grad=False:
+  backward's rule for float tensors whose requires_grad is unset would give them gradients)."""
+  def __init__(self, cos: Tensor, sin: Tensor): self.cos, self.sin = cos.requires_grad_(False), sin.requires_grad_(False)
   def _state_dict_items(self) -> dict[str, Any]: return {}
 
 class Llama(Decoder):
