@@ -97,7 +97,6 @@ def petagrad_rows(batches: list[np.ndarray], steps: int) -> dict:
     base = GlobalCounters.mem_used
     GlobalCounters.reset()
     out[name] = {"tokens_s": _timed(step, batches, steps), "peak_step_memory_mb": round((GlobalCounters.mem_peak - base) / 1e6, 1)}
-    del model, opt, jstep
   return out
 
 def main() -> None:
