@@ -287,6 +287,7 @@ class Buffer:
     # side data of the tensor layer: in-place writes so far, and weak references to the tensors viewing it
     self.writes = 0
     self.views: dict[int, Any] = {}
+    self.released = False   # release() gave its memory back and no kernel has written it since (checked with SANITIZE=1)
   def __del__(self):
     if self._raw is not None and self.external is None and self._base is None:
       try:
@@ -309,7 +310,7 @@ class Buffer:
     if self._raw is None:
       allocator = Device[self.device].allocator
       if self._base is not None: self._raw = allocator.offset(self._base.raw, self.offset, self.nbytes); return self
-      self._raw = allocator.alloc(self.nbytes)
+      self._raw, self.released = allocator.alloc(self.nbytes), False
       if allocator.counted:
         GlobalCounters.mem_used += self.nbytes
         GlobalCounters.mem_used_per_device[self.device] += self.nbytes
@@ -321,6 +322,7 @@ class Buffer:
     if self._raw is None or self.external is not None or self._base is not None: return
     allocator = Device[self.device].allocator
     if not allocator.counted: return   # (DISK: a mapped file, no memory to give back)
+    self.released = True
     GlobalCounters.mem_used -= self.nbytes
     GlobalCounters.mem_used_per_device[self.device] -= self.nbytes
     allocator.free(self._raw, self.nbytes)
@@ -343,6 +345,7 @@ class Buffer:
     Device[self.device].allocator.copyin(self.raw, data)
     return self
   def as_bytes(self) -> bytes:
+    if SANITIZE and self.released: raise RuntimeError(f"reading {self!r}, whose memory was given back after its last reader (an early-free bug)")
     out = bytearray(self.nbytes)
     if self.nbytes: Device[self.device].allocator.copyout(memoryview(out), self.raw)
     return bytes(out)

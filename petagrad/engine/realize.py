@@ -232,9 +232,20 @@ class ExecItem:
   collective: tuple | None = None   # a copy that is an MPI collective: (Ops.ALLREDUCE or Ops.ALLGATHER, its arg)
   frees: tuple[Buffer, ...] = ()    # intermediate buffers this launch reads last: their memory is released after it
   def run(self) -> float:
+    if SANITIZE: self._check_released()
     et = self._run()
     for b in self.frees: b.release()
     return et
+  def _check_released(self) -> None:
+    """SANITIZE=1: no launch reads a buffer whose memory was given back since a kernel last wrote it (the early free's
+    safety: such a read would see another value's bytes)."""
+    for w in self.writes:
+      for i in w.ins:
+        if self.bufs[i].released:
+          name = self.kernel.name if self.kernel is not None else "copy"
+          raise RuntimeError(f"{name} reads {self.bufs[i]!r} (parameter {i}), whose memory was given back after what was meant to be "
+                             "its last reader: an early-free bug (EARLY_FREE=0 avoids it; please report it)")
+      self.bufs[w.out].released = False
   def _run(self) -> float:
     if _in_flight: _settle(self.bufs)
     if self.collective is not None:
