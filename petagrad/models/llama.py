@@ -27,6 +27,7 @@ from petagrad.device import Device
 from petagrad import nn
 from petagrad.models.hf import Checkpoint, activation, config_value, float_dtype, float_dtype_arg, load_weights, positive, read_config
 from petagrad.models.kv_cache import Decoder, KVCache, Positions
+from petagrad.models import quant
 
 # max_context when from_pretrained is not told: the KV cache is allocated up front, so a model that knows 128k positions
 # does not get a 128k cache unless asked
@@ -232,9 +233,11 @@ class Llama(Decoder):
     model.safetensors.index.json). Weights stay in the files until the model first uses them (lazy DISK views copied
     to `device`, cast to `dtype`: default the checkpoint's). A tensor whose name or shape does not fit the config,
     or a missing weight, raises ValueError naming it."""
-    config = LlamaConfig.from_dict(read_config(path))
+    raw = read_config(path)
+    config = LlamaConfig.from_dict(raw)
     ckpt = Checkpoint(path)
     model = cls(config, device, float_dtype(ckpt, "model.embed_tokens.weight") if dtype is None else dtype, max_context)
+    quant.apply_quantization_config(model, raw, "LLaMA")   # int8 checkpoints: their linear layers hold int8 weights
     # rotary_emb.inv_freq: a buffer older transformers saved; a tied lm_head is the embedding (transformers ignores the copy)
     load_weights(model, ckpt, "LLaMA", ignore=lambda n: n.endswith(".rotary_emb.inv_freq") or (config.tie_word_embeddings and n == "lm_head.weight"))
     return model

@@ -1,4 +1,5 @@
-"""Weights that stay quantized in memory: ggml's Q8_0 and Q4_0 blocks, dequantized inside the kernels that read them.
+"""Weights that stay quantized in memory: ggml's Q8_0 and Q4_0 blocks, and int8 with one scale per output channel (the
+int8 safetensors of compressed-tensors' W8A16 checkpoints), dequantized inside the kernels that read them.
 
 A quantized weight is its packed bytes (one uint8 buffer) and a lazy view that decodes them with tensor ops
 (`nn.state.ggml_dequantize`, the same decoding `gguf_load` uses). A matrix-vector product over it (a decode step, one
@@ -9,6 +10,11 @@ a float matmul.
 * Q8_0: blocks of 32 weights, one float16 scale d = max|w| / 127 and 32 int8 q = round(w / d): 34 bytes.
 * Q4_0: blocks of 32 weights, d = m / -8 with m the weight of largest magnitude (its sign kept), 32 4-bit
   q = min(15, floor(w / d + 8.5)) (w = (q - 8) * d), two per byte (the first 16 in the low nibbles): 18 bytes.
+* int8 ("int8", `Int8Linear`): per output row a scale s = max|w| / 127 and q = round(w / s) as int8; w = q * s. The
+  layer holds `weight` (int8) and `weight_scale` (out, 1) as its state, under those names: a compressed-tensors
+  "int-quantized" checkpoint (8-bit symmetric int weights, strategy "channel", no activation quantization) loads
+  into it as it is (`Llama.from_pretrained` reads its `quantization_config`), and `safe_save(get_state_dict(model))`
+  writes one.
 
 >>> from petagrad import Tensor
 >>> w = Tensor([[0.5, -1.0] * 16])
@@ -23,16 +29,49 @@ from petagrad.dtype import dtypes
 from petagrad.nn.state import ggml_dequantize, get_state_dict
 
 GGML_TYPE = {"q8_0": 8, "q4_0": 2}   # ggml's type ids (nn/state.py GGML_TYPES)
+KINDS = (*GGML_TYPE, "int8")
 BLOCK = 32
+
+class Int8Linear:
+  """y = x @ (weight * weight_scale).T + bias, with weight int8 (out_features, in_features) and weight_scale
+  (out_features, 1) kept as they are: a product over one row of x (a decode step) reads one byte per weight, decoding
+  inside its loop. Inference only (int8 weights have no gradient). `Int8Linear.from_linear(layer)` quantizes a float
+  nn.Linear (symmetric, per output channel).
+
+  >>> from petagrad import nn
+  >>> lin = nn.Linear(4, 2); q = Int8Linear.from_linear(lin)
+  >>> q.weight.dtype, q.weight_scale.shape, bool((q(Tensor.ones(1, 4)) - lin(Tensor.ones(1, 4))).abs().max().item() < 0.02)
+  (dtypes.int8, (2, 1), True)
+  """
+  def __init__(self, in_features: int, out_features: int, bias: bool = False, dtype=None, device: str | None = None):
+    self.weight = Tensor.zeros(out_features, in_features, dtype=dtypes.int8, device=device)
+    self.weight_scale = Tensor.ones(out_features, 1, dtype=dtype or dtypes.default_float, device=device)
+    self.bias = Tensor.zeros(out_features, dtype=dtype or dtypes.default_float, device=device) if bias else None
+  def __call__(self, x: Tensor) -> Tensor:
+    if x.shape[-1] != self.weight.shape[1]:
+      raise ValueError(f"Int8Linear: input's last dim is {x.shape[-1]}, the layer takes {self.weight.shape[1]} (input shape {x.shape})")
+    return x.linear(self.weight.cast(x.dtype) * self.weight_scale.cast(x.dtype), self.bias)
+  @staticmethod
+  def from_linear(layer: Any) -> Int8Linear:
+    w = layer.weight.detach().float()
+    out = Int8Linear(w.shape[1], w.shape[0], layer.bias is not None, layer.weight.dtype, layer.weight.device)
+    scale = w.abs().max(axis=1, keepdim=True) / 127
+    out.weight = (w / scale.maximum(1e-30)).round().clip(-127, 127).cast(dtypes.int8).realize()
+    out.weight_scale = scale.cast(layer.weight.dtype).realize()
+    if layer.bias is not None: out.bias = layer.bias.detach().realize()
+    return out
 
 def _f16_bytes(d: Tensor) -> Tensor:
   """(n, 1) float scales -> (n, 2) uint8: their float16 bits, little-endian."""
   u = d.cast(dtypes.float16).bitcast(dtypes.uint16)
   return (u & 0xFF).cast(dtypes.uint8).cat((u >> 8).cast(dtypes.uint8), dim=1)
 
+def _check_kind(kind: str, kinds: tuple[str, ...] = KINDS) -> None:
+  if kind not in kinds: raise ValueError(f"quantization {kind!r} is not supported (supported: {', '.join(kinds)})")
+
 def pack(w: Tensor, kind: str) -> Tensor:
   """The ggml blocks of w (its elements in row-major order; their number a multiple of 32) as a flat uint8 Tensor."""
-  if kind not in GGML_TYPE: raise ValueError(f"quantization {kind!r} is not supported (supported: {', '.join(GGML_TYPE)})")
+  _check_kind(kind, tuple(GGML_TYPE))
   if w.numel() % BLOCK: raise ValueError(f"{kind}: {w.numel()} weights (shape {w.shape}) are not a whole number of blocks of {BLOCK}")
   b = w.float().reshape(-1, BLOCK)
   if kind == "q8_0":
@@ -53,21 +92,64 @@ def quantize(w: Tensor, kind: str = "q8_0") -> tuple[Tensor, Tensor]:
   return packed, view if view.dtype == w.dtype else view.cast(w.dtype)
 
 def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = ()) -> int:
-  """Replace the weight of every nn.Linear of model (found through its state dict) whose size is a multiple of 32 by
-  its quantized view, in place (the view holds the packed bytes; the float weight is freed when nothing else holds
-  it). Layers whose state-dict name starts with one of skip keep their weight. Returns how many were quantized. The
-  model's weights must be in memory (a model from from_pretrained: call realize_weights() first). Inference only: a
-  quantized weight has no gradient.
+  """Quantize every nn.Linear of model (found through its state dict), in place: "q8_0"/"q4_0" replace the weight of
+  each whose size is a multiple of 32 by its quantized view (the view holds the packed bytes; the float weight is freed
+  when nothing else holds it); "int8" replaces each layer by an Int8Linear. Layers whose state-dict name starts with
+  one of skip are left as they are. Returns how many were quantized. The model's weights must be in memory (a model
+  from from_pretrained: call realize_weights() first). Inference only: a quantized weight has no gradient.
 
   >>> from petagrad import nn
   >>> net = nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 4))
   >>> quantize_linears(net, "q4_0"), net(Tensor.ones(1, 64)).shape
   (2, (1, 4))
   """
+  _check_kind(kind)
   n = 0
   for name, layer in _linears(model):
-    if any(name.startswith(s) for s in skip) or layer.weight.numel() % BLOCK: continue
-    layer.weight = quantize(layer.weight.detach(), kind)[1]
+    if any(name.startswith(s) for s in skip) or (kind != "int8" and layer.weight.numel() % BLOCK): continue
+    if kind == "int8": _set_layer(model, name, Int8Linear.from_linear(layer))
+    else: layer.weight = quantize(layer.weight.detach(), kind)[1]
+    n += 1
+  return n
+
+def _set_layer(model: Any, name: str, layer: Any) -> None:
+  """Put layer at the state-dict path name ("model.layers.0.mlp.up_proj") of model."""
+  *path, last = name.split(".")
+  obj = model
+  for part in path: obj = obj[int(part)] if part.isdigit() and isinstance(obj, (list, tuple)) else getattr(obj, part)
+  if last.isdigit() and isinstance(obj, list): obj[int(last)] = layer
+  else: setattr(obj, last, layer)
+
+def apply_quantization_config(model: Any, config: dict[str, Any], what: str) -> int:
+  """Make model's layers fit the quantization_config of a Hugging Face config.json, before its weights are loaded:
+  compressed-tensors' int-quantized W8A16 (8-bit symmetric int weights, one scale per output channel, activations
+  not quantized) turns every targeted nn.Linear into an Int8Linear, but those `ignore` names (exact names, or "re:"
+  regular expressions). Any other quantization raises ValueError naming the setting. Returns the layers changed."""
+  qc = config.get("quantization_config")
+  if qc is None: return 0
+  where = "config.json quantization_config"
+  if not isinstance(qc, dict): raise ValueError(f"{where} must be an object, got {qc!r:.80}")
+  method, fmt = qc.get("quant_method"), qc.get("format")
+  if method != "compressed-tensors" or fmt not in ("int-quantized", "naive-quantized"):
+    raise ValueError(f"{where}: {what} loads compressed-tensors int-quantized (int8 per-channel) weights only, not quant_method "
+                     f"{method!r} with format {fmt!r}")
+  groups = qc.get("config_groups") or {}
+  if not isinstance(groups, dict) or not groups: raise ValueError(f"{where}: no config_groups")
+  for gname, g in groups.items():
+    w = (g or {}).get("weights") or {}
+    want = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}
+    bad = {k: w.get(k) for k, v in want.items() if w.get(k) != v}
+    if bad: raise ValueError(f"{where}: group {gname!r} has weights {bad}; supported: {want}")
+    if g.get("input_activations") is not None: raise ValueError(f"{where}: group {gname!r} quantizes activations too (W8A8); only weights (W8A16) are supported")
+    if [t for t in g.get("targets", ["Linear"]) if t != "Linear"]: raise ValueError(f"{where}: group {gname!r} targets {g.get('targets')}; only Linear is supported")
+  import re
+  ignore = qc.get("ignore") or []
+  def ignored(name: str) -> bool: return any(re.fullmatch(p[3:], name) if p.startswith("re:") else p == name for p in ignore)
+  n = 0
+  for name, layer in _linears(model):
+    if ignored(name): continue
+    w = layer.weight
+    _set_layer(model, name, Int8Linear(w.shape[1], w.shape[0], layer.bias is not None, w.dtype, w.device))
     n += 1
   return n
 

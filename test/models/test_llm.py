@@ -158,6 +158,37 @@ def edited_copy(folder: str, dest, edit_weights=None, edit_config=None) -> str:
   with open(os.path.join(dest, "config.json"), "w") as f: json.dump(cfg, f)
   return str(dest)
 
+INT8_CONFIG = {"quant_method": "compressed-tensors", "format": "int-quantized", "ignore": ["lm_head"],
+               "config_groups": {"group_0": {"targets": ["Linear"], "input_activations": None,
+                                             "weights": {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}}}}
+
+def test_llama_int8_checkpoint(llama_hf, tmp_path):
+  """A compressed-tensors int8 (W8A16, per-channel) checkpoint: its linear weights stay int8 (Int8Linear), and the
+  model matches transformers running the dequantized weights (int8 * scale)."""
+  import copy, torch
+  from petagrad.models.quant import Int8Linear
+  folder, hf = llama_hf
+  deq = copy.deepcopy(hf)
+  def quantize(sd):
+    for k in [k for k in sd if k.endswith("_proj.weight")]:
+      w = sd[k].float()
+      scale = (w.abs().amax(1, keepdim=True) / 127).to(torch.bfloat16)   # (a bfloat16 scale, as such checkpoints often store)
+      q = (w / scale.float()).round().clamp(-127, 127).to(torch.int8)
+      sd[k], sd[k[:-len("weight")] + "weight_scale"] = q, scale
+      deq.get_parameter(k).data = q.float() * scale.float()
+  int8 = edited_copy(folder, tmp_path / "int8", quantize, lambda c: c.update(quantization_config=INT8_CONFIG))
+  model = Llama.from_pretrained(int8, max_context=128)
+  layer = model.model.layers[0]
+  assert isinstance(layer.mlp.up_proj, Int8Linear) and layer.mlp.up_proj.weight.dtype == dtypes.int8
+  assert not isinstance(model.lm_head, Int8Linear)   # ignored by the config
+  check_prompt_and_decode(model, deq, seed=3, new=8)
+  bad = dict(INT8_CONFIG, config_groups={"g": {"targets": ["Linear"], "input_activations": {"num_bits": 8},
+                                               "weights": INT8_CONFIG["config_groups"]["group_0"]["weights"]}})
+  with pytest.raises(ValueError, match="W8A8"): Llama.from_pretrained(edited_copy(int8, tmp_path / "a8", None, lambda c: c.update(quantization_config=bad)))
+  gptq = {"quant_method": "gptq", "bits": 4}
+  with pytest.raises(ValueError, match="not quant_method 'gptq'"):
+    Llama.from_pretrained(edited_copy(int8, tmp_path / "gptq", None, lambda c: c.update(quantization_config=gptq)))
+
 def test_bad_checkpoints(gpt2_hf, llama_hf, tmp_path):
   import torch
   g, l = gpt2_hf[0], llama_hf[0]

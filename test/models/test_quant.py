@@ -43,6 +43,22 @@ def test_decode_reads_packed_bytes():
     assert GlobalCounters.global_mem < 512 * 1024 // 32 * nbytes + 64 * 1024   # the packed bytes and x, not 2 MB of floats
     np.testing.assert_allclose(out.numpy(), x @ view.numpy().T, rtol=1e-4, atol=1e-3)
 
+def test_int8_linear_reads_int8():
+  w = np.random.default_rng(4).standard_normal((512, 1024)).astype(np.float32)
+  x = np.random.default_rng(5).standard_normal((1, 1024)).astype(np.float32)
+  from petagrad import nn
+  lin = nn.Linear(1024, 512, bias=False)
+  lin.weight = Tensor(w)
+  q = quant.Int8Linear.from_linear(lin)
+  scale = np.abs(w).max(1, keepdims=True) / 127
+  np.testing.assert_array_equal(q.weight.numpy(), np.clip(np.round(w / scale.astype(np.float32)), -127, 127).astype(np.int8))
+  xt = Tensor(x).realize()
+  GlobalCounters.reset()
+  out = q(xt).realize()
+  assert GlobalCounters.kernel_count == 1
+  assert GlobalCounters.global_mem < 512 * 1024 + 64 * 1024   # one byte per weight (and x, the scales), not 2 MB of floats
+  np.testing.assert_allclose(out.numpy(), x @ (q.weight.numpy().astype(np.float32) * q.weight_scale.numpy()).T, rtol=1e-4, atol=1e-3)
+
 def test_quantized_llama_decodes_close_to_float():
   Tensor.manual_seed(0)
   cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
@@ -54,6 +70,12 @@ def test_quantized_llama_decodes_close_to_float():
   model.clear_cache()
   got = model(ids, 0).numpy()
   assert np.abs(got - ref).max() < 0.05 * np.abs(ref).max()
+  Tensor.manual_seed(0)
+  int8 = Llama(cfg).realize_weights()
+  assert quant.quantize_linears(int8, "int8", skip=("lm_head",)) == 2 * 7
+  assert isinstance(int8.model.layers[1].self_attn.o_proj, quant.Int8Linear)
+  got = int8(ids, 0).numpy()
+  assert np.abs(got - ref).max() < 0.02 * np.abs(ref).max()
   v = Variable("start_pos", 0, 31)
   step = TinyJit(lambda t, p: model(t, p).realize())
   for i in range(3): out = step(Tensor([[7 + i]], dtype=dtypes.int32), v.bind(4 + i))
@@ -62,6 +84,7 @@ def test_quantized_llama_decodes_close_to_float():
 def test_bad_quantization():
   with pytest.raises(ValueError, match="not supported"): quant.pack(Tensor.ones(32), "q5_1")
   with pytest.raises(ValueError, match="blocks of 32"): quant.pack(Tensor.ones(40), "q8_0")
+  with pytest.raises(ValueError, match="not supported"): quant.quantize_linears(Tensor.ones(1), "int4")
 
 def test_docstrings():
   res = doctest.testmod(quant, optionflags=doctest.ELLIPSIS)
