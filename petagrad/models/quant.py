@@ -140,8 +140,10 @@ def apply_quantization_config(model: Any, config: dict[str, Any], what: str) -> 
     want = {"num_bits": 8, "type": "int", "symmetric": True, "strategy": "channel"}
     bad = {k: w.get(k) for k, v in want.items() if w.get(k) != v}
     if bad: raise ValueError(f"{where}: group {gname!r} has weights {bad}; supported: {want}")
-    if g.get("input_activations") is not None: raise ValueError(f"{where}: group {gname!r} quantizes activations too (W8A8); only weights (W8A16) are supported")
-    if [t for t in g.get("targets", ["Linear"]) if t != "Linear"]: raise ValueError(f"{where}: group {gname!r} targets {g.get('targets')}; only Linear is supported")
+    if g.get("input_activations") is not None:
+      raise ValueError(f"{where}: group {gname!r} quantizes activations too (W8A8); only weights (W8A16) are supported")
+    if [t for t in g.get("targets", ["Linear"]) if t != "Linear"]:
+      raise ValueError(f"{where}: group {gname!r} targets {g.get('targets')}; only Linear is supported")
   import re
   ignore = qc.get("ignore") or []
   def ignored(name: str) -> bool: return any(re.fullmatch(p[3:], name) if p.startswith("re:") else p == name for p in ignore)

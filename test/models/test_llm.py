@@ -184,7 +184,8 @@ def test_llama_int8_checkpoint(llama_hf, tmp_path):
   check_prompt_and_decode(model, deq, seed=3, new=8)
   bad = dict(INT8_CONFIG, config_groups={"g": {"targets": ["Linear"], "input_activations": {"num_bits": 8},
                                                "weights": INT8_CONFIG["config_groups"]["group_0"]["weights"]}})
-  with pytest.raises(ValueError, match="W8A8"): Llama.from_pretrained(edited_copy(int8, tmp_path / "a8", None, lambda c: c.update(quantization_config=bad)))
+  with pytest.raises(ValueError, match="W8A8"):
+    Llama.from_pretrained(edited_copy(int8, tmp_path / "a8", None, lambda c: c.update(quantization_config=bad)))
   gptq = {"quant_method": "gptq", "bits": 4}
   with pytest.raises(ValueError, match="not quant_method 'gptq'"):
     Llama.from_pretrained(edited_copy(int8, tmp_path / "gptq", None, lambda c: c.update(quantization_config=gptq)))
