@@ -421,6 +421,7 @@ def realize_uops(targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] 
   if not multi_seen[0]: return _realize_single(targets, keep=keep)
   memo = multi.lower(targets)
   lowered = [memo[t] for t in targets]
+  if all(v is t for v, t in zip(lowered, targets)): return _realize_single(targets, keep=keep)   # nothing on several devices
   # each process computes the pieces on its own devices (the devices of other MPI ranks: device/world.py)
   flat = [s for v in lowered for s in (v.shards if isinstance(v, multi.Sharded) else (v,)) if is_local(s.device)]
   # (what the ranks must agree on: the graphs, less the copy that gathers a result onto each rank's own device)
