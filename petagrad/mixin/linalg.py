@@ -490,6 +490,12 @@ class LinalgMixin(TensorMixin):
     if enable_gqa and q.ndim >= 3 and k.shape[-3] != q.shape[-3]:
       hq, hk = q.shape[-3], k.shape[-3]
       if hq % hk: raise _fail(ValueError, op, f"query heads ({hq}) must be a multiple of key/value heads ({hk})", q, k, v)
+      if (attn_mask is None or attn_mask.ndim <= 2) and k.ndim == q.ndim and v.ndim == q.ndim:
+        # the query heads of one key/value head as a group axis: each key/value head is read once per group (broadcast)
+        # instead of copied hq/hk times
+        qg = q.reshape(q.shape[:-3] + (hk, hq // hk) + q.shape[-2:])
+        out = qg.scaled_dot_product_attention(k.unsqueeze(-3), v.unsqueeze(-3), attn_mask, dropout_p, is_causal, scale)
+        return out.reshape(q.shape[:-1] + (v.shape[-1],))
       def rep(t):
         return t.unsqueeze(-3).expand(t.shape[:-2] + (hq // hk,) + t.shape[-2:]).reshape(t.shape[:-3] + (hq,) + t.shape[-2:])
       k, v = rep(k), rep(v)

@@ -587,6 +587,19 @@ def test_sdpa_dropout(device):
 def test_sdpa_gqa(device):
   helper_test_op([(1, 4, 3, 2), (1, 2, 3, 2), (1, 2, 3, 2)], lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
                  lambda q, k, v: q.scaled_dot_product_attention(k, v, enable_gqa=True), atol=1e-5, grad_atol=1e-5)
+  # causal, a 2-D mask (both read each key/value head once per group of query heads) and a per-head 4-D mask (the heads
+  # repeated), with several query heads per key/value head and a value width of its own
+  helper_test_op([(2, 6, 5, 4), (2, 2, 5, 4), (2, 2, 5, 3)], lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True),
+                 lambda q, k, v: q.scaled_dot_product_attention(k, v, is_causal=True, enable_gqa=True), atol=1e-5, grad_atol=1e-5)
+  m2 = np.random.default_rng(0).random((5, 5)) < 0.7
+  m2[:, 0] = True
+  m4 = np.random.default_rng(1).random((2, 6, 5, 5)) < 0.7
+  m4[..., 0] = True
+  for m in (m2, m4):
+    helper_test_op([(2, 6, 5, 4), (2, 2, 5, 4), (2, 2, 5, 3)],
+                   lambda q, k, v, m=m: F.scaled_dot_product_attention(q, k, v, attn_mask=torch.tensor(m), enable_gqa=True),
+                   lambda q, k, v, m=m: q.scaled_dot_product_attention(k, v, attn_mask=Tensor(m, device=q.device), enable_gqa=True),
+                   atol=1e-5, grad_atol=1e-5)
 
 def test_sdpa_errors(device):
   q = Tensor.zeros(2, 3, 4)
