@@ -51,7 +51,6 @@ class Positions:
   max_context: int
   cached: bool = True   # False: a training forward over whole sequences (start_pos 0): no cache read or written
 
-
   def __post_init__(self) -> None:
     sp = self.start_pos
     if self.length < 1: raise ValueError(f"a decoder call needs at least one token, got {self.length}")

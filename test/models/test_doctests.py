@@ -5,7 +5,7 @@ import doctest, importlib
 import pytest
 
 MODULES = ["petagrad.nn", "petagrad.nn.optim", "petagrad.nn.lr_scheduler", "petagrad.nn.amp", "petagrad.nn.state",
-           "petagrad.nn.datasets", "petagrad.engine.jit"]
+           "petagrad.nn.datasets", "petagrad.nn.recompute", "petagrad.engine.jit"]
 
 @pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):

@@ -96,6 +96,26 @@ def test_llama_gqa_llama3_rope_matches_transformers(llama_hf):
   assert {"kept", "divided", "smoothed"} == {"kept" if a == b else "divided" if abs(a - b / 8) < 1e-12 else "smoothed" for a, b in zip(want, inv)}
   check_prompt_and_decode(model, hf, seed=2)
 
+def test_training_forward_matches_transformers(gpt2_hf, llama_hf):
+  """model.forward (the training call: whole sequences, no KV cache, gradients) gives transformers' logits at every
+  position, with and without activation checkpointing, and the same gradients either way."""
+  import torch
+  from petagrad import nn
+  ids = prompt_ids(4, n=48, batch=2)
+  for (folder, hf), cls in ((gpt2_hf, GPT2), (llama_hf, Llama)):
+    model = cls.from_pretrained(folder, max_context=128)
+    with torch.no_grad(): ref = hf(torch.tensor(ids)).logits.numpy()
+    grads = []
+    for ck in (False, True):
+      sd = nn.state.get_state_dict(model)
+      for p in sd.values(): p.requires_grad_(True); p.grad = None
+      logits = model.forward(Tensor(ids, dtype=dtypes.int32), checkpoint=ck)
+      np.testing.assert_allclose(logits.numpy(), ref, atol=ATOL, rtol=0, err_msg=f"{cls.__name__} checkpoint={ck}")
+      logits.flatten(0, 1).cross_entropy(Tensor(ids[:, ::-1].copy(), dtype=dtypes.int32).flatten()).backward()
+      grads.append({k: p.grad.numpy() for k, p in sd.items() if p.grad is not None})
+    assert grads[0].keys() == grads[1].keys() and len(grads[0]) > 10
+    for k in grads[0]: np.testing.assert_allclose(grads[1][k], grads[0][k], rtol=1e-4, atol=1e-6, err_msg=f"{cls.__name__} {k}")
+
 def test_llama_tied_biases_batch(tmp_path_factory):
   """Tied embeddings, attention and MLP biases, no GQA, transformers 4's config keys (rope_theta + rope_scaling) and a
   batch of 2 prompts decoded together."""
