@@ -95,8 +95,15 @@ def sin_f64(x: UOp) -> UOp:
   out = _where(_ne(UOp(Ops.AND, b.i, (q, _l(2))), _l(0)), -out, out)
   return _where(_ne(x - x, _d(0.0)), _d(math.nan), out)   # inf and NaN: NaN
 
+def _via_f32(x: UOp, fn: Callable[..., UOp], dt: DType) -> UOp:
+  """A float16/bfloat16 exp2 or log2: float32's polynomial on the widened value, rounded back (within float32's ulp of
+  the libm call rounded the same way, far below a 16-bit float's)."""
+  return fn(x.cast(dtypes.float32), b=F32_BITS).cast(dt)
+
 DECOMPOSITIONS: dict[tuple[Ops, DType], Callable[[UOp], UOp]] = {
   **{(op, b.f): functools.partial(fn, b=b) for b in (F32_BITS, F64_BITS) for op, fn in ((Ops.EXP2, exp2), (Ops.LOG2, log2))},
+  **{(op, dt): functools.partial(_via_f32, fn=fn, dt=dt) for dt in (dtypes.float16, dtypes.bfloat16)
+     for op, fn in ((Ops.EXP2, exp2), (Ops.LOG2, log2))},
   (Ops.SIN, dtypes.float64): sin_f64}
 
 def _decompose(u: UOp, ctx: frozenset) -> UOp | None:

@@ -79,9 +79,13 @@ RECOMPUTE_COST, RECOMPUTE_FACTOR = 8, 4
 _OP_COST = {**{op: 1 for op in GroupOp.ALU}, **{op: 10 for op in GroupOp.Transcendental}, Ops.FDIV: 4, Ops.RECIPROCAL: 4,
             Ops.PAD: 2}   # a pad is a masked load: a compare and a select (a cat of n pieces is n of them)
 
+# a bfloat16 op is a float32 op and a rounding to bfloat16 (a few integer ops) on devices without bfloat16 arithmetic
+BF16_COST = 3
+
 def _chain_cost(root: UOp, realized: set[UOp]) -> int:
   """Op-equivalents one element of root costs to compute inside another kernel (a load counts one)."""
-  return sum(1 if (u in realized or u.op is Ops.BUFFER) else _OP_COST.get(u.op, 0) for u in _kernel_walk((root,), realized))
+  return sum(1 if (u in realized or u.op is Ops.BUFFER) else _OP_COST.get(u.op, 0) * (BF16_COST if u.dtype == dtypes.bfloat16 else 1)
+             for u in _kernel_walk((root,), realized))
 
 def _costly(u: UOp, realize: set[UOp]) -> bool:
   """Is u a computed node without a buffer whose element costs at least RECOMPUTE_COST to compute in another kernel?"""
