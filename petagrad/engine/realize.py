@@ -443,14 +443,20 @@ def realize_uops(targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] 
     becomes[n] = UOp(Ops.MULTI, n.dtype, tuple(views), v.axis) if isinstance(v, multi.Sharded) else views[0]
   return becomes
 
+# buffers smaller than this are not freed early: they matter little to the peak, and giving them back and taking them
+# again on every replay costs time (a decode step's vectors: the allocator pools only bigger ones) and cache warmth
+FREE_MIN_BYTES = 1 << 16
+
 def _freeable(sched: Scheduled, targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] | None) -> Callable[[Buffer], bool]:
-  """Which buffers a realize may release early: the ones its schedule makes (outputs) that are no target's, not
-  kept by the caller and not viewed by a tensor."""
-  if keep is None or not EARLY_FREE: return lambda b: False
+  """Which buffers a realize may release early: the ones its schedule makes (outputs) of at least FREE_MIN_BYTES that
+  are no target's, not kept by the caller and not viewed by a tensor. (keep, a walk of the live graphs, is asked only
+  when there is such a buffer.)"""
+  big = {id(o.buffer) for o in sched.outputs if o.buffer.nbytes >= FREE_MIN_BYTES}
+  if keep is None or not EARLY_FREE or not big: return lambda b: False
   held = keep(sched.becomes)
   for t in targets:
     if (v := sched.becomes.get(t)) is not None and v.base.op is Ops.BUFFER: held.add(id(v.base.buffer))
-  made = {id(o.buffer) for o in sched.outputs} - held
+  made = big - held
   return lambda b: id(b) in made and not b.views
 
 def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = None,
