@@ -188,11 +188,16 @@ class _HandOver:
     def stop(n: UOp) -> UOp | None:
       if grad and n in backward_done: return n   # (see backward_done)
       v = values.get(n)
-      return v if v is not None and (n.op is Ops.ASSIGN or not grad and not any(map(_has_views, view_buffers(v) or ()))) else None
+      return v if v is not None and _ends_walk(n, v, grad) else None
     def make(n: UOp, src: tuple) -> UOp:
       new = _same_or_new(n, src)
       return new if (v := values.get(n)) is None else _computed(v, new)
     return _rebuild(root, self.memo[grad], stop, make)
+
+def _ends_walk(n: UOp, v: UOp, grad: bool, viewed: frozenset[int] | set[int] = frozenset()) -> bool:
+  """Does the hand-over put computed node n's value v into a graph as it is, without looking below n? An ASSIGN always
+  (its target's view); without grad, a value no tensor views (viewed: ids of buffers tensors are about to view)."""
+  return n.op is Ops.ASSIGN or not grad and not any(id(b) in viewed or _has_views(b) for b in view_buffers(v) or ())
 
 def _handed_buffers(values: dict[UOp, UOp], roots: list[tuple[UOp, bool]], viewed: set[int]) -> set[int]:
   """ids of the Buffers `_HandOver(values)` puts into the graphs of roots ((root, keeps its graph) pairs), found before
@@ -207,9 +212,8 @@ def _handed_buffers(values: dict[UOp, UOp], roots: list[tuple[UOp, bool]], viewe
       done.add(n)
       if grad and n in backward_done and n is not root: continue
       if (v := values.get(n)) is not None:
-        bufs = view_buffers(v) or ()
-        out.update(map(id, bufs))
-        if n.op is Ops.ASSIGN or not grad and not any(id(b) in viewed or _has_views(b) for b in bufs): continue
+        out.update(map(id, view_buffers(v) or ()))
+        if _ends_walk(n, v, grad, viewed): continue
       stack.extend(n.src)
   return out
 

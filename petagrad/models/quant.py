@@ -23,6 +23,7 @@ a float matmul.
 ((34,), (1, 32), 0.004)
 """
 from __future__ import annotations
+import re
 from typing import Any
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
@@ -115,8 +116,7 @@ def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = ())
 def _set_layer(model: Any, name: str, layer: Any) -> None:
   """Put layer at the state-dict path name ("model.layers.0.mlp.up_proj") of model."""
   *path, last = name.split(".")
-  obj = model
-  for part in path: obj = obj[int(part)] if part.isdigit() and isinstance(obj, (list, tuple)) else getattr(obj, part)
+  obj = _module_at(model, path)
   if last.isdigit() and isinstance(obj, list): obj[int(last)] = layer
   else: setattr(obj, last, layer)
 
@@ -144,7 +144,6 @@ def apply_quantization_config(model: Any, config: dict[str, Any], what: str) -> 
       raise ValueError(f"{where}: group {gname!r} quantizes activations too (W8A8); only weights (W8A16) are supported")
     if [t for t in g.get("targets", ["Linear"]) if t != "Linear"]:
       raise ValueError(f"{where}: group {gname!r} targets {g.get('targets')}; only Linear is supported")
-  import re
   ignore = qc.get("ignore") or []
   def ignored(name: str) -> bool: return any(re.fullmatch(p[3:], name) if p.startswith("re:") else p == name for p in ignore)
   n = 0
@@ -161,9 +160,14 @@ def _linears(model: Any) -> list[tuple[str, Any]]:
   seen, out = set(), []
   for key in get_state_dict(model):
     if not key.endswith(".weight"): continue
-    obj = model
-    for part in key.split(".")[:-1]: obj = obj[int(part)] if part.isdigit() and isinstance(obj, (list, tuple)) else getattr(obj, part)
+    obj = _module_at(model, key.split(".")[:-1])
     if isinstance(obj, nn.Linear) and id(obj) not in seen:
       seen.add(id(obj))
       out.append((key[:-len(".weight")], obj))
   return out
+
+def _module_at(model: Any, path: list[str]) -> Any:
+  """The object at a state-dict path (["model", "layers", "0", "mlp"]): attributes, and list items by index."""
+  obj = model
+  for part in path: obj = obj[int(part)] if part.isdigit() and isinstance(obj, (list, tuple)) else getattr(obj, part)
+  return obj
