@@ -74,6 +74,43 @@ def substitute(root: UOp, subst: dict[UOp, UOp], memo: dict[UOp, UOp] | None = N
     done[u] = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
   return done[root]
 
+def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+  """Element strides of a contiguous array of this shape."""
+  st, acc = [], 1
+  for n in reversed(shape): st.append(acc); acc *= n
+  return tuple(reversed(st))
+
+def reshape_strides(old: tuple[int, ...], st: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
+  """The strides of a reshape of a view (shape old, strides st) to shape new, or None where a group of merged axes is
+  not evenly strided (the reshape would need a copy)."""
+  dims = [(n, s) for n, s in zip(old, st) if n != 1]
+  keep = [k for k, n in enumerate(new) if n != 1]
+  res, i, k = [0] * len(new), 0, 0
+  while k < len(keep):
+    # the shortest runs of old and new dims with equal products
+    i0, k0, size_old, size_new = i, k, dims[i][0], new[keep[k]]
+    while size_old != size_new:
+      if size_old < size_new: i += 1; size_old *= dims[i][0]
+      else: k += 1; size_new *= new[keep[k]]
+    if any(dims[a][1] != dims[a + 1][1] * dims[a + 1][0] for a in range(i0, i)): return None
+    acc = dims[i][1]
+    for kk in range(k, k0 - 1, -1): res[keep[kk]] = acc; acc *= new[keep[kk]]
+    i, k = i + 1, k + 1
+  return tuple(res)
+
+def view_strides(u: UOp) -> tuple[int, ...] | None:
+  """Element strides of u's axes in the row-major layout of the node under its movement ops (a realized buffer, or an
+  elementwise chain whose loads are laid out like it), or None where a reshape makes them irregular."""
+  chain = []
+  while u.op in GroupOp.Movement: chain.append(u); u = u.src[0]
+  st: tuple[int, ...] | None = row_major(u.shape)
+  for m in reversed(chain):
+    if m.op is Ops.EXPAND: st = tuple(0 if a != b else s for s, a, b in zip(st, m.src[0].shape, m.shape))
+    elif m.op is Ops.PERMUTE: st = tuple(st[i] for i in m.arg)
+    elif m.op is Ops.RESHAPE: st = reshape_strides(m.src[0].shape, st, m.shape)
+    if st is None: return None   # (SHRINK, PAD and FLIP keep each axis's stride, up to its sign)
+  return st
+
 def unbind(x):
   """x (an int, a symbolic expression or a tuple of them) with every bound Variable replaced by the Variable itself:
   what a kernel compiled for every value sees."""

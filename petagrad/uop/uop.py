@@ -154,6 +154,7 @@ class UOp(metaclass=UOpMeta):
     """A copy of this value on device (a COPY node; no node when it is there already)."""
     return self if self.device_or_none == device else UOp(Ops.COPY, self.dtype, (self, UOp(Ops.DEVICE, dtypes.bool, (), device)))
   def reduce(self, op: Ops, axes: tuple[int, ...]) -> UOp:
+    assert len(set(axes)) == len(axes), f"an axis reduced twice: {axes}"
     axes = tuple(sorted(a for a in axes if self.shape[a] != 1)) if self.shape else ()
     return self if not axes else UOp(Ops.REDUCE_AXIS, self.dtype, (self,), (op, axes))
 

@@ -2,7 +2,10 @@
 from __future__ import annotations
 import numpy as np
 import pytest
+import torch
 from petagrad import Tensor, GlobalCounters
+from petagrad.helpers import Context
+from helpers import helper_test_op
 
 def kernels(*ts: Tensor) -> int:
   GlobalCounters.reset()
@@ -163,3 +166,46 @@ def test_gather_out_of_range_index_reads_nothing(device):
   x = Tensor.arange(6).reshape(3, 2).float().realize()
   with pytest.raises(IndexError): x[Tensor([1, 3])].realize()
   with pytest.raises(IndexError): x[Tensor([-4])].realize()
+
+def test_long_contraction_over_strided_rows_is_split(device):
+  if device == "PYTHON": pytest.skip("millions of products: too slow for the interpreter")
+  # x.T @ g sums over 2048 rows reading both operands a row at a time (a weight gradient's shape): the partial sums
+  # of chunks of 256 rows, then their sum (the chunk's operand panels stay in cache)
+  x, g = Tensor.rand(2048, 64).realize(), Tensor.rand(2048, 48).realize()
+  out = x.T @ g
+  assert kernels(out) == 2
+  np.testing.assert_allclose(out.numpy(), x.numpy().T @ g.numpy(), rtol=1e-5)
+  with Context(SPLIT_REDUCE=0): assert kernels(x.T @ g) == 1
+  # read along the reduction (x @ w.T, a forward Linear): a few sequential streams, left as one kernel
+  a, b = Tensor.rand(64, 2048).realize(), Tensor.rand(48, 2048).realize()
+  assert kernels(a @ b.T) == 1
+  # too few rows or columns to reuse a panel (a matrix-vector product): one kernel
+  assert kernels(x.T @ g[:, :1]) == 1
+
+@pytest.mark.parametrize("shapes,fn", [
+  ([(4, 512, 64), (48, 64)], lambda x, w: x @ w.T),                               # a Linear's weight gradient over b x t
+  ([(1000, 40), (1000, 36)], lambda a, b: a.T @ b),                              # 1000 rows: chunks of 250
+  ([(1031, 40), (1031, 36)], lambda a, b: a.T @ b),                              # a prime count: no even chunk, one kernel
+  ([(8, 200, 40), (8, 200, 36)], (lambda a, b: torch.einsum("bki,bkj->ij", a, b), lambda a, b: Tensor.einsum("bki,bkj->ij", a, b))),
+])
+def test_split_contraction_values_and_gradients(device, shapes, fn):
+  if device == "PYTHON": pytest.skip("millions of products: too slow for the interpreter")
+  fns = fn if isinstance(fn, tuple) else (fn,)
+  tol = dict(low=-1, high=1, atol=1e-4, rtol=1e-4, grad_atol=1e-4, grad_rtol=1e-4)
+  helper_test_op(shapes, *fns, **tol)
+  with Context(SPLIT_REDUCE=64): helper_test_op(shapes, *fns, **tol)
+
+def test_split_plan_andview_strides():
+  from petagrad.schedule.schedule import _split_plan
+  from petagrad.uop.graph import reshape_strides, view_strides
+  from petagrad.uop.ops import Ops
+  assert reshape_strides((4, 6), (6, 1), (2, 2, 3, 2)) == (12, 6, 2, 1)
+  assert reshape_strides((6, 4), (1, 6), (24,)) is None             # a transposed view does not merge
+  assert reshape_strides((6, 4), (1, 6), (6, 1, 4)) == (1, 0, 6)    # a size-1 axis may go anywhere
+  x = Tensor.rand(32, 16).realize()
+  assert view_strides(x.T.reshape(16, 1, 32).expand(16, 8, 32).uop) == (1, 0, 16)
+  # the gradient of a Linear's weight: reduced over the adjacent (batch, token) axes, split at 256 of their 2048
+  xs, ws = Tensor.rand(4, 512, 64).realize(), Tensor.rand(48, 64, requires_grad=True).realize()
+  ((xs @ ws.T) * Tensor.rand(4, 512, 48).realize()).sum().backward()
+  plans = [_split_plan(u) for u in ws.grad.uop.toposort() if u.op is Ops.REDUCE_AXIS]
+  assert (0, 256) in plans
