@@ -25,6 +25,7 @@ class Renderer:
   max_local: int = 0
   launch_groups: bool = True        # may several kernels run one after another in one program (a launch group)?
   unsupported: dict = {}            # dtype -> why this device cannot store or compute it (a kernel using one raises)
+  prefetch: str = ""                # a software prefetch of element {idx} of buffer {buf} ({size} bytes each); "": none
   def render(self, name: str, prog: Any, params: list) -> str: raise NotImplementedError
   def check_dtypes(self, name: str, prog: Any, params: list) -> None:
     """RuntimeError naming the device when the kernel uses a dtype the device does not have."""

@@ -10,6 +10,8 @@ CASES = {
   "matmul_odd": (lambda a, b: a @ b, [(33, 17), (17, 50)]),
   "matmul_bT": (lambda a, b: a @ b.T, [(32, 64), (48, 64)]),
   "matmul_aT": (lambda a, b: a.T @ b, [(64, 32), (64, 48)]),
+  "gemv_prefetched": (lambda a, b: a @ b.T, [(1, 512), (1024, 512)]),        # a decode step's product (PREFETCH)
+  "gemv_int8": (lambda a, b: a @ ((b * 20).clip(-100, 100).cast("int8").cast("float32") * 0.05).T, [(1, 512), (1024, 512)]),
   "bmm": (lambda a, b: a @ b, [(3, 16, 32), (3, 32, 16)]),
   "matmul_bias_relu": (lambda a, b, c: (a @ b + c).relu(), [(64, 32), (32, 48), (48,)]),
   "sum0": (lambda a: a.sum(0), [(64, 128)]),
@@ -186,3 +188,30 @@ def test_register_width_sizes_lanes_and_tiles(monkeypatch, vector_bytes):
       vec = [o.amount for o in applied[0] if o.op is OptOps.VECTOR]
       rows = [o.amount for o in applied[0] if o.op is OptOps.UPCAST]
       assert vec == [vector_bytes // 4] and rows[0] == (8 if vector_bytes == 64 else 4), applied[0]
+
+def test_matrix_vector_product_prefetches(monkeypatch):
+  # a product over one row reads its weight once, row after row: its streamed loads prefetch a few rows ahead (past
+  # the buffer's end too, where SANITIZE=1 puts a guard page: a prefetch never faults); a product with reuse (many
+  # rows) does not prefetch
+  import petagrad.engine.realize as R
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
+  srcs: list[str] = []
+  compile_kernels = R.compile_kernels
+  def spy(device, todo):
+    out = compile_kernels(device, todo)
+    srcs.extend(ck.src for ck in out if not isinstance(ck, Exception))
+    return out
+  monkeypatch.setattr(R, "compile_kernels", spy)
+  rng = np.random.default_rng(3)
+  x, x64, w = (rng.standard_normal(s).astype(np.float32) for s in ((1, 512), (64, 512), (1024, 512)))
+  wt = Tensor(w, device="CPU")
+  np.testing.assert_allclose((Tensor(x, device="CPU") @ wt.T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+  assert any("__builtin_prefetch" in s for s in srcs)
+  srcs.clear()
+  np.testing.assert_allclose((Tensor(x64, device="CPU") @ wt.T).numpy(), x64 @ w.T, rtol=1e-4, atol=1e-4)
+  assert srcs and not any("__builtin_prefetch" in s for s in srcs)
+  srcs.clear()
+  with Context(SANITIZE=1):
+    np.testing.assert_allclose((Tensor(x, device="CPU") @ wt.T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+  assert any("__builtin_prefetch" in s for s in srcs)
