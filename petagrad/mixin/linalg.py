@@ -43,7 +43,8 @@ class LinalgMixin(TensorMixin):
     if kx != kw: raise _fail(ValueError, "matmul", f"inner dimensions do not match: {x.shape} @ {w.shape}", x, w)
     try: dt = promote(x.dtype, w.dtype)
     except TypeError as e: raise _fail(TypeError, "matmul", str(e), x, w) from None
-    wv = _right_operand_layout(w.reshape(kw, 1) if w.ndim == 1 else w, prod(x.shape[:-1]))
+    # the rows that read each right matrix: all of x's for one matrix, x's last-but-one dim for a batch of them
+    wv = _right_operand_layout(w.reshape(kw, 1) if w.ndim == 1 else w, prod(x.shape[:-1]) if w.ndim <= 2 else (x.shape[-2] if x.ndim > 1 else 1))
     # built on the graph directly (one Tensor for the result, not one per step): (..., n, 1, k) * (..., 1, m, k),
     # summed over k
     xu, wu = x.uop.reshape((1, kx)) if x.ndim == 1 else x.uop, wv.uop
@@ -532,8 +533,10 @@ def _right_operand_layout(w: Tensor, rows: int) -> Tensor:
     # a transposed view (x @ W.T, a Linear layer) is read along its contiguous rows: lanes come from the
     # reduction, whose partial sums must be combined per output. With a short reduction that combining
     # dominates, so the weight is transposed once (a small copy) and the columns become the lanes.
-    # (1376 x 384 @ (1536 x 384).T on two cores: 18 ms read as is, 14 ms with the copy; 8 rows: 1.3 ms vs 25 ms)
-    return w.contiguous() if (w.shape[-2] <= 256 or rows >= 256) and w.shape[-1] % 16 == 0 and w.shape[-1] >= 64 else w
+    # (1376 x 384 @ (1536 x 384).T on two cores: 18 ms read as is, 14 ms with the copy; 8 rows: 1.3 ms vs 25 ms).
+    # A few rows (a decode step's query against its KV cache) read it once either way: no copy
+    # (12 heads x 128 cached keys: the copy took 70 us of each layer's step)
+    return w.contiguous() if rows >= 16 and (w.shape[-2] <= 256 or rows >= 256) and w.shape[-1] % 16 == 0 and w.shape[-1] >= 64 else w
   # (a few rows read each panel once: no reuse for the copy to pay for)
   if w.ndim != 2 or rows < 64 or w.shape[0] < 512 or w.shape[1] < 256 or w.shape[1] % PANEL or (w.shape[1] * w.dtype.itemsize) % 1024: return w
   k, n = w.shape

@@ -24,6 +24,8 @@ import math
 from typing import Any, Iterator, Sequence
 from petagrad.tensor import Tensor, Variable
 from petagrad.engine.jit import TinyJit
+from petagrad.uop.ops import Ops
+from petagrad.nn.state import get_state_dict
 from petagrad.dtype import dtypes
 
 DIGIT_BITS = 4   # bits of the threshold key found per round: 2**DIGIT_BITS candidates each, 32 / DIGIT_BITS rounds
@@ -101,6 +103,16 @@ def sample(logits: Tensor, temperature: float = 0.0, top_k: int = 0, top_p: floa
   u = Tensor.rand(*x.shape, device=x.device).maximum(1e-10)
   return (x - (-u.log()).log()).argmax(-1).cast(dtypes.int32)
 
+def _held_fixed(model: Any) -> tuple:
+  """What a decode capture takes as fixed: the memory of each weight (a computed weight, such as a quantized view, by its
+  graph) and of each layer's KV cache."""
+  def held(t: Tensor | None) -> Any:
+    if t is None: return None
+    b = t.uop.base
+    return b.buffer if b.op is Ops.BUFFER and b.buffer is not None else t.uop
+  caches = model._caches() if hasattr(model, "_caches") else []
+  return tuple(held(t) for t in get_state_dict(model).values()) + tuple(held(c.kv) for c in caches)
+
 def generate(model: Any, prompt_ids: Sequence[int], max_new_tokens: int, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
              seed: int | None = None, stop_ids: Sequence[int] = ()) -> Iterator[int]:
   """Yield up to max_new_tokens token ids that model (a decoder called as `model(tokens, start_pos)`, such as Llama or
@@ -112,7 +124,10 @@ def generate(model: Any, prompt_ids: Sequence[int], max_new_tokens: int, tempera
 
   Each decode step runs under one TinyJit capture: start_pos is a Variable bound to the step's position (the kernels read
   it when they run: models/kv_cache.py), so the second step captures and every later one replays, with no graph built
-  in Python. A model without a max_context runs its decode steps eagerly with int positions.
+  in Python. The capture is kept on the model for the next call with the same sampling settings, as long as the model
+  holds the same weights and KV caches (a weight replaced, say by quantize_linears, or a cache made anew, and the next
+  call captures again; values written in place are read by the replays). A model without a max_context runs its
+  decode steps eagerly with int positions.
 
   >>> from petagrad.models.gpt2 import GPT2, GPT2Config
   >>> from petagrad import Tensor
@@ -136,9 +151,17 @@ def generate(model: Any, prompt_ids: Sequence[int], max_new_tokens: int, tempera
   nxt = sample(model(Tensor([ids], dtype=dtypes.int32, device=device), 0, last_only=True)[:, -1, :], temperature, top_k, top_p)
   def step(tok: Tensor, start_pos: Any) -> Tensor:
     return sample(model(tok.reshape(1, 1), start_pos, last_only=True)[:, -1, :], temperature, top_k, top_p).realize()
-  # (a Variable needs the context's size; the capture holds the model's kernels and is made per generate call)
+  # (a Variable needs the context's size)
   var = Variable("start_pos", 0, limit - 1) if limit is not None else None
-  decode = TinyJit(step) if var is not None else step
+  decode: Any = step
+  if var is not None:
+    key = (float(temperature), int(top_k), float(top_p), _held_fixed(model))
+    kept = getattr(model, "_decode_capture", None)
+    if kept is not None and kept[0] == key: decode = kept[1]
+    else:
+      decode = TinyJit(step)
+      try: model._decode_capture = (key, decode)
+      except AttributeError: pass   # (a model with __slots__: a capture per call)
   pos = len(ids)
   for i in range(max_new_tokens):
     tok = int(nxt.item())   # the only read back of a step: one id

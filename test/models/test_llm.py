@@ -372,6 +372,30 @@ def test_sampling_seeded_and_distributed():
   for bad in (dict(temperature=-1.0), dict(top_k=-1), dict(top_p=0.0), dict(top_p=1.5)):
     with pytest.raises(ValueError): list(generate(model, [1], 2, **bad))
 
+def test_decode_capture_kept_between_calls():
+  # the next generate() replays the last one's decode capture; a weight replaced, or a KV cache made anew, makes it
+  # capture again, and every call gives the tokens of a model that never kept a capture
+  from petagrad.models import quant
+  cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=64)
+  def fresh() -> Llama:
+    Tensor.manual_seed(0)
+    return Llama(cfg)
+  m = fresh()
+  first = list(generate(m, [1, 2, 3], 6))
+  cap = m._decode_capture[1]
+  assert list(generate(m, [4, 5], 6)) == list(generate(fresh(), [4, 5], 6)) and m._decode_capture[1] is cap
+  m.clear_cache()
+  assert list(generate(m, [1, 2, 3], 6)) == first and m._decode_capture[1] is not cap
+  cap = m._decode_capture[1]
+  m.lm_head.weight = -m.lm_head.weight   # another weight: other greedy tokens
+  flipped = fresh()
+  flipped.lm_head.weight = -flipped.lm_head.weight
+  assert list(generate(m, [1, 2, 3], 6)) == list(generate(flipped, [1, 2, 3], 6)) != first and m._decode_capture[1] is not cap
+  quant.quantize_linears(m, "q8_0")
+  quant.quantize_linears(flipped, "q8_0")
+  assert list(generate(m, [1, 2, 3], 6)) == list(generate(flipped, [1, 2, 3], 6))
+
 # ---------------------------------------------------------------- docstring examples
 
 @pytest.mark.parametrize("name", ["petagrad.models.kv_cache", "petagrad.models.hf", "petagrad.models.llama", "petagrad.models.gpt2",
