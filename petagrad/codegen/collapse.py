@@ -30,11 +30,16 @@ def _matched_index(term: UOp, r: UOp) -> UOp | None:
 def _collapse(red: UOp) -> UOp | None:
   if red.arg is not Ops.ADD or len(red.src) != 2: return None
   val, r = red.src
+  # (a float16/bfloat16 product summed in float32: cast(cast(cond) * x) picks cast(x))
+  wide = val.dtype if val.op is Ops.CAST and val.src[0].op is Ops.MUL else None
+  if wide is not None: val = val.src[0]
   if val.op is Ops.MUL:   # cast(cond) * x: a one-hot matmul (Embedding); where other rows hold inf/nan the sum was nan,
     # the load gives x[idx] (what torch's embedding gives)
     c, x = val.src if val.src[0].op is Ops.CAST and val.src[0].src[0].dtype == dtypes.bool else val.src[::-1]
     if c.op is not Ops.CAST or c.src[0].dtype != dtypes.bool: return None
-    val = UOp(Ops.WHERE, val.dtype, (c.src[0], x, UOp.const(val.dtype, 0)))
+    if wide is not None: x = UOp(Ops.CAST, wide, (x,))
+    val = UOp(Ops.WHERE, x.dtype, (c.src[0], x, UOp.const(x.dtype, 0)))
+  elif wide is not None: return None
   if val.op is not Ops.WHERE or val.src[2].op is not Ops.CONST or val.src[2].arg != 0: return None
   terms = _conjuncts(val.src[0])
   for i, t in enumerate(terms):

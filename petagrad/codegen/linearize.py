@@ -156,7 +156,8 @@ def add_prefetches(prog: LinearProgram, distance: int) -> LinearProgram:
     if u.op is Ops.RANGE: open_ranges.append(u)
     elif u.op is Ops.ENDRANGE: open_ranges.pop()
     elif (u.op is Ops.LOAD and len(u.src) == 2 and u.dtype.count > 1 and open_ranges and open_ranges[-1].arg[2] == "reduce"
-          and open_ranges[-1] in u.src[1].toposort()):
+          and open_ranges[-1] in (idx := u.src[1].toposort()) and any(r.op is Ops.RANGE and r.arg[2] in ("global", "thread") for r in idx)):
+      # (a load that moves along the outputs too: the weight; the vector it multiplies stays in the L1 cache)
       ahead = UOp(Ops.ADD, u.src[1].dtype, (u.src[1], UOp.const(u.src[1].dtype, max(1, distance // u.dtype.scalar().itemsize))))
       out += [ahead.src[1], ahead, UOp(Ops.PREFETCH, u.dtype, (u.src[0], ahead))]
       index_math.update(ahead.src)
