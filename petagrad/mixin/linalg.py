@@ -536,12 +536,20 @@ def _right_operand_layout(w: Tensor, rows: int) -> Tensor:
     # (1376 x 384 @ (1536 x 384).T on two cores: 18 ms read as is, 14 ms with the copy; 8 rows: 1.3 ms vs 25 ms).
     # A few rows (a decode step's query against its KV cache) read it once either way: no copy
     # (12 heads x 128 cached keys: the copy took 70 us of each layer's step)
-    return w.contiguous() if rows >= 16 and (w.shape[-2] <= 256 or rows >= 256) and w.shape[-1] % 16 == 0 and w.shape[-1] >= 64 else w
-  # (a few rows read each panel once: no reuse for the copy to pay for)
-  if w.ndim != 2 or rows < 64 or w.shape[0] < 512 or w.shape[1] < 256 or w.shape[1] % PANEL or (w.shape[1] * w.dtype.itemsize) % 1024: return w
+    if not (rows >= 16 and (w.shape[-2] <= 256 or rows >= 256) and w.shape[-1] % 16 == 0 and w.shape[-1] >= 64): return w
+    # the copy is made in panels when row-major rows would thrash the cache (below): x @ W.T with W 768 x 3072 and
+    # 2048 rows, 170 -> ~45 ms
+    if not _panels_pay(w, rows): return w.contiguous()
+  elif not _panels_pay(w, rows): return w
   k, n = w.shape
   packed = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
   return packed.permute(1, 0, 2).reshape(k, n)
+
+def _panels_pay(w: Tensor, rows: int) -> bool:
+  """Is w (k, n) read best from (n/32, k, 32) panels: a long reduction (the panel outgrows the L1 cache), rows a
+  multiple of 1 KiB apart, and enough rows (a few rows read each panel once: no reuse for the copy to pay for)?"""
+  return (w.ndim == 2 and rows >= 64 and w.shape[0] >= 512 and w.shape[1] >= 256 and w.shape[1] % PANEL == 0
+          and (w.shape[1] * w.dtype.itemsize) % 1024 == 0)
 
 def _scaled_sum(op: str, x: Tensor, prod_: Tensor, beta: float, alpha: float) -> Tensor:
   """beta * x + alpha * prod_, x broadcast to prod_'s shape (torch ignores x's values when beta == 0)."""
