@@ -126,8 +126,8 @@ def generate(model: Any, prompt_ids: Sequence[int], max_new_tokens: int, tempera
   it when they run: models/kv_cache.py), so the second step captures and every later one replays, with no graph built
   in Python. The capture is kept on the model for the next call with the same sampling settings, as long as the model
   holds the same weights and KV caches (a weight replaced, say by quantize_linears, or a cache made anew, and the next
-  call captures again; values written in place are read by the replays). A model without a max_context runs its
-  decode steps eagerly with int positions.
+  call captures again; values written in place are read by the replays; `model.clear_cache()` drops it with the caches,
+  and with it the memory it holds). A model without a max_context runs its decode steps eagerly with int positions.
 
   >>> from petagrad.models.gpt2 import GPT2, GPT2Config
   >>> from petagrad import Tensor

@@ -231,5 +231,7 @@ class Decoder:
     return self
 
   def clear_cache(self) -> None:
-    """Free every layer's KV cache (the next call makes new ones)."""
+    """Free every layer's KV cache (the next call makes new ones), and the decode capture generate() keeps, which holds
+    them too."""
     for c in self._caches(): c.clear()
+    self.__dict__.pop("_decode_capture", None)

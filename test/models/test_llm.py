@@ -386,6 +386,7 @@ def test_decode_capture_kept_between_calls():
   cap = m._decode_capture[1]
   assert list(generate(m, [4, 5], 6)) == list(generate(fresh(), [4, 5], 6)) and m._decode_capture[1] is cap
   m.clear_cache()
+  assert not hasattr(m, "_decode_capture")   # (it holds the caches: clearing them frees it too)
   assert list(generate(m, [1, 2, 3], 6)) == first and m._decode_capture[1] is not cap
   cap = m._decode_capture[1]
   m.lm_head.weight = -m.lm_head.weight   # another weight: other greedy tokens
