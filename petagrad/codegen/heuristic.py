@@ -108,7 +108,7 @@ def _streams_weights(k: Kernel, out: list, red: list, st: list[int]) -> bool:
   moving = [i for i, s in enumerate(st[:-1]) if s == 1 and any(o[i] != 0 for o in outs)]
   fixed = [i for i, s in enumerate(st[:-1]) if s == 1 and all(o[i] == 0 for o in outs)]
   if not moving or not fixed: return False
-  sizes = [(x.arg[1], loads_stride(k.ast, x)) for x in out + red]
+  sizes = [(x.arg[1], sx) for x, sx in zip(out, outs)] + [(x.arg[1], loads_stride(k.ast, x)) for x in red]
   return any(prod(n for n, sx in sizes if sx[i] != 0) >= PREFETCH_MIN for i in moving)
 
 def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> None:

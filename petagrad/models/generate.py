@@ -24,7 +24,7 @@ import math
 from typing import Any, Iterator, Sequence
 from petagrad.tensor import Tensor, Variable
 from petagrad.engine.jit import TinyJit
-from petagrad.uop.ops import Ops
+from petagrad.uop.graph import view_buffers
 from petagrad.nn.state import get_state_dict
 from petagrad.dtype import dtypes
 
@@ -108,8 +108,7 @@ def _held_fixed(model: Any) -> tuple:
   graph) and of each layer's KV cache."""
   def held(t: Tensor | None) -> Any:
     if t is None: return None
-    b = t.uop.base
-    return b.buffer if b.op is Ops.BUFFER and b.buffer is not None else t.uop
+    return tuple(bufs) if (bufs := view_buffers(t.uop)) is not None else t.uop
   caches = model._caches() if hasattr(model, "_caches") else []
   return tuple(held(t) for t in get_state_dict(model).values()) + tuple(held(c.kv) for c in caches)
 

@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from typing import Any
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, symbolic_arg, binds_in
-from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, unbind, row_major, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
+from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, unbind, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
 from petagrad.dtype import dtypes
-from petagrad.helpers import prod, GROUP_MAX, SPLIT_REDUCE
+from petagrad.helpers import prod, strides_for_shape, GROUP_MAX, SPLIT_REDUCE
 
 def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp: return buf.reshape(shape)
 
@@ -108,13 +108,17 @@ def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
         if ie.op is Ops.EXPAND and _costly(ie.src[0].base, realize): realize.add(ie.src[0].base)
       if _chain_cost(base, realize) >= RECOMPUTE_COST: realize.add(base)
 
+def _expanded_operands(r: UOp, realize: set[UOp], factor: int) -> list[UOp]:
+  """The EXPANDs reduce r's kernel reads real data through (not a broadcast constant or index), each at least `factor`
+  times its source's size: a contraction's operands."""
+  stop = lambda u: u.op in (Ops.EXPAND, Ops.REDUCE_AXIS) or u.op in _OWN_BUFFER
+  return [e for e in _kernel_walk(r.src, realize, stop) if e.op is Ops.EXPAND and e not in realize
+          and prod(e.shape) >= factor * prod(e.src[0].shape) and e.src[0].base.op not in (Ops.CONST, Ops.IOTA)]
+
 def _contraction(r: UOp, realize: set[UOp]) -> bool:
   """Is reduce r a contraction (a matmul, a convolution): does it read two operands, each through a large EXPAND (x
   along the output columns, w along the rows)? A broadcast constant or one broadcast statistic is not one."""
-  big = [e for e in _kernel_walk(r.src, realize, stop=lambda u: u.op in (Ops.EXPAND, Ops.REDUCE_AXIS))
-         if e.op is Ops.EXPAND and e not in realize and prod(e.shape) >= RECOMPUTE_FACTOR * prod(e.src[0].shape)
-         and e.src[0].base.op not in (Ops.CONST, Ops.IOTA)]
-  return len(big) >= 2
+  return len(_expanded_operands(r, realize, RECOMPUTE_FACTOR)) >= 2
 
 def _realize_nested_contractions(order: list[UOp], realize: set[UOp]) -> None:
   """Give a buffer to every contraction another reduce reads: nested in that reduce's loop, its output dims become
@@ -145,16 +149,13 @@ def _split_plan(r: UOp) -> tuple[int, int] | None:
   """(axis, part) to split reduce r at (axes of _merged_reduce's source): the reduced axes inside `axis` stay in a
   chunk, and `part` elements of axis itself; None where r is not a long contraction over strided rows."""
   if r.arg[0] is not Ops.ADD or int(SPLIT_REDUCE) <= 0 or not all(isinstance(n, int) for n in r.src[0].shape): return None
-  src, red = _merged_reduce(r)
-  if prod(src.shape[a] for a in red) < int(SPLIT_REDUCE): return None
-  stop = lambda u: u.op in (Ops.EXPAND, Ops.REDUCE_AXIS) or u.op in _OWN_BUFFER
-  ops = [e for e in _kernel_walk(r.src, set(), stop) if e.op is Ops.EXPAND and e.src[0].base.op not in (Ops.CONST, Ops.IOTA)
-         and prod(e.shape) >= SPLIT_MIN_REUSE * prod(e.src[0].shape)]
-  if len(ops) < 2: return None
+  if prod(r.src[0].shape[a] for a in r.arg[1]) < int(SPLIT_REDUCE): return None
+  if len(ops := _expanded_operands(r, set(), SPLIT_MIN_REUSE)) < 2: return None
   for e in ops:
     # (an operand expanded below a reshape, as a quantized weight's blocks are, is not read along r's axes: left alone)
     st = view_strides(e) if e.shape == r.src[0].shape else None
     if st is None or abs(st[r.arg[1][-1]]) == 1: return None   # read along the reduction: sequential streams
+  src, red = _merged_reduce(r)
   inner = 1
   for a in reversed(red):
     n = src.shape[a]
@@ -168,7 +169,7 @@ def _store_strides(r: UOp, users: dict[UOp, list[UOp]]) -> tuple[int, ...] | Non
   gradient written transposed), else None."""
   chain = [r]
   while len(us := users.get(chain[-1], ())) == 1 and us[0].op in (Ops.RESHAPE, Ops.PERMUTE): chain.append(us[0])
-  st: tuple[int, ...] | None = row_major(chain[-1].shape)
+  st: tuple[int, ...] | None = strides_for_shape(chain[-1].shape)
   for m in reversed(chain[1:]):   # from the stored node down to r: each op undone
     if m.op is Ops.PERMUTE: st = tuple(st[m.arg.index(i)] for i in range(len(m.arg)))
     else: st = reshape_strides(m.shape, st, m.src[0].shape)
@@ -193,9 +194,8 @@ def _split_reduce(r: UOp, axis: int, part: int, store: tuple[int, ...] | None) -
   partial = UOp(Ops.CONTIGUOUS, r.dtype, (partial.permute(order),)).permute(inverse)
   return partial.reduce(Ops.ADD, outer).reshape(r.shape)
 
-def _split_long_reduces(targets: list[UOp]) -> dict[UOp, UOp]:
-  """{reduce: its split form} for every long contraction over strided rows under targets."""
-  order = list(UOp(Ops.SINK, dtypes.bool, tuple(targets)).toposort())
+def _split_long_reduces(order: list[UOp]) -> dict[UOp, UOp]:
+  """{reduce: its split form} for every long contraction over strided rows among the nodes of order (a toposort)."""
   plans = {u: p for u in order if u.op is Ops.REDUCE_AXIS and (p := _split_plan(u)) is not None}
   if not plans: return {}
   users: dict[UOp, list[UOp]] = {}
@@ -205,13 +205,13 @@ def _split_long_reduces(targets: list[UOp]) -> dict[UOp, UOp]:
 
 def create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, UOp]]:
   """Kernels (in dependency order) that realize `targets`, and what each realized node becomes."""
-  split = _split_long_reduces(targets)
+  order = UOp(Ops.SINK, dtypes.bool, tuple(targets)).toposort()
+  split = _split_long_reduces(list(order))
   if not split: return _create_schedule(targets)
   memo = dict(split)
   items, becomes = _create_schedule([substitute(t, split, memo) for t in targets])
   # the callers know the graph's own nodes: a node above a split reduce was rebuilt (memo: old -> new)
-  orig = set(UOp(Ops.SINK, dtypes.bool, tuple(targets)).toposort())
-  out = {u: v for u, v in becomes.items() if u in orig}
+  out = {u: v for u, v in becomes.items() if u in order}
   out.update((u, becomes[n]) for u, n in memo.items() if n is not u and n in becomes)
   return items, out
 

@@ -7,7 +7,7 @@ from petagrad.device import Buffer
 from petagrad.dtype import DType, dtypes
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, symbolic_arg
-from petagrad.helpers import prod
+from petagrad.helpers import prod, strides_for_shape
 
 _buffer_ids = itertools.count()
 
@@ -74,12 +74,6 @@ def substitute(root: UOp, subst: dict[UOp, UOp], memo: dict[UOp, UOp] | None = N
     done[u] = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
   return done[root]
 
-def row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-  """Element strides of a contiguous array of this shape."""
-  st, acc = [], 1
-  for n in reversed(shape): st.append(acc); acc *= n
-  return tuple(reversed(st))
-
 def reshape_strides(old: tuple[int, ...], st: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
   """The strides of a reshape of a view (shape old, strides st) to shape new, or None where a group of merged axes is
   not evenly strided (the reshape would need a copy)."""
@@ -103,7 +97,7 @@ def view_strides(u: UOp) -> tuple[int, ...] | None:
   elementwise chain whose loads are laid out like it), or None where a reshape makes them irregular."""
   chain = []
   while u.op in GroupOp.Movement: chain.append(u); u = u.src[0]
-  st: tuple[int, ...] | None = row_major(u.shape)
+  st: tuple[int, ...] | None = strides_for_shape(u.shape)
   for m in reversed(chain):
     if m.op is Ops.EXPAND: st = tuple(0 if a != b else s for s, a, b in zip(st, m.src[0].shape, m.shape))
     elif m.op is Ops.PERMUTE: st = tuple(st[i] for i in m.arg)
