@@ -6,8 +6,8 @@ The top-level names are tinygrad's (`from tinygrad import Tensor, TinyJit, ...` 
 >>> nn.Linear(2, 3)(Tensor.ones(1, 2)).shape
 (1, 3)
 
-`Variable` (tinygrad's) is a symbolic integer bound per call: view offsets and values a kernel reads at run time (sizes
-that depend on it, symbolic shapes, are not supported yet; see docs/coming_from_tinygrad.md).
+`Variable` (tinygrad's) is a symbolic integer bound per call: view offsets, values and sizes (symbolic shapes, `x[:v]`)
+that kernels read at run time, so one compile serves every value (docs/variables.md).
 """
 from petagrad.tensor import Tensor, Variable
 from petagrad.dtype import dtypes, DType

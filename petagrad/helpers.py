@@ -522,6 +522,16 @@ def user_frame() -> str:
     f = f.f_back
   return "<unknown>"
 
+def user_op() -> tuple[str, str]:
+  """(the petagrad function the user's line called, 'file:line' of that line): what an error deep inside an op names."""
+  f, op = sys._getframe(1), "<op>"
+  while f is not None:
+    fn = f.f_code.co_filename
+    if not os.path.abspath(fn).startswith(_PKG_DIR) and "<frozen" not in fn: return op, f"{fn}:{f.f_lineno}"
+    if not (name := f.f_code.co_name).startswith("<") and name != "wrapper": op = name.strip("_")   # (not a decorator's frame)
+    f = f.f_back
+  return op, "<unknown>"
+
 class Timer:
   def __init__(self): self.st = time.perf_counter()
   def elapsed(self) -> float: return time.perf_counter() - self.st

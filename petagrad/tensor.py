@@ -13,9 +13,9 @@ from __future__ import annotations
 import os, struct, weakref
 from typing import Any, Callable, cast
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, sprod, sym_value
 from petagrad.uop.gradient import compute_gradient, custom_backward
-from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, reads_other_view, is_disk, byte_view, view_buffers
+from petagrad.uop.graph import new_buffer, new_buffer_for, new_buffer_node, substitute, reads_other_view, is_disk, byte_view, view_buffers
 from petagrad.schedule.multi import split_bounds, layout
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Buffer, Device
@@ -225,7 +225,7 @@ def _drop_view(r: _ViewRef) -> None:
 
 def _new_memory(like: UOp) -> UOp:
   """Fresh memory for a value shaped like `like`: a buffer on its device, or on each of its devices, laid out as it is."""
-  if not isinstance(like.device, tuple): return new_buffer(like.device, prod(like.shape), like.dtype).reshape(like.shape)
+  if not isinstance(like.device, tuple): return new_buffer_for(like.device, like.shape, like.dtype)
   axis, bounds = layout(like)
   shapes = [like.shape if axis is None else like.shape[:axis] + (e - b,) + like.shape[axis + 1:] for b, e in bounds or [(0, 0)] * len(like.device)]
   return UOp(Ops.MULTI, like.dtype, tuple(new_buffer(d, prod(sh), like.dtype).reshape(sh) for d, sh in zip(like.device, shapes)), axis)
@@ -297,14 +297,16 @@ def Variable(name: str, min_val: int, max_val: int) -> UOp:
   """A symbolic integer in [min_val, max_val] (tinygrad's name), bound to a value for each call with `.bind(n)`. A bound
   Variable can be a view's offset (`x.shrink(((v, v + 1), None))`, `x[:, v:v + 4]`, a pad of `(v, n - v)`) and a value
   (`Tensor.arange(n) < v + 1`, `Tensor(v)`): the kernels read it when they run, so they are compiled once for every
-  value, and a TinyJit that is passed the bound Variable replays one capture for each. Sizes must not depend on it
-  (symbolic shapes are not supported yet).
+  value, and a TinyJit that is passed the bound Variable replays one capture for each. A size may depend on it too
+  (a symbolic shape: `x[:v]`, `Tensor.arange(v)`; docs/variables.md).
 
   >>> from petagrad import Tensor, Variable
   >>> x = Tensor.arange(10)
   >>> v = Variable("start", 0, 8)
   >>> [x.shrink(((v.bind(i), v.bind(i) + 2),)).tolist() for i in (0, 5)]
   [[0, 1], [5, 6]]
+  >>> [x[:v.bind(i)].sum().item() for i in (3, 5)]
+  [3, 10]
   """
   if not isinstance(name, str) or not name: raise TypeError(f"Variable: name must be a non-empty string, got {name!r}")
   for what, b in (("min_val", min_val), ("max_val", max_val)):
@@ -436,7 +438,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   @property
   def ndim(self) -> int: return len(self.shape)
   def dim(self) -> int: return len(self.shape)
-  def numel(self) -> int: return prod(self.shape)
+  def numel(self) -> int | UOp: return sprod(self.shape)
   def size(self, dim: int | None = None) -> tuple[int, ...] | int:
     return self.shape if dim is None else self.shape[_resolve_axis("size", dim, self.ndim, self)]
   def element_size(self) -> int: return self.dtype.itemsize
@@ -596,8 +598,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     return view
 
   def _contiguous_buffer(self) -> UOp:
-    """A BUFFER holding exactly this tensor's elements in row-major order."""
+    """A BUFFER holding exactly this tensor's elements in row-major order (of a symbolic shape: as its first elements)."""
     u = self._buffer_view()
+    # (a symbolic shape's values are the first elements of its buffer, which has room for the largest: a row-major prefix)
+    if (u.op is Ops.RESHAPE and u.src[0].op is Ops.SHRINK and u.src[0].arg[0][0] == 0 and isinstance(u.src[0].arg[0][1], UOp)
+        and u.src[0].src[0].op is Ops.BUFFER): return u.base
     if not (u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER)):
       t = Tensor(UOp(Ops.CONTIGUOUS, u.dtype, (u,))).realize()
       u = t.uop
@@ -612,19 +617,31 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if isinstance(self.device, tuple):   # the pieces gathered on this process's first device (across MPI ranks: on each rank's)
       return self.to(next(d for d in self.device if is_local(d))).data()
     buf = self._contiguous_buffer()
-    return memoryview(buf.buffer.as_bytes())
+    mem = memoryview(buf.buffer.as_bytes())
+    # a symbolic shape: the elements its Variables' values give (the buffer holds room for the largest)
+    return mem[:sym_value(self.numel()) * self.dtype.itemsize] if isinstance(self.numel(), UOp) else mem
+
+  @property
+  def concrete_shape(self) -> tuple[int, ...]:
+    """The shape with each symbolic size replaced by its value under the bound Variables (the shape itself otherwise).
+
+    >>> from petagrad import Variable
+    >>> Tensor.ones(8, 2)[:Variable("n", 1, 8).bind(3)].concrete_shape
+    (3, 2)
+    """
+    return tuple(sym_value(s) for s in self.shape)
 
   def tolist(self) -> Any:
     """Nested Python lists (a Python scalar for 0-d tensors)."""
     raw = self.data()
-    dt = self.dtype
-    n = self.numel()
+    dt, shape = self.dtype, self.concrete_shape
+    n = prod(shape)
     vals = list(struct.unpack(f"<{n}{dt.fmt}", raw)) if n else []
     if dt == dtypes.bfloat16: vals = [bf16_bits_to_float(v) for v in vals]
-    if not self.shape: return vals[0]
-    for d in reversed(self.shape[1:]): vals = [vals[i:i + d] for i in range(0, len(vals), d)] if d else [[] for _ in range(len(vals) // max(d, 1))]
-    if self.shape and len(self.shape) > 1 and 0 in self.shape[1:]:
-      return _empty_nested(self.shape)
+    if not shape: return vals[0]
+    for d in reversed(shape[1:]): vals = [vals[i:i + d] for i in range(0, len(vals), d)] if d else [[] for _ in range(len(vals) // max(d, 1))]
+    if shape and len(shape) > 1 and 0 in shape[1:]:
+      return _empty_nested(shape)
     return vals
 
   def item(self) -> Scalar:
@@ -638,7 +655,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     import numpy as np
     if self.dtype == dtypes.bfloat16: return (self.to(Device.DEFAULT) if is_disk(self.device) else self).cast(dtypes.float32).numpy()
     npdt = np.dtype(self.dtype.name if self.dtype != dtypes.bool else "bool")
-    return np.frombuffer(bytes(self.data()), dtype=npdt).reshape(self.shape).copy()
+    return np.frombuffer(bytes(self.data()), dtype=npdt).reshape(self.concrete_shape).copy()
 
   def to(self, device: str) -> Tensor:
     """This tensor on another device (a lazy copy; the same tensor when already there). From DISK the copy reads

@@ -103,7 +103,7 @@ def linearize(sink: UOp) -> LinearProgram:
       inner_trip *= r.arg[1]
       emit_scope(_Scope(sc.owner, sc.depth, nodes), inner_trip)
     for u, acc in zip(members, accs):
-      out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, new[u.src[0]]), u.arg))
+      out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, new.get(u.src[0], u.src[0])), u.arg))   # (the value may be the loop index)
       flops += inner_trip * u.dtype.count
       new[u] = acc
     for r in reversed(ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
@@ -137,6 +137,9 @@ def linearize(sink: UOp) -> LinearProgram:
         waiting.add(u); deferred.append(u); continue
       emit_node(u, trip)
     assert not deferred, "a node waits for a reduce that never came"
+  # a symbolic output loop's end (read from a Variable's buffer) is computed before the loops open
+  for r in global_ranges:
+    for e in (x for s in r.src for x in s.toposort()): emit_node(e, 1)
   for r in global_ranges: out.append(r)
   emit_scope(root, prod(r.arg[1] for r in global_ranges))
   for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))

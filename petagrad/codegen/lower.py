@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp, symbolic_arg
+from petagrad.uop.uop import UOp, symbolic_arg, sprod, smax
 from petagrad.uop.symbolic import simplify
 from petagrad.dtype import dtypes
 from petagrad.helpers import strides_for_shape
@@ -20,36 +20,57 @@ TRUE = UOp.const(dtypes.bool, True)
 
 def _c(v: int | UOp) -> UOp: return v if isinstance(v, UOp) else UOp.const(dtypes.index, v)
 
-def _reshape(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
-  old = u.src[0].shape
-  flat = _c(0)
-  for i, st in zip(idx, strides_for_shape(u.shape)): flat = flat + i * _c(st)
-  out = []
-  for d, (s, st) in enumerate(zip(old, strides_for_shape(old))):
-    out.append(_c(0) if s == 1 else ((flat // _c(st)) % _c(s) if d else flat // _c(st)))
+Sz = Callable[[int | UOp], UOp]   # a size (int or symbolic) as a kernel expression (Variables read from their buffers)
+
+def _segments(old: tuple, new: tuple) -> list[tuple[int, int, int, int]]:
+  """Split a reshape into consecutive runs of old and new dims with equal products (old[a:b] <-> new[c:d]). Without
+  symbolic sizes it is one run: the flat index. With them, runs keep each symbolic size's index math apart from the
+  others' (a size-1 dim added next to <v=3> does not turn its index into a division by v)."""
+  if not any(isinstance(s, UOp) for s in old + new): return [(0, len(old), 0, len(new))]
+  out, a, c = [], 0, 0
+  while a < len(old) and c < len(new):
+    b, d = a + 1, c + 1
+    while sprod(old[a:b]) is not sprod(new[c:d]) and sprod(old[a:b]) != sprod(new[c:d]):
+      if b < len(old) and (d == len(new) or smax(sprod(old[a:b])) <= smax(sprod(new[c:d]))): b += 1
+      elif d < len(new): d += 1
+      else: raise RuntimeError(f"cannot map the reshape {old} -> {new} to index math")   # (the Tensor layer checked the sizes)
+    out.append((a, b, c, d))
+    a, c = b, d
+  if out: out[-1] = (out[-1][0], len(old), out[-1][2], len(new))   # trailing size-1 dims join the last run
+  else: out = [(0, len(old), 0, len(new))]
+  return out
+
+def _reshape(u: UOp, idx: Idx, valid: UOp, sz: Sz) -> tuple[Idx, UOp]:
+  old, new = u.src[0].shape, u.shape
+  out: list[UOp] = []
+  for a, b, c, d in _segments(old, new):
+    flat = _c(0)
+    for i, st in zip(idx[c:d], strides_for_shape([sz(s) for s in new[c:d]])): flat = flat + i * _c(st)
+    for k, (s, st) in enumerate(zip(old[a:b], strides_for_shape([sz(s) for s in old[a:b]]))):
+      out.append(_c(0) if s == 1 else ((flat // _c(st)) % sz(s) if k else flat // _c(st)))
   return tuple(out), valid
 
-def _permute(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+def _permute(u: UOp, idx: Idx, valid: UOp, sz: Sz) -> tuple[Idx, UOp]:
   out: list[UOp] = [_c(0)] * len(idx)
   for i, p in enumerate(u.arg): out[p] = idx[i]
   return tuple(out), valid
 
-def _expand(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+def _expand(u: UOp, idx: Idx, valid: UOp, sz: Sz) -> tuple[Idx, UOp]:
   return tuple(_c(0) if s == 1 and n != 1 else i for i, s, n in zip(idx, u.src[0].shape, u.shape)), valid
 
-def _pad(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+def _pad(u: UOp, idx: Idx, valid: UOp, sz: Sz) -> tuple[Idx, UOp]:
   out = []
   for i, (b, _), s in zip(idx, u.arg, u.src[0].shape):
-    valid = valid & (_c(b - 1) < i) & (i < _c(b + s))   # always-true bounds fold away in simplify
+    valid = valid & (_c(b - 1) < i) & (i < _c(b + sz(s)))   # always-true bounds fold away in simplify
     out.append(i - _c(b))
   return tuple(out), valid
 
-def _shrink(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]: return tuple(i + _c(b) for i, (b, _) in zip(idx, u.arg)), valid
-def _flip(u: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
-  return tuple(_c(s - 1) - i if f else i for i, f, s in zip(idx, u.arg, u.shape)), valid
+def _shrink(u: UOp, idx: Idx, valid: UOp, sz: Sz) -> tuple[Idx, UOp]: return tuple(i + _c(b) for i, (b, _) in zip(idx, u.arg)), valid
+def _flip(u: UOp, idx: Idx, valid: UOp, sz: Sz) -> tuple[Idx, UOp]:
+  return tuple(sz(s) - 1 - i if f else i for i, f, s in zip(idx, u.arg, u.shape)), valid
 
 # how each movement op maps its output indices to its input's: rules as data
-VIEW_RULES: dict[Ops, Callable[[UOp, Idx, UOp], tuple[Idx, UOp]]] = {
+VIEW_RULES: dict[Ops, Callable[[UOp, Idx, UOp, Sz], tuple[Idx, UOp]]] = {
   Ops.RESHAPE: _reshape, Ops.PERMUTE: _permute, Ops.EXPAND: _expand, Ops.PAD: _pad, Ops.SHRINK: _shrink, Ops.FLIP: _flip}
 
 @dataclass
@@ -71,15 +92,24 @@ class Lowering:
       x = UOp(Ops.LOAD, dtypes.int32, (self.param(var_buffer(var.arg, self.device)), _c(0))).cast(dtypes.index).maximum(_c(lo))
       v = self.vars[var] = -((-x).maximum(_c(-hi)))
     return v
+  def sz(self, x: int | UOp) -> int | UOp:
+    """A size or offset (an int, or an expression over Variables) with the Variables replaced by their values in this
+    kernel."""
+    if not isinstance(x, UOp): return x
+    return substitute(x, {u: self.var(u.src[0] if u.op is Ops.BIND else u) for u in x.toposort() if u.op in (Ops.BIND, Ops.DEFINE_VAR)})
   def concrete(self, node: UOp) -> UOp:
     """A movement op whose arg holds Variables, with them replaced by their values in this kernel."""
     if not symbolic_arg(node.arg): return node
-    def conv(x):
-      if not isinstance(x, UOp): return x
-      return substitute(x, {u: self.var(u.src[0] if u.op is Ops.BIND else u) for u in x.toposort() if u.op in (Ops.BIND, Ops.DEFINE_VAR)})
-    return node.replace(arg=tuple(tuple(conv(v) for v in p) if type(p) is tuple else conv(p) for p in node.arg))
-  def new_range(self, end: int, kind: str) -> UOp:
+    return node.replace(arg=tuple(tuple(self.sz(v) for v in p) if type(p) is tuple else self.sz(p) for p in node.arg))
+  def view(self, node: UOp, idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
+    """The indices (and validity) into node's source for indices idx into the movement op node."""
+    # (a shrink's or pad's offsets are read as values; shapes stay as they are, their sizes converted where used)
+    return _simp_ctx(*VIEW_RULES[node.op](self.concrete(node) if node.op in (Ops.SHRINK, Ops.PAD) else node, idx, valid, self.sz))
+  def new_range(self, end: int | UOp, kind: str) -> UOp:
+    """A loop 0..end-1. A symbolic end (a Variable's value, read when the kernel runs) is the RANGE's source; its arg
+    holds the largest end (what bounds analysis and the memory it indexes assume), and optimizations leave it alone."""
     self.range_count += 1
+    if isinstance(end, UOp): return UOp(Ops.RANGE, dtypes.index, (self.sz(end),), (self.range_count - 1, smax(end), kind))
     return UOp(Ops.RANGE, dtypes.index, (), (self.range_count - 1, end, kind))
 
 def _simp_ctx(idx: Idx, valid: UOp) -> tuple[Idx, UOp]:
@@ -91,12 +121,12 @@ def lower(out_view: UOp, value: UOp) -> tuple[UOp, list[UOp]]:
   Returns the AST and the BUFFER nodes in parameter order (the output is parameter 0)."""
   assert out_view.base.op is Ops.BUFFER, f"kernel output must be a buffer view, got {out_view.base.op}"
   ctx = Lowering([], out_view.base.arg[0])
+  out_param = ctx.param(out_view.base)   # (parameter 0, before any Variable's buffer: a symbolic size reads one)
   out_ranges = tuple(ctx.new_range(s, "global") if s != 1 else _c(0) for s in out_view.shape)
-  out_param = ctx.param(out_view.base)   # (parameter 0, before any Variable's buffer)
   # where the output goes: walk the output view down to its buffer
   u, idx, valid = out_view, out_ranges, TRUE
   while u.op in GroupOp.Movement:
-    idx, valid = _simp_ctx(*VIEW_RULES[u.op](ctx.concrete(u), idx, valid))
+    idx, valid = ctx.view(u, idx, valid)
     u = u.src[0]
   store_idx = idx[0]
   val = _build(value, out_ranges, ctx)
@@ -133,7 +163,7 @@ def _build(root: UOp, idx: Idx, ctx: Lowering) -> UOp:
 def _children(node: UOp, idx: Idx, valid: UOp, ctx: Lowering) -> tuple[list[tuple], object]:
   op = node.op
   if op in GroupOp.Movement:
-    cidx, cvalid = _simp_ctx(*VIEW_RULES[op](ctx.concrete(node), idx, valid))
+    cidx, cvalid = ctx.view(node, idx, valid)
     return [(node.src[0], cidx, cvalid)], (valid, cvalid)
   if op is Ops.REDUCE_AXIS:
     rops, axes = node.arg

@@ -66,12 +66,13 @@ class Kernel:
   next_id: int = 0
   max_local: int = 0   # the most threads a work-group of the target may have (0: no work-groups)
   prefetch: int = 0    # bytes ahead the streamed loads prefetch (OptOps.PREFETCH; 0: none)
-  def __post_init__(self): self.next_id = max((r.arg[0] for r in self.ranges), default=-1) + 1
+  def __post_init__(self): self.next_id = max((r.arg[0] for r in self.ast.toposort() if r.op is Ops.RANGE), default=-1) + 1
 
   @property
   def ranges(self) -> list[UOp]:
-    """Every RANGE of the kernel, output ranges first (in order), then the reduce ranges."""
-    rs = [u for u in self.ast.toposort() if u.op is Ops.RANGE]
+    """Every RANGE the optimizations may change, output ranges first (in order), then the reduce ranges. A range with
+    a symbolic end (its source: a Variable's value) is not one of them: it runs as the plain loop lowering made."""
+    rs = [u for u in self.ast.toposort() if u.op is Ops.RANGE and not u.src]
     order = {"thread": 0, "global": 0, "local": 0, "upcast": 2, "vector": 3, "reduce": 1, "unroll": 2, "group": 1}
     return sorted(rs, key=lambda r: (order[r.arg[2]], r.arg[0]))
 
@@ -115,7 +116,7 @@ class Kernel:
     order = sorted((u for u in self.ast.toposort() if u.op is Ops.RANGE), key=lambda r: r.arg[0])
     while True:
       found = next(((u.src[0], u.src[1].arg) for u in self.ast.toposort() if u.op in (Ops.IDIV, Ops.MOD)
-                    and u.src[0].op is Ops.RANGE and u.src[1].op is Ops.CONST and u.src[0].arg[2] in ("global", "reduce")
+                    and u.src[0].op is Ops.RANGE and not u.src[0].src and u.src[1].op is Ops.CONST and u.src[0].arg[2] in ("global", "reduce")
                     and 1 < u.src[1].arg < u.src[0].arg[1] and u.src[0].arg[1] % u.src[1].arg == 0), None)
       if found is None: break
       r, c = found
@@ -125,7 +126,7 @@ class Kernel:
     live = {u for u in self.ast.toposort() if u.op is Ops.RANGE}
     order = [r for r in order if r in live]
     if [r.arg[0] for r in order] != list(range(len(order))):
-      self.ast = substitute(self.ast, {r: UOp(Ops.RANGE, dtypes.index, (), (i, *r.arg[1:])) for i, r in enumerate(order)})
+      self.ast = substitute(self.ast, {r: r.replace(arg=(i, *r.arg[1:])) for i, r in enumerate(order)})
       self.next_id = len(order)
 
   def merge_ranges(self) -> None:
@@ -166,8 +167,7 @@ class Kernel:
       if not 0 <= opt.amount < len(rs) or opt.amount == opt.axis: raise OptError(f"SWAP needs two different ranges, got {opt.axis} and {opt.amount}")
       a, b = rs[opt.axis], rs[opt.amount]
       if a.arg[2] != "global" or b.arg[2] != "global": raise OptError("SWAP needs two output loops")
-      self.ast = substitute(self.ast, {a: UOp(Ops.RANGE, dtypes.index, (), (b.arg[0], *a.arg[1:])),
-                                       b: UOp(Ops.RANGE, dtypes.index, (), (a.arg[0], *b.arg[1:]))})
+      self.ast = substitute(self.ast, {a: a.replace(arg=(b.arg[0], *a.arg[1:])), b: b.replace(arg=(a.arg[0], *b.arg[1:]))})
       self.applied.append(opt)
       return
     r = rs[opt.axis]
@@ -225,6 +225,7 @@ class Kernel:
       return memo[key]
     def fix(red: UOp) -> UOp | None:
       if red.arg is not Ops.ADD or not red.dtype.scalar().is_float: return None
+      if any(r.src for r in red.src[1:]): return None   # (a loop of symbolic length is summed as it is)
       loops = [r for r in red.src[1:] if r.arg[2] == "reduce"]
       body = red.toposort()
       # a register tile (a matmul's 8x2 vectors, 4x2 with AVX2; A @ B.T's 4x4: two unrolled ranges) has no registers

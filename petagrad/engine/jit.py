@@ -45,7 +45,7 @@ from petagrad.device import Buffer
 from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, TRAINING
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, binds_in
-from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view, write_vars, var_buffers, unbind
+from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view, write_vars, var_buffers, unbind, rebind
 
 R = TypeVar("R")
 
@@ -119,6 +119,7 @@ class TinyJit(Generic[R]):
     self.rng_slots: list[tuple[Buffer, int]] = []
     self.checks: list[tuple[Buffer, type, str]] = []   # (condition buffer, exception, message) of each data check
     self.signature: tuple | None = None
+    self.capture_binds: list[UOp] = []             # the capture call's bound Variables (replays rebind returned views)
     self.ret_views: Any = None
     self.out_bufs: list[Buffer] = []               # the returned buffers the captured kernels make, this call's
     self.out_slots: list[list[tuple[int, int]]] = []   # where each sits in the captured launches
@@ -132,6 +133,7 @@ class TinyJit(Generic[R]):
     tensors = [t for t in leaves if isinstance(t, Tensor)]
     consts = [unbind(v) if isinstance(v, UOp) else v for v in leaves if not isinstance(v, Tensor)]
     binds = [b for v in leaves if isinstance(v, UOp) for b in binds_in(v, [])]
+    for t in tensors: binds_in(t.shape, binds)   # (an input of symbolic shape: its Variables' values change too)
     return tensors, consts, binds
 
   def __get__(self, obj: Any, objtype: Any = None) -> Any:
@@ -163,7 +165,7 @@ class TinyJit(Generic[R]):
     Tensor.realize_all(*tensors)
     nodes = [n for t in tensors for n in _input_nodes(t)]   # the inputs' BUFFER nodes, in order
     bufs = [n.buffer for n in nodes]
-    sig = tuple((t.shape, t.dtype, t.device) for t in tensors)
+    sig = tuple((unbind(t.shape), t.dtype, t.device) for t in tensors)
     if self.cnt >= 2:
       if sig != self.signature[0]:   # type: ignore[index]
         raise JitError(f"TinyJit({self.__name__}): input shapes/dtypes/devices changed from {self.signature[0]} to {sig}; "   # type: ignore[index]
@@ -194,7 +196,9 @@ class TinyJit(Generic[R]):
         if not buf.as_bytes()[0]: raise exc(msg)
       self.cnt += 1
       if DEBUG >= 1: print(f"jit replay {self.__name__}: {len(self.captured)} kernels")
-      return _rebuild(self.ret_views, nodes, self.out_bufs)
+      # (a returned tensor of symbolic shape gets this call's values of its Variables)
+      values = {a: b for a, b in zip(self.capture_binds, binds) if a is not b}
+      return _rebuild(self.ret_views, nodes, self.out_bufs, values)
 
     # the state the call may change: the lazy tensors alive now, and (recorded as they change) the tensors that view
     # a buffer; buffers made from here on are the call's own
@@ -230,6 +234,7 @@ class TinyJit(Generic[R]):
       self._from_inputs = None
       self.captured = [ExecItem(ei.kernel, list(ei.bufs), ei.writes, ei.collective, ei.frees) for ei in recorded]
       self.signature = (sig, consts, (bool(TRAINING), bool(NO_GRAD)))
+      self.capture_binds = binds
       # the buffers the call made and fully wrote that it returns: replays give them fresh memory
       made = {id(ei.bufs[w.out]): ei.bufs[w.out] for ei in self.captured for w in ei.writes
               if not w.in_place and ei.bufs[w.out].serial >= first_new}
@@ -398,21 +403,22 @@ def _views(x: Any, inputs: list[Buffer], made: dict[int, Buffer], outs: list[Buf
   if isinstance(x, dict): return (dict, {k: _views(v, inputs, made, outs) for k, v in x.items()})
   return ("V", x)
 
-def _rebuild(v: Any, inputs: list, outs: list[Buffer]) -> Any:
-  """The returned structure again, over this call's inputs (tensors) and output buffers."""
+def _rebuild(v: Any, inputs: list, outs: list[Buffer], values: dict[UOp, UOp]) -> Any:
+  """The returned structure again, over this call's inputs (tensors) and output buffers, with this call's values of
+  the Variables (BIND nodes: capture's -> this call's) in symbolic shapes."""
   Tensor = TensorLayer.tensor
   kind, val = v
   if kind == "M":
     axis, parts = val
-    views = [_rebuild(p, inputs, outs).uop for p in parts]
+    views = [_rebuild(p, inputs, outs, values).uop for p in parts]
     return Tensor(UOp(Ops.MULTI, views[0].dtype, tuple(views), axis))
   if kind == "T": return Tensor(val)
   if kind == "I":
     i, view = val
-    return Tensor(substitute(view, {view.base: inputs[i]}))
+    return Tensor(rebind(substitute(view, {view.base: inputs[i]}), values))
   if kind == "O":
     k, view = val
-    return Tensor(substitute(view, {view.base: new_buffer_node(outs[k], view.base.dtype)}))
+    return Tensor(rebind(substitute(view, {view.base: new_buffer_node(outs[k], view.base.dtype)}), values))
   if kind == "V": return val
-  if kind is dict: return {k: _rebuild(x, inputs, outs) for k, x in val.items()}
-  return kind(_rebuild(x, inputs, outs) for x in val)
+  if kind is dict: return {k: _rebuild(x, inputs, outs, values) for k, x in val.items()}
+  return kind(_rebuild(x, inputs, outs, values) for x in val)

@@ -8,20 +8,20 @@ libraries by the source (disk, in the device's compiler). The kernels of one sch
 are compiled in parallel before the first one runs.
 """
 from __future__ import annotations
-import os, pickle, time
+import os, pickle, re, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp, pretty, multi_seen
+from petagrad.uop.uop import UOp, pretty, multi_seen, sint_str
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType, dtypes
-from petagrad.helpers import (prod, DEBUG, NOOPT, BEAM, OMP, SANITIZE, EARLY_FREE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash,
+from petagrad.helpers import (DEBUG, NOOPT, BEAM, OMP, SANITIZE, EARLY_FREE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash,
                               cpu_threads, read_cached, write_cached)
 from petagrad.schedule.schedule import ScheduleItem, Scheduled, schedule_cached, structure
 from petagrad.schedule import multi
 from petagrad.runtime import mpi
-from petagrad.uop.graph import substitute, new_buffer, var_buffer, var_buffers, write_vars
+from petagrad.uop.graph import substitute, new_buffer_for, var_buffer, var_buffers, write_vars, unbind
 from petagrad.device.world import is_local
 from petagrad.codegen.lower import lower
 from petagrad.codegen.linearize import linearize, concat_programs, add_prefetches
@@ -54,9 +54,13 @@ Member = tuple[Kernel, tuple[int, ...]]
 
 _kernel_cache: dict[tuple, CompiledKernel] = {}
 
+_NAME_CHARS = str.maketrans({"+": "p", "-": "s", "*": "m", "/": "d", "%": "r", "<": None, ">": None, "(": None, ")": None, " ": None, ",": None})
+
 def kernel_name(ast: UOp, out_shape: tuple[int, ...]) -> str:
   reduces = [r for r in ast.toposort() if r.op is Ops.REDUCE]
-  shape = "_".join(str(s) for s in out_shape) or "1"
+  # (a symbolic size by its Variables, not their values: the name is the same for every value; <v>+1 -> vp1)
+  shape = "_".join(str(s) if isinstance(s, int) else re.sub(r"\[\d+-\d+\]", "", sint_str(unbind(s))).translate(_NAME_CHARS)
+                   for s in out_shape) or "1"
   if not reduces: return f"E_{shape}"
   rsize = "_".join(str(rr.arg[1]) for r in reduces[-1:] for rr in r.src[1:])
   return f"r_{shape}_{rsize}"
@@ -434,7 +438,7 @@ def realize_uops(targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] 
   wanted = set(targets)
   def view_of(s: UOp) -> UOp:
     if is_local(s.device) or s.base.op is Ops.BUFFER: return becomes.get(s, s)
-    if s not in becomes: becomes[s] = new_buffer(s.device, prod(s.shape), s.dtype).reshape(s.shape)
+    if s not in becomes: becomes[s] = new_buffer_for(s.device, s.shape, s.dtype)
     return becomes[s]
   for n, v in memo.items():
     parts = v.shards if isinstance(v, multi.Sharded) else (v,)

@@ -9,7 +9,7 @@ from typing import Any, Callable, Sequence
 from petagrad.dtype import DType, dtypes, to_dtype, truncate, fit_error, DTypeOverflowError
 from petagrad.helpers import prod, user_frame
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, canonical, smin, smax, sint_str
 from petagrad.uop.graph import is_disk
 from petagrad.mixin import Tensor, TensorMixin
 
@@ -81,15 +81,22 @@ def _check_fits(op: str, x: Any, dtype: DType, fill: bool = True, *operands: Any
 # index math in kernels is int64: a tensor has fewer elements than that
 MAX_NUMEL = (1 << 63) - 1
 
-def _shape_arg(op: str, args: Sequence, t: Any = None, wildcard: bool = False, name: str = "size") -> tuple[int, ...]:
+def _shape_arg(op: str, args: Sequence, t: Any = None, wildcard: bool = False, name: str = "size", symbolic: bool = False) -> tuple:
   """f(2, 3) or f((2, 3)) -> (2, 3): ints (not bools; numpy ints are fine) >= 0 (or -1 with wildcard), with fewer
-  than 2**63 elements. Anything else raises TypeError/ValueError naming op, at the call."""
+  than 2**63 elements; with `symbolic`, also sizes that are expressions over bound Variables (canonical). Anything else
+  raises TypeError/ValueError naming op, at the call."""
   if len(args) == 1 and isinstance(args[0], (tuple, list)): args = tuple(args[0])
   if all(type(s) is int and s >= 0 for s in args):   # the common case: one pass, no conversions
     if prod(args) > MAX_NUMEL: raise _fail(ValueError, op, f"{name} {tuple(args)} has {prod(args)} elements, more than {MAX_NUMEL}", *_opt(t))
     return tuple(args)
   out = []
   for s in args:
+    if isinstance(s, UOp) and _symbolic_int(op, s, t):   # a symbolic size (an expression over bound Variables)
+      if not symbolic:
+        raise _fail(ValueError, op, f"{name} {sint_str(s)} depends on a Variable, which {op} does not support (docs/variables.md: make the "
+                    "largest size and slice it, x[:v])", *_opt(t))
+      if smin(s) < 0: raise _fail(ValueError, op, f"{name} {sint_str(s)} may be negative over its Variables' ranges", *_opt(t))
+      out.append(canonical(s)); continue
     if isinstance(s, bool) or not hasattr(type(s), "__index__"):
       what = "one sequence of sizes or several ints" if isinstance(s, (tuple, list)) else "ints"
       raise _fail(TypeError, op, f"{name} must be {what}, got {type(s).__name__} {s!r} in {tuple(args)!r}", *_opt(t))
@@ -97,7 +104,8 @@ def _shape_arg(op: str, args: Sequence, t: Any = None, wildcard: bool = False, n
     if v < 0 and not (wildcard and v == -1):
       raise _fail(ValueError, op, f"{name} must be non-negative{' (or -1)' if wildcard else ''}, got {v} in {tuple(args)!r}", *_opt(t))
     out.append(v)
-  if prod(v for v in out if v >= 0) > MAX_NUMEL: raise _fail(ValueError, op, f"{name} {tuple(out)} has more than {MAX_NUMEL} elements", *_opt(t))
+  if prod(smax(v) for v in out if smax(v) >= 0) > MAX_NUMEL:
+    raise _fail(ValueError, op, f"{name} {tuple(out)} has more than {MAX_NUMEL} elements", *_opt(t))
   return tuple(out)
 
 def _int_arg(op: str, name: str, v: Any, t: Any = None, minimum: int | None = 0) -> int:

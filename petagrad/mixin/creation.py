@@ -9,17 +9,18 @@ from petagrad.device import Device
 from petagrad.dtype import DType, dtypes, DTypeOverflowError, fit_error
 from petagrad.helpers import prod
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp
-from petagrad.uop.graph import new_buffer, is_disk
+from petagrad.uop.uop import UOp, canonical, smin, sint_str
+from petagrad.uop.graph import new_buffer, new_buffer_for, is_disk
 from petagrad.mixin import Tensor, TensorMixin
-from petagrad.mixin.args import Scalar, MAX_NUMEL, _fail, _check_fits, _shape_arg, _int_arg, _scalar_arg, _dtype_arg, _is_tensor
+from petagrad.mixin.args import Scalar, MAX_NUMEL, _fail, _check_fits, _shape_arg, _int_arg, _scalar_arg, _dtype_arg, _is_tensor, _symbolic_int
 
-def _sizes(op: str, shape: tuple, size) -> tuple[int, ...]:
-  """The shape of zeros/ones/empty/rand & co: positional ints, one sequence, or torch's `size=` keyword."""
+def _sizes(op: str, shape: tuple, size, symbolic: bool = False) -> tuple:
+  """The shape of zeros/ones/empty/rand & co: positional ints, one sequence, or torch's `size=` keyword (symbolic sizes
+  where the op takes them)."""
   if size is not None:
     if shape: raise _fail(TypeError, op, f"got a shape both positionally {shape!r} and as size={size!r}")
     shape = (size,)
-  return _shape_arg(op, shape)
+  return _shape_arg(op, shape, symbolic=symbolic)
 
 class CreationMixin(TensorMixin):
   __slots__ = ()
@@ -37,7 +38,7 @@ class CreationMixin(TensorMixin):
     >>> Tensor.full((2,), 7).tolist()
     [7, 7]
     """
-    shape = _shape_arg("full", shape if isinstance(shape, (tuple, list)) else (shape,))
+    shape = _shape_arg("full", shape if isinstance(shape, (tuple, list)) else (shape,), symbolic=True)
     fill_value = _scalar_arg("full", "fill_value", fill_value)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.from_py(fill_value)
     _check_fits("full", fill_value, dt)
@@ -45,11 +46,11 @@ class CreationMixin(TensorMixin):
   @classmethod
   def zeros(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
     """Zeros: `Tensor.zeros(2, 3)`, `Tensor.zeros((2, 3))` or torch's `Tensor.zeros(size=(2, 3))`."""
-    return cls.full(_sizes("zeros", shape, size), 0.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
+    return cls.full(_sizes("zeros", shape, size, True), 0.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
   @classmethod
   def ones(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
     """Ones: `Tensor.ones(2, 3)`, `Tensor.ones((2, 3))` or torch's `Tensor.ones(size=(2, 3))`."""
-    return cls.full(_sizes("ones", shape, size), 1.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
+    return cls.full(_sizes("ones", shape, size, True), 1.0, _dtype_arg(dtype) if dtype is not None else dtypes.default_float, device, requires_grad)
   @classmethod
   def empty(cls, *shape, dtype=None, device=None, requires_grad=None, size=None) -> Tensor:
     """Uninitialized memory (here: a fresh buffer, zero-filled by the allocator). Shapes as for zeros. On a DISK device
@@ -58,9 +59,12 @@ class CreationMixin(TensorMixin):
     >>> Tensor.empty(2, 3).shape
     (2, 3)
     """
-    shape = _sizes("empty", shape, size)
+    shape = _sizes("empty", shape, size, True)
     dt = _dtype_arg(dtype) if dtype is not None else dtypes.default_float
     dev = cls._dev(device)
+    if any(isinstance(s, UOp) for s in shape):   # a symbolic shape: room for the largest value, viewed as the shape
+      if isinstance(dev, tuple) or is_disk(dev): raise _fail(ValueError, "empty", f"a symbolic shape {shape} on {dev} is not supported")
+      return cls(new_buffer_for(dev, shape, dt), requires_grad=requires_grad)
     if isinstance(dev, tuple):   # a buffer on each device
       return cls(UOp(Ops.MULTI, dt, tuple(new_buffer(d, prod(shape), dt).reshape(shape) for d in dev), None), requires_grad=requires_grad)
     buf = new_buffer(dev, prod(shape), dt)
@@ -74,12 +78,14 @@ class CreationMixin(TensorMixin):
     return type(self).empty(self.shape, dtype=dtype or self.dtype, device=device or self.device)
   def new_full(self, size, fill_value, dtype=None, device=None) -> Tensor:
     """A tensor of `size` filled with fill_value, with this tensor's dtype and device unless given."""
-    size = _shape_arg("new_full", size if isinstance(size, (tuple, list)) else (size,), self)
+    size = _shape_arg("new_full", size if isinstance(size, (tuple, list)) else (size,), self, symbolic=True)
     return type(self).full(size, fill_value, dtype=dtype or self.dtype, device=device or self.device)
-  def new_zeros(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(_shape_arg("new_zeros", size, self), 0, dtype, device)
-  def new_ones(self, *size, dtype=None, device=None) -> Tensor: return self.new_full(_shape_arg("new_ones", size, self), 1, dtype, device)
+  def new_zeros(self, *size, dtype=None, device=None) -> Tensor:
+    return self.new_full(_shape_arg("new_zeros", size, self, symbolic=True), 0, dtype, device)
+  def new_ones(self, *size, dtype=None, device=None) -> Tensor:
+    return self.new_full(_shape_arg("new_ones", size, self, symbolic=True), 1, dtype, device)
   def new_empty(self, *size, dtype=None, device=None) -> Tensor:
-    return type(self).empty(_shape_arg("new_empty", size, self), dtype=dtype or self.dtype, device=device or self.device)
+    return type(self).empty(_shape_arg("new_empty", size, self, symbolic=True), dtype=dtype or self.dtype, device=device or self.device)
 
   # ------------------------------------------------------------ ranges and grids
   @classmethod
@@ -100,6 +106,7 @@ class CreationMixin(TensorMixin):
       if stop is None: raise _fail(TypeError, "arange", "missing the end of the range")
       start = 0
     if stop is None: start, stop = 0, start
+    if any(_symbolic_int("arange", v) for v in (start, stop)): return cls._symbolic_arange(start, stop, step, dtype, device, requires_grad)
     start, stop, step = (_scalar_arg("arange", k, v) for k, v in (("start", start), ("end", stop), ("step", step)))
     if step == 0: raise _fail(ValueError, "arange", "step must be nonzero")
     if not all(math.isfinite(v) for v in (start, stop, step)): raise _fail(RuntimeError, "arange", f"unsupported range: {start} -> {stop} by {step}")
@@ -114,6 +121,18 @@ class CreationMixin(TensorMixin):
     idx = cls(UOp(Ops.IOTA, dtypes.int64, (UOp(Ops.DEVICE, dtypes.bool, (), dev),), n))
     if dt.is_float: return cls((idx.cast(dt) * step + start).uop if step != 1 or start else idx.cast(dt).uop, requires_grad=requires_grad)
     return cls((idx * step + start).cast(dt).uop if step != 1 or start else idx.cast(dt).uop, requires_grad=requires_grad)
+  @classmethod
+  def _symbolic_arange(cls, start, stop, step, dtype, device, requires_grad) -> Tensor:
+    """arange whose start or end is an expression over bound Variables (Tensor.arange(v)): a symbolic size, step +-1."""
+    if step not in (1, -1): raise _fail(ValueError, "arange", f"a range whose end is a Variable needs step 1 or -1, got {step!r}")
+    for k, v in (("start", start), ("end", stop)):
+      if not isinstance(v, UOp): _int_arg("arange", k, v, minimum=None)
+    n = canonical(stop - start if step == 1 else start - stop)
+    if smin(n) < 0: raise _fail(ValueError, "arange", f"the length {sint_str(n)} may be negative over its Variables' ranges")
+    dt = _dtype_arg(dtype) if dtype is not None else dtypes.int64
+    idx = cls(UOp(Ops.IOTA, dtypes.int64, (UOp(Ops.DEVICE, dtypes.bool, (), cls._dev(device)),), n))
+    out = (idx * step + start) if step != 1 or not (isinstance(start, int) and start == 0) else idx
+    return cls(out.cast(dt).uop, requires_grad=requires_grad)
   @classmethod
   def linspace(cls, start: Scalar, stop: Scalar | None = None, steps: int | None = None, dtype=None, device=None, requires_grad=None, *,
                end: Scalar | None = None) -> Tensor:

@@ -27,7 +27,7 @@ from typing import Any
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, flatten as flatten_list, NO_GRAD
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp, sint_int
+from petagrad.uop.uop import UOp, canonical, smin, smax
 from petagrad.uop.graph import is_disk
 from petagrad.engine.jit import jit_active
 from petagrad.mixin import Tensor, TensorMixin
@@ -150,7 +150,7 @@ def _basic_plan(op: str, self: Tensor, items: list) -> list:
     if isinstance(i, int):
       if not -size <= i < size: raise _fail(IndexError, op, f"index {i} is out of bounds for dim {dim} with size {size}", self)
       plan.append(("int", i % size))
-    elif isinstance(i, UOp) or any(isinstance(b, UOp) for b in (i.start, i.stop)):
+    elif isinstance(i, UOp) or isinstance(size, UOp) and not isinstance(i, int) or any(isinstance(b, UOp) for b in (i.start, i.stop)):
       plan.append(_symbolic_item(op, self, i, dim, size))
     else:
       if i.step == 0: raise _fail(ValueError, op, "slice step cannot be zero", self)
@@ -174,11 +174,13 @@ def _symbolic_item(op: str, self: Tensor, i: Any, dim: int, size: int) -> tuple:
     start, stop = (0 if i.start is None else i.start), (size if i.stop is None else i.stop)
     for b in (start, stop):
       if not isinstance(b, UOp) and not _is_intlike(b): raise _fail(TypeError, op, f"slice bounds must be ints or None, got {i!r}", self)
-      if not isinstance(b, UOp) and b < 0: raise _fail(ValueError, op, f"a slice by a Variable takes no negative bounds, got {i!r}", self)
-  try: n = sint_int(stop - start)
-  except ValueError: raise _fail(ValueError, op, f"the length of {i!r} must not depend on a Variable's value", self) from None
-  lo, hi = (start.vmin if isinstance(start, UOp) else start), (stop.vmax if isinstance(stop, UOp) else stop)
-  if lo < 0 or hi > size or n < 0:
+      if not isinstance(b, UOp) and b < 0 and not isinstance(size, UOp):
+        raise _fail(ValueError, op, f"a slice by a Variable takes no negative bounds, got {i!r}", self)
+    # (an int bound of a dim of symbolic size: a negative one counts from its end)
+    start, stop = (canonical(size + b) if isinstance(size, UOp) and isinstance(b, int) and b < 0 else b for b in (start, stop))
+  n = canonical(stop - start)   # a symbolic length (x[:v]) is a symbolic size
+  lo, hi = smin(start), smax(stop)
+  if lo < 0 or hi > smax(size) or smin(n) < 0:
     raise _fail(IndexError, op, f"index from {lo} to {hi} over the Variables' ranges is out of bounds for dim {dim} with size {size}", self)
   return ("int", start) if isinstance(i, UOp) else ("slice", start, n, 1, False)
 

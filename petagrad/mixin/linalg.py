@@ -531,7 +531,9 @@ def _right_operand_layout(w: Tensor, rows: int) -> Tensor:
     decoding one token, read the weight once either way: the copy would only add its own traffic);
   * a big row-major operand whose rows are a multiple of 1 KiB apart is read column panel by column panel, each
     row of a panel at the same cache-set offset, which thrashes the cache: it is copied into (N/32, K, 32)
-    panels, read through a view."""
+    panels, read through a view.
+  A symbolic size (a KV cache's first start_pos rows) leaves the operand as it is: the choices weigh sizes."""
+  if isinstance(rows, UOp) or any(isinstance(s, UOp) for s in w.shape): return w
   if w.ndim >= 2 and w.uop.op is Ops.PERMUTE:
     # a transposed view (x @ W.T, a Linear layer) is read along its contiguous rows: lanes come from the
     # reduction, whose partial sums must be combined per output. With a short reduction that combining

@@ -7,7 +7,7 @@ import math, operator
 from typing import Any, Sequence
 from petagrad.dtype import dtypes, promote
 from petagrad.helpers import prod, argfix, flatten as flatten_list
-from petagrad.uop.uop import UOp, sint_int
+from petagrad.uop.uop import UOp, sint_int, canonical, smin, smax, sprod, sdiv_exact
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _unique_dims, _is_intlike, _check_fits, _shape_arg, _int_arg, _scalar_arg, \
   _tensor_arg, axis_keywords, _symbolic_int
@@ -34,19 +34,22 @@ class MovementMixin(TensorMixin):
       if any(s is None for s in shape[self.ndim:]):
         raise _fail(ValueError, "reshape", f"None at dim >= {self.ndim} in {shape}: no input dim to keep", self)
       shape = tuple(self.shape[i] if s is None else s for i, s in enumerate(shape))
-    shape = _shape_arg("reshape", shape, self, wildcard=True, name="shape")
+    shape = _shape_arg("reshape", shape, self, wildcard=True, name="shape", symbolic=True)
     if shape.count(-1) > 1: raise _fail(ValueError, "reshape", f"only one dimension can be -1, got {shape}", self)
     if -1 in shape:
-      rest = prod(s for s in shape if s != -1)
-      if rest == 0 or self.numel() % rest: raise _fail(ValueError, "reshape", f"cannot reshape {self.shape} into {shape}", self)
-      shape = tuple(self.numel() // rest if s == -1 else s for s in shape)
-    if any(s < 0 for s in shape) or prod(shape) != self.numel():
+      rest = sprod(s for s in shape if not (isinstance(s, int) and s == -1))
+      # (a symbolic size divides by an int when every coefficient does: (4*v) / 4 is v)
+      if isinstance(rest, UOp): n = rest if rest is self.numel() else None
+      else: n = sdiv_exact(self.numel(), rest)
+      if n is None: raise _fail(ValueError, "reshape", f"cannot reshape {self.shape} into {shape}", self)
+      shape = tuple(n if isinstance(s, int) and s == -1 else s for s in shape)
+    if sprod(shape) is not self.numel() and sprod(shape) != self.numel():
       raise _fail(ValueError, "reshape", f"cannot reshape {self.shape} ({self.numel()} elements) into {shape}", self)
     return self._new(self.uop.reshape(tuple(shape)), self)
   view = reshape
   def expand(self, *shape) -> Tensor:
     """Broadcast size-1 dims to a bigger size (-1 keeps a dim). No copy."""
-    shape = _shape_arg("expand", shape, self, wildcard=True)
+    shape = _shape_arg("expand", shape, self, wildcard=True, symbolic=True)
     if len(shape) < self.ndim: raise _fail(ValueError, "expand", f"cannot expand {self.shape} to fewer dims {shape}", self)
     if -1 in shape[:len(shape) - self.ndim]: raise _fail(ValueError, "expand", f"-1 is not allowed in a new leading dim: {shape}", self)
     full = (1,) * (len(shape) - self.ndim) + self.shape
@@ -67,7 +70,7 @@ class MovementMixin(TensorMixin):
   def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
     """Split dim into `sizes` (one of them may be -1), like torch.unflatten."""
     d = _resolve_axis("unflatten", dim, self.ndim, self)
-    sizes = _shape_arg("unflatten", tuple(sizes) if isinstance(sizes, (tuple, list)) else (sizes,), self, wildcard=True, name="sizes")
+    sizes = _shape_arg("unflatten", tuple(sizes) if isinstance(sizes, (tuple, list)) else (sizes,), self, wildcard=True, name="sizes", symbolic=True)
     if not sizes: raise _fail(ValueError, "unflatten", "sizes must be non-empty", self)
     n, known = self.shape[d], prod(s for s in sizes if s != -1)
     if sizes.count(-1) > 1 or (known != n if -1 not in sizes else known == 0 or n % known):
@@ -159,11 +162,11 @@ class MovementMixin(TensorMixin):
     pairs = tuple((0, s) if a is None else (idx(a[0]), idx(a[1])) for a, s in zip(arg, self.shape))
     for (b, e), s in zip(pairs, self.shape):
       if isinstance(b, UOp) or isinstance(e, UOp):
-        # a start that is a Variable: the size must not depend on its value, and every value must stay in range
-        try: n = sint_int(e - b)
-        except ValueError: raise _fail(ValueError, "shrink", f"the size {e} - {b} must not depend on a Variable's value", self) from None
-        lo, hi = (b.vmin if isinstance(b, UOp) else b), (e.vmax if isinstance(e, UOp) else e)
-        if lo < 0 or hi > s or n < 0:
+        # bounds that are expressions over Variables: every value in their ranges must stay inside the dim (the size
+        # e - b may depend on them: a symbolic size)
+        n = canonical(e - b)
+        lo, hi = smin(b), smax(e)
+        if lo < 0 or hi > smax(s) or smin(n) < 0:
           raise _fail(ValueError, "shrink", f"bounds from {lo} to {hi} over the Variables' ranges are out of range for a dim of {s} "
                       f"(shape {self.shape})", self)
       elif not 0 <= b <= e <= s: raise _fail(ValueError, "shrink", f"bounds {pairs} are out of range for shape {self.shape}", self)

@@ -6,6 +6,7 @@ from typing import Any, NamedTuple
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod
 from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp, sprod, smin
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg, _is_int, axis_keywords
 
@@ -149,9 +150,11 @@ class ReduceMixin(TensorMixin):
     axis, correction = self._correction("var", axis, correction, unbiased)
     x = self._float("var")
     if x.dtype in (dtypes.float16, dtypes.bfloat16): return x.float().var(axis, keepdim, correction).cast(x.dtype)   # as mean
-    n = prod(self.shape[a] for a in self._axes("var", axis))
+    n = sprod(self.shape[a] for a in self._axes("var", axis))
     d = x - x.mean(axis, keepdim=True).detach()   # the mean's gradient term is 0: leave it out, as torch does
     ss = (d * d).sum(axis, keepdim)
+    # a symbolic count: its value is known when the kernel runs, where ss / 0 is inf (NaN where ss is 0), as below
+    if isinstance(n, UOp) and smin(n - correction) >= 0: return ss / (n - correction)
     if n - correction > 0: return ss / (n - correction)
     if n - correction == 0: return ss * math.inf   # ss / 0: inf, or NaN where ss is 0; the gradient 2d / 0 too
     # n < correction: torch divides the value by max(0, n - correction) = 0 but the gradient by n - correction

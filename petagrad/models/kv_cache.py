@@ -5,12 +5,11 @@ holds a `KVCache`. Everything that depends on start_pos lives in this module: th
 cos/sin, GPT-2's position embeddings), the causal mask, the in-place write of the new keys and values into the cache
 and the read of the cached prefix.
 
-start_pos is an int or a bound `Variable` (docs/variables.md). With an int, the views and masks are sized to the
-positions [0, start_pos + length) (a prompt's prefill: kernels for that prompt length). With a Variable, every view
-is at an offset the kernels read when they run and attention reads the whole cache with the positions past the
-query's masked out, so one compile, and one TinyJit capture of a decode step (`generate` does it), serves every
-position; the price is attention over max_context positions at every step (small next to the weights for short
-contexts).
+start_pos is an int or a bound `Variable` (docs/variables.md). Either way the views and masks are sized to the
+positions [0, start_pos + length). With an int that is a prompt's prefill (kernels for that prompt length); with a
+Variable every offset and the size start_pos + length are read by the kernels when they run (a symbolic shape), so one
+compile, and one TinyJit capture of a decode step (`generate` does it), serves every position, and attention reads
+only the cached positions written so far.
 
 >>> from petagrad import Tensor
 >>> pos = Positions(start_pos=2, length=1, max_context=8)
@@ -97,13 +96,9 @@ class Positions:
 
   def causal_mask(self, device: str) -> Tensor | None:
     """The bool mask of which cached positions each new token sees (key j <= the query's position): (length, end), or
-    None for one token at an int start_pos, which sees the whole cached prefix it reads. With a Variable start_pos,
-    (length, max_context): attention reads the whole cache."""
-    if self.symbolic:
-      q = Tensor.arange(self.length, device=device).reshape(self.length, 1) + self.start_pos
-      return Tensor.arange(self.max_context, device=device).reshape(1, self.max_context) <= q
+    None for one token, which sees the whole cached prefix it reads. (end: symbolic with a Variable start_pos.)"""
     if self.length == 1: return None
-    q = Tensor.arange(self.start_pos, self.end, device=device).reshape(self.length, 1)
+    q = Tensor.arange(self.length, device=device).reshape(self.length, 1) + self.start_pos
     return Tensor.arange(self.end, device=device).reshape(1, self.end) <= q
 
   def write(self, cache: Tensor, value: Tensor) -> None:
@@ -111,9 +106,9 @@ class Positions:
     cache.shrink((None,) * (cache.ndim - 2) + ((self.start_pos, self.end), None)).assign(value)
 
   def read(self, cache: Tensor) -> Tensor:
-    """The cached positions attention reads: [0, end) of cache (..., max_context, D) as a view, or all of it with a
-    Variable start_pos (causal_mask masks what is past each query)."""
-    return cache if self.symbolic else cache.shrink((None,) * (cache.ndim - 2) + ((0, self.end), None))
+    """The cached positions attention reads: [0, end) of cache (..., max_context, D) as a view (of symbolic size with a
+    Variable start_pos)."""
+    return cache.shrink((None,) * (cache.ndim - 2) + ((0, self.end), None))
 
 def _realized(pos: Positions, *tensors: Tensor) -> list[Tensor]:
   """The tensors, computed now (one schedule) when start_pos is an int; as they are with a Variable.

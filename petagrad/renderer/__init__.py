@@ -40,4 +40,4 @@ class Renderer:
     ranges multiplied out. (1, 1) for a device without launch geometry (the loops run inside one call)."""
     if not self.has_local or prog is None: return 1, 1
     rs = prog.global_ranges
-    return prod(r.arg[1] for r in rs if r.arg[2] == "global"), prod(r.arg[1] for r in rs if r.arg[2] in ("local", "group"))
+    return prod(r.arg[1] for r in rs if r.arg[2] == "global" and not r.src), prod(r.arg[1] for r in rs if r.arg[2] in ("local", "group"))

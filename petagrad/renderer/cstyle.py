@@ -179,7 +179,7 @@ class CStyleRenderer(Renderer):
         if u.arg[2] == "thread" and self.thread_pragma and not self.thread_pool and mode != "probe":
           lines.append(f"{ind}{self.thread_pragma}{' simd' if simd else ''}{red} num_threads({cpu_threads()})")
         elif simd: lines.append(f"{ind}{self.simd_pragma}{red}")
-        lines.append(f"{ind}for ({self.types[dtypes.index]} {v} = 0; {v} < {u.arg[1]}; {v}++) {{")
+        lines.append(f"{ind}for ({self.types[dtypes.index]} {v} = 0; {v} < {names[u.src[0]] if u.src else u.arg[1]}; {v}++) {{")
         depth += 1; continue
       if op is Ops.ENDRANGE:
         depth -= 1; lines.append("  " * depth + "}")
@@ -205,7 +205,8 @@ class CStyleRenderer(Renderer):
     it = self.types[dtypes.index]
     out: set[UOp] = set()
     for kinds, ident, var in ((("global",), self.launch_ids[0], "gid_"), (("local", "group"), self.launch_ids[1], "lid_")):
-      rs = sorted((u for u in uops if u.op is Ops.RANGE and u.arg[2] in kinds), key=lambda r: r.arg[0])
+      # (an output range of symbolic length is a loop inside the kernel: the launch's size is fixed when it compiles)
+      rs = sorted((u for u in uops if u.op is Ops.RANGE and u.arg[2] in kinds and not u.src), key=lambda r: r.arg[0])
       if not rs: continue
       lines.append(f"  {it} {var} = ({it})({ident});")
       stride = 1
@@ -557,8 +558,10 @@ def _index_math(uops: list[UOp]) -> set[UOp] | None:
   for x in uops:
     if x.op in (Ops.LOAD, Ops.STORE):
       for s in (x.src[1:] if x.op is Ops.LOAD else x.src[1:2]): need.update(s.toposort())
-  if any(y.op in (Ops.LOAD, Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.STORE) for y in need): return None
-  return {y for y in need if y.op not in (Ops.RANGE, Ops.CONST, Ops.DEFINE_GLOBAL)}
+  # a loop of symbolic length: its end (a Variable's value, loaded from element 0 of its one-element buffer) is computed
+  ends = {y for r in uops if r.op is Ops.RANGE and r.src for y in r.src[0].toposort()}
+  if any(y.op in (Ops.LOAD, Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.STORE) and y not in ends for y in need): return None
+  return {y for y in need | ends if y.op not in (Ops.RANGE, Ops.CONST, Ops.DEFINE_GLOBAL)}
 
 def _gated_gather(load: UOp, r: UOp) -> bool:
   """A load in loop r that is gated by a condition not depending on r (a padding mask of an outer axis) and whose

@@ -65,11 +65,11 @@ class PythonProgram(Program):
       op, dt, src, arg = ins[pc]
       if op is Ops.RANGE:
         vals[pc] = 0
-        if arg[1] <= 0: pc = self.loop_end[pc] + 1; continue
+        if (vals[src[0]] if src else arg[1]) <= 0: pc = self.loop_end[pc] + 1; continue   # (a symbolic end: its source)
       elif op is Ops.ENDRANGE:
         r = src[0]
         vals[r] += 1
-        if vals[r] < ins[r][3][1]: pc = r + 1; continue
+        if vals[r] < (vals[ins[r][2][0]] if ins[r][2] else ins[r][3][1]): pc = r + 1; continue
       elif op is Ops.CONST: vals[pc] = arg
       elif op is Ops.DEFINE_GLOBAL: vals[pc] = (bufs[arg], sizes[arg] if sizes is not None else len(memoryview(bufs[arg]).cast('B')) // dt.itemsize)
       elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]

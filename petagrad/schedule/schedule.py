@@ -25,12 +25,11 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Any
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp, symbolic_arg, binds_in
-from petagrad.uop.graph import new_buffer, new_buffer_node, substitute, unbind, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
+from petagrad.uop.uop import UOp, symbolic_arg, binds_in, max_numel
+from petagrad.uop.graph import new_buffer, new_buffer_node, new_buffer_for, buffer_view, substitute, rebind, unbind, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, strides_for_shape, GROUP_MAX, SPLIT_REDUCE
 
-def buffer_view(buf: UOp, shape: tuple[int, ...]) -> UOp: return buf.reshape(shape)
 
 @dataclass(frozen=True)
 class ScheduleItem:
@@ -98,7 +97,7 @@ def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
   for r in order:
     if r.op is not Ops.REDUCE_AXIS: continue
     for e in _kernel_walk(r.src, realize, stop=lambda u: u.op is Ops.EXPAND):
-      if e.op is not Ops.EXPAND or e in realize or prod(e.shape) < RECOMPUTE_FACTOR * prod(e.src[0].shape): continue
+      if e.op is not Ops.EXPAND or e in realize or max_numel(e.shape) < RECOMPUTE_FACTOR * max_numel(e.src[0].shape): continue
       base = e.src[0].base   # below the movement ops: they are index math
       if not _costly(base, realize): continue
       # a costly piece the chain itself expands (the index of a one-hot `idx[:, None] == arange(n)`) gets the buffer
@@ -113,7 +112,7 @@ def _expanded_operands(r: UOp, realize: set[UOp], factor: int) -> list[UOp]:
   times its source's size: a contraction's operands."""
   stop = lambda u: u.op in (Ops.EXPAND, Ops.REDUCE_AXIS) or u.op in _OWN_BUFFER
   return [e for e in _kernel_walk(r.src, realize, stop) if e.op is Ops.EXPAND and e not in realize
-          and prod(e.shape) >= factor * prod(e.src[0].shape) and e.src[0].base.op not in (Ops.CONST, Ops.IOTA)]
+          and max_numel(e.shape) >= factor * max_numel(e.src[0].shape) and e.src[0].base.op not in (Ops.CONST, Ops.IOTA)]
 
 def _contraction(r: UOp, realize: set[UOp]) -> bool:
   """Is reduce r a contraction (a matmul, a convolution): does it read two operands, each through a large EXPAND (x
@@ -228,7 +227,7 @@ def _create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, 
     if u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER):   # between buffers: the source gets one too
       realize.add(u)
       if u.src[0].op is not Ops.BUFFER and not (u.src[0].op is Ops.RESHAPE and u.src[0].src[0].op is Ops.BUFFER): realize.add(u.src[0])
-    if (u.op is Ops.EXPAND or (u.op is Ops.PAD and prod(u.src[0].shape) > 1)) and has_reduce[u.src[0]]:
+    if (u.op is Ops.EXPAND or (u.op is Ops.PAD and max_numel(u.src[0].shape) > 1)) and has_reduce[u.src[0]]:
       # the reduces under an expand get buffers (fusing would recompute them per expanded element), and
       # so do those under a pad of more than one element (a cat/chunk gradient adds padded pieces: each
       # element would evaluate every piece); the cheap elementwise work after them is recomputed
@@ -257,10 +256,10 @@ def _create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, 
       items.append(ScheduleItem("assign", out, substitute(u.src[1], becomes)))
     elif u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER):
       src = substitute(u.src[0], becomes)
-      out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
+      out = new_buffer_for(u.device, u.shape, u.dtype)
       items.append(ScheduleItem("copy", out, src) if u.op is Ops.COPY else ScheduleItem("collective", out, src, arg=(u.op, u.arg)))
     else:
-      out = buffer_view(new_buffer(u.device, prod(u.shape), u.dtype), u.shape)
+      out = new_buffer_for(u.device, u.shape, u.dtype)
       items.append(ScheduleItem("kernel", out, substitute(u.src[0] if u.op is Ops.CONTIGUOUS else u, becomes)))
     becomes[u] = out
   for t in viewed: becomes[t] = substitute(t, becomes)
@@ -283,8 +282,8 @@ def structure(root: UOp) -> tuple[tuple, list[UOp], list[UOp], list[UOp]]:
     elif u.op is Ops.BIND:
       parts.append((Ops.BIND, u.dtype, u.src[0].arg, tuple(map(slot, u.src))))
       binds.append(u)
-    elif u.op in (Ops.SHRINK, Ops.PAD) and symbolic_arg(u.arg):
-      parts.append((u.op, u.dtype, unbind(u.arg), tuple(map(slot, u.src))))
+    elif (u.op in GroupOp.Movement and symbolic_arg(u.arg)) or (u.op is Ops.IOTA and isinstance(u.arg, UOp)):
+      parts.append((u.op, u.dtype, unbind(u.arg), tuple(map(slot, u.src))))   # offsets and symbolic sizes
       binds_in(u.arg, binds)
     else: parts.append((u.op, u.dtype, u.argkey, tuple(map(slot, u.src))))   # 0.0 and -0.0 differ
   return tuple(parts), nodes, bufs, binds
@@ -302,6 +301,7 @@ class _Template:
   becomes: list[tuple[int, UOp]]       # (position in the graph's topological order, view over slot BUFFERs)
   inputs: list[UOp]                    # slots of the graph's buffers, in slot order
   outputs: list[UOp]                   # slots of the buffers the schedule allocates
+  binds: list[UOp]                     # the bound Variables of the graph it was made for (structure's order)
 
 _schedule_cache: dict[tuple, _Template] = {}
 
@@ -327,8 +327,11 @@ def schedule_cached(targets: list[UOp]) -> Scheduled:
   key = (key, int(GROUP_MAX), int(SPLIT_REDUCE))   # the flags change the schedule
   if (t := _schedule_cache.get(key)) is not None:
     outs = [new_buffer(o.arg[0], o.arg[1], o.dtype) for o in t.outputs]
+    # (and the Variables' values: a symbolic shape of a view the schedule hands back holds them; the kernels read theirs
+    # when they run)
     subst = {**dict(zip(t.inputs, bufs)), **dict(zip(t.outputs, outs))}
-    return Scheduled(key, bufs, outs, {nodes[i]: substitute(v, subst) for i, v in t.becomes}, t, subst, binds=binds)
+    values = {a: b for a, b in zip(t.binds, binds) if a is not b}
+    return Scheduled(key, bufs, outs, {nodes[i]: rebind(substitute(v, subst), values) for i, v in t.becomes}, t, subst, binds=binds)
   items, becomes = create_schedule(targets)
   # each kernel's own structure, kept with the template: a repeated graph's kernels then skip computing it
   items = [it if it.kind in ("copy", "collective") else
@@ -341,7 +344,7 @@ def schedule_cached(targets: list[UOp]) -> Scheduled:
   if len(_schedule_cache) >= 4096: _schedule_cache.clear()   # bounded: graphs of many shapes
   t = _schedule_cache[key] = _Template([_rebind(it, slots) for it in items],
                                        [(index[n], substitute(v, slots)) for n, v in becomes.items()],
-                                       [slots[b] for b in bufs], [slots[b] for b in outs])
+                                       [slots[b] for b in bufs], [slots[b] for b in outs], binds)
   return Scheduled(key, bufs, outs, becomes, t, {v: k for k, v in slots.items()}, items, binds)
 
 # a reduction joins a launch group only when its whole loop nest is this small. A group holds at most GROUP_MAX
@@ -351,9 +354,9 @@ GROUP_REDUCE_WORK = 1 << 16
 def _groupable(u: UOp, realize: set[UOp]) -> bool:
   """May the kernel computing the realized node u share a program with others? Elementwise kernels and small
   reductions: for them the launch costs as much as the work. A big kernel gains nothing from a group."""
-  if u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER) or prod(u.shape) == 0: return False
+  if u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER) or max_numel(u.shape) == 0: return False
   reduces = _kernel_reduces(u, realize) | ({u} if u.op is Ops.REDUCE_AXIS else set())
-  return all(prod(r.src[0].shape) <= GROUP_REDUCE_WORK for r in reduces)
+  return all(max_numel(r.src[0].shape) <= GROUP_REDUCE_WORK for r in reduces)
 
 def _cluster_shapes(members: list[int], after: list[set[int]], items: list[ScheduleItem]) -> list[int]:
   """The group's kernels in a dependency order that keeps kernels of one output shape together (consecutive
@@ -365,7 +368,7 @@ def _cluster_shapes(members: list[int], after: list[set[int]], items: list[Sched
     ready = [i for i in members if i not in placed and (after[i] & inside) <= placed]
     last = items[order[-1]].out.shape if order else None
     i = next((i for i in ready if items[i].out.shape == last), None)
-    if i is None: i = min(ready, key=lambda i: prod(items[i].out.shape))
+    if i is None: i = min(ready, key=lambda i: max_numel(items[i].out.shape))
     placed.add(i); order.append(i)
   return order
 

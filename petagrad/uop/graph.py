@@ -6,7 +6,7 @@ import itertools
 from petagrad.device import Buffer
 from petagrad.dtype import DType, dtypes
 from petagrad.uop.ops import Ops, GroupOp
-from petagrad.uop.uop import UOp, symbolic_arg
+from petagrad.uop.uop import UOp, symbolic_arg, sprod, smax
 from petagrad.helpers import prod, strides_for_shape
 
 _buffer_ids = itertools.count()
@@ -14,6 +14,16 @@ _buffer_ids = itertools.count()
 def new_buffer(device: str, size: int, dtype: DType) -> UOp:
   """A fresh BUFFER node (memory is allocated when a kernel first writes it)."""
   return new_buffer_node(Buffer(device, size, dtype), dtype)
+
+def buffer_view(buf: UOp, shape: tuple) -> UOp:
+  """buf (a BUFFER node) viewed as shape. A symbolic shape ((<v=3>, 64)) takes its first prod(shape) elements: the
+  buffer holds as many as the largest value needs, and every value of the Variables reuses it."""
+  n = sprod(shape)
+  return (buf if n is buf.shape[0] else buf.shrink(((0, n),))).reshape(shape) if isinstance(n, UOp) else buf.reshape(shape)
+
+def new_buffer_for(device: str, shape: tuple, dtype: DType) -> UOp:
+  """A fresh buffer for a value of shape (the most elements a symbolic shape can have), viewed as shape."""
+  return buffer_view(new_buffer(device, smax(sprod(shape)), dtype), shape)
 
 def new_buffer_node(buf: Buffer, dtype: DType) -> UOp:
   """A new BUFFER node for existing memory (a new identity: graphs over it are new graphs)."""
@@ -72,6 +82,20 @@ def substitute(root: UOp, subst: dict[UOp, UOp], memo: dict[UOp, UOp] | None = N
       continue
     new_src = tuple(map(done.__getitem__, u.src))
     done[u] = u if new_src == u.src else UOp(u.op, u.dtype, new_src, u.arg)
+  return done[root]
+
+def rebind(root: UOp, values: dict[UOp, UOp]) -> UOp:
+  """root with the BIND nodes in `values` replaced, inside the args of views too (a symbolic size or offset holds them
+  there): a graph made for one value of a Variable, for another."""
+  if not values: return root
+  def arg(a):
+    if isinstance(a, tuple): return tuple(arg(x) for x in a)
+    return substitute(a, values) if isinstance(a, UOp) else a
+  done: dict[UOp, UOp] = {}
+  for u in root.toposort():
+    src = tuple(done[s] for s in u.src)
+    a = arg(u.arg) if (u.op in GroupOp.Movement and symbolic_arg(u.arg)) or (u.op is Ops.IOTA and isinstance(u.arg, UOp)) else u.arg
+    done[u] = values[u] if u in values else u if src == u.src and a is u.arg else UOp(u.op, u.dtype, src, a)
   return done[root]
 
 def reshape_strides(old: tuple[int, ...], st: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:

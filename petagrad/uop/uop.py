@@ -14,7 +14,7 @@ from _weakref import _remove_dead_weakref
 from typing import Any, Iterator
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.dtype import DType, dtypes, truncate
-from petagrad.helpers import prod
+from petagrad.helpers import prod, user_op
 
 def _arg_key(arg: Any) -> Any:
   # 1 == 1.0 == True and 0.0 == -0.0 in Python; the cache keeps them apart (floats by their bits)
@@ -32,6 +32,8 @@ class _Ref(weakref.ref):
   __slots__ = ("key",)   # weakref.KeyedRef without its Python-level __new__ and __init__
 _uop_cache: dict[tuple, _Ref] = {}
 def _forget(ref: _Ref) -> None: _remove_dead_weakref(_uop_cache, ref.key)   # a node died: drop its entry
+
+def _operand(x: Any) -> bool: return isinstance(x, (UOp, int, float))
 
 class UOpMeta(type):
   def __call__(cls, op: Ops, dtype: DType = dtypes.bool, src: tuple[UOp, ...] = (), arg: Any = None):
@@ -57,7 +59,7 @@ class UOp(metaclass=UOpMeta):
     self.buffer = None   # BUFFER nodes: the device Buffer once allocated (side data, not identity)
 
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)
-  def __repr__(self) -> str: return pretty(self)
+  def __repr__(self) -> str: return sint_str(self) if _is_size_expr(self) else pretty(self)
   def replace(self, **kw) -> UOp:
     return UOp(kw.get("op", self.op), kw.get("dtype", self.dtype), kw.get("src", self.src), kw.get("arg", self.arg))
 
@@ -109,16 +111,21 @@ class UOp(metaclass=UOpMeta):
   def cast(self, dtype: DType) -> UOp: return self if self.dtype == dtype else UOp(Ops.CAST, dtype, (self,))
   def bitcast(self, dtype: DType) -> UOp: return UOp(Ops.BITCAST, dtype, (self,))
   def _c(self, x: Any) -> UOp: return x if isinstance(x, UOp) else UOp.const(self.dtype, x, self.device_or_none)
-  def __add__(self, x): return self.alu(Ops.ADD, self._c(x))
-  def __radd__(self, x): return self._c(x).alu(Ops.ADD, self)
-  def __sub__(self, x): return self.alu(Ops.SUB, self._c(x))
-  def __rsub__(self, x): return self._c(x).alu(Ops.SUB, self)
-  def __mul__(self, x): return self.alu(Ops.MUL, self._c(x))
-  def __rmul__(self, x): return self._c(x).alu(Ops.MUL, self)
-  def __floordiv__(self, x): return self.alu(Ops.IDIV, self._c(x))
-  def __mod__(self, x): return self.alu(Ops.MOD, self._c(x))
+  # (an operand that is neither a node nor a number, a Tensor say, gets its turn: `v - t` is the Tensor's __rsub__)
+  def __add__(self, x): return self.alu(Ops.ADD, self._c(x)) if _operand(x) else NotImplemented
+  def __radd__(self, x): return self._c(x).alu(Ops.ADD, self) if _operand(x) else NotImplemented
+  def __sub__(self, x): return self.alu(Ops.SUB, self._c(x)) if _operand(x) else NotImplemented
+  def __rsub__(self, x): return self._c(x).alu(Ops.SUB, self) if _operand(x) else NotImplemented
+  def __mul__(self, x): return self.alu(Ops.MUL, self._c(x)) if _operand(x) else NotImplemented
+  def __rmul__(self, x): return self._c(x).alu(Ops.MUL, self) if _operand(x) else NotImplemented
+  def __floordiv__(self, x): return self.alu(Ops.IDIV, self._c(x)) if _operand(x) else NotImplemented
+  def __mod__(self, x): return self.alu(Ops.MOD, self._c(x)) if _operand(x) else NotImplemented
   def __neg__(self): return self.alu(Ops.NEG)
-  def __lt__(self, x): return self.alu(Ops.CMPLT, self._c(x))
+  def __lt__(self, x): return self.alu(Ops.CMPLT, self._c(x)) if _operand(x) else NotImplemented
+  def __gt__(self, x): return self._c(x).alu(Ops.CMPLT, self) if _operand(x) else NotImplemented
+  # (integers only: a <= b is a < b + 1; what a shape check in Python asks of a symbolic size)
+  def __le__(self, x): return self.alu(Ops.CMPLT, self._c(x) + 1) if _operand(x) and self.dtype.is_int else NotImplemented
+  def __ge__(self, x): return self._c(x).alu(Ops.CMPLT, self + 1) if _operand(x) and self.dtype.is_int else NotImplemented
   def ne(self, x) -> UOp: return self.alu(Ops.CMPNE, self._c(x))
   def __and__(self, x): return self.alu(Ops.AND, self._c(x))
   def __or__(self, x): return self.alu(Ops.OR, self._c(x))
@@ -126,7 +133,17 @@ class UOp(metaclass=UOpMeta):
   def where(self, a: UOp, b: UOp) -> UOp: return UOp(Ops.WHERE, a.dtype, (self, a, b))
   __hash__ = object.__hash__
   def __eq__(self, other) -> bool: return self is other   # structural equality == identity (hash-consed)
-  def __bool__(self) -> bool: return True
+  def __bool__(self) -> bool:
+    # a comparison of symbolic sizes in Python (`if n < 4:`) holds only when it holds over the Variables' whole ranges;
+    # otherwise it has no one answer: raise rather than take the node as true
+    if self.op in (Ops.CMPLT, Ops.CMPNE) and self.src[0].dtype == dtypes.index:
+      lo, hi = self.bounds
+      if lo == hi: return bool(lo)
+      op, at = user_op()
+      raise TypeError(f"{op}: cannot decide {sint_str(self.src[0])} {'<' if self.op is Ops.CMPLT else '!='} {sint_str(self.src[1])} for every "
+                      f"value of its Variables: {op} compares a symbolic size where it needs an int (not supported yet: docs/variables.md)"
+                      f"\n  at {at}")
+    return True
 
   # ------------------------------------------------------------ tensor-graph views
   def reshape(self, shape: tuple[int, ...]) -> UOp: return self if self.shape == shape else UOp(Ops.RESHAPE, self.dtype, (self,), tuple(shape))
@@ -196,8 +213,8 @@ def _shape_of(u: UOp) -> tuple[int, ...]:
   if op in (Ops.RESHAPE, Ops.EXPAND): return tuple(arg)
   s = u.src[0].shape
   if op is Ops.PERMUTE: return tuple(s[i] for i in arg)
-  if op is Ops.PAD: return tuple(sint_int(d + b + a) for d, (b, a) in zip(s, arg))
-  if op is Ops.SHRINK: return tuple(sint_int(e - b) for b, e in arg)
+  if op is Ops.PAD: return tuple(canonical(d + b + a) for d, (b, a) in zip(s, arg))
+  if op is Ops.SHRINK: return tuple(canonical(e - b) for b, e in arg)
   if op is Ops.REDUCE_AXIS: return tuple(1 if i in arg[1] else d for i, d in enumerate(s))
   if op is Ops.ALLGATHER: return s[:arg[0]] + (sum(arg[1]),) + s[arg[0] + 1:]
   if op is Ops.MULTI: return s if arg is None else s[:arg] + (sum(x.shape[arg] for x in u.src),) + s[arg + 1:]
@@ -267,12 +284,82 @@ def _bounds_of(u: UOp) -> tuple:
   if r[0] < dt.min or r[1] > dt.max: return full   # may wrap
   return r
 
+# ------------------------------------------------------------ symbolic sizes (sint: an int or an index expression)
+def canonical(x: int | UOp) -> int | UOp:
+  """A size in one canonical form: an int when the Variables cancel ((v + 3) - v is 3), else the sum of its terms in
+  a fixed order plus a constant, so that equal sizes reached through different ops are the same node (shapes are
+  compared by identity).
+
+  >>> from petagrad import Variable
+  >>> v = Variable("v", 1, 10).bind(4)
+  >>> canonical((v + 3) - v), canonical(2 + v - 1) is canonical(v + 1)
+  (3, True)
+  """
+  if not isinstance(x, UOp): return x
+  terms, const = decompose(x)
+  if not terms: return const
+  out: UOp | None = None
+  for t, k in sorted(terms.items(), key=lambda tk: tk[0].key):
+    e = t if k == 1 else t * UOp.const(t.dtype, k)
+    out = e if out is None else out + e
+  return out + UOp.const(out.dtype, const) if const else out   # type: ignore[union-attr,return-value]
+
+def sprod(xs) -> int | UOp:
+  """The product of sizes (some may be symbolic), canonical."""
+  return canonical(prod(xs))
+
+def sdiv_exact(x: int | UOp, d: int) -> int | UOp | None:
+  """x / d when d divides every coefficient and the constant of x (a symbolic size over an int), else None."""
+  if not isinstance(x, UOp): return x // d if d and x % d == 0 else None
+  terms, const = decompose(x)
+  if d == 0 or const % d or any(k % d for k in terms.values()): return None
+  return canonical(sum((t * UOp.const(t.dtype, k // d) for t, k in terms.items()), UOp.const(x.dtype, const // d)))
+
+def smax(x: int | UOp) -> int:
+  """The largest value a size can take (over its Variables' ranges): what memory is allocated for."""
+  return x if isinstance(x, int) else int(x.vmax)
+def max_numel(shape) -> int:
+  """The most elements a shape (some sizes symbolic) can hold: what heuristics weigh and memory is allocated for."""
+  return prod(smax(s) for s in shape)
+def smin(x: int | UOp) -> int: return x if isinstance(x, int) else int(x.vmin)
+
 def sint_int(x: int | UOp) -> int:
   """A size that is an int, or an expression over Variables in which they cancel ((v + 3) - v): that int."""
-  if isinstance(x, int): return x
-  terms, const = decompose(x)
-  if terms: raise ValueError(f"a size must not depend on a Variable's value (symbolic sizes are not supported yet): {pretty(x)}")
-  return const
+  x = canonical(x)
+  if isinstance(x, UOp): raise ValueError(f"a size must not depend on a Variable's value here: {pretty(x)}")
+  return x
+
+_EVAL = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b, Ops.MAX: max,
+         Ops.IDIV: lambda a, b: _tdiv(a, b), Ops.MOD: lambda a, b: a - b * _tdiv(a, b), Ops.NEG: lambda a: -a}
+def sym_value(x: int | UOp) -> int:
+  """A size's value under its Variables' bound values (a Variable that is not bound raises)."""
+  if not isinstance(x, UOp): return x
+  vals: dict[UOp, int] = {}
+  nodes = x.toposort()
+  bound = {u.src[0] for u in nodes if u.op is Ops.BIND}
+  for u in nodes:
+    if u.op is Ops.CONST or u.op is Ops.BIND: vals[u] = u.arg
+    elif u.op is Ops.DEFINE_VAR:
+      if u not in bound: raise ValueError(f"Variable {u.arg[0]!r} must be bound to a value here")
+    elif u.op in _EVAL: vals[u] = _EVAL[u.op](*(vals[s] for s in u.src))
+    else: raise ValueError(f"cannot evaluate {u.op} in a size")
+  return int(vals[x])
+
+_SIZE_OPS = {Ops.CONST, Ops.BIND, Ops.DEFINE_VAR, *_EVAL}
+_INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
+def _is_size_expr(u: UOp) -> bool:
+  return u.dtype == dtypes.index and u.op is not Ops.CONST and all(x.op in _SIZE_OPS and not (x.op is Ops.CONST and x.src) for x in u.toposort())
+def sint_str(x: int | UOp) -> str:
+  """A size as people read it: 4, <v=3>, <v=3>+1 (a bound Variable with its value), <v[1-8]> (an unbound one, with its
+  range: the repr keys caches, so it tells every expression apart)."""
+  if not isinstance(x, UOp): return str(x)
+  if x.op is Ops.CONST: return str(x.arg)
+  if x.op is Ops.BIND: return f"<{x.src[0].arg[0]}[{x.src[0].arg[1]}-{x.src[0].arg[2]}]={x.arg}>"
+  if x.op is Ops.DEFINE_VAR: return f"<{x.arg[0]}[{x.arg[1]}-{x.arg[2]}]>"
+  if x.op is Ops.NEG: return f"-{sint_str(x.src[0])}"
+  if x.op is Ops.MAX: return f"max({sint_str(x.src[0])}, {sint_str(x.src[1])})"
+  a, b = (sint_str(s) if s.op in (Ops.CONST, Ops.BIND, Ops.DEFINE_VAR) else f"({sint_str(s)})" for s in x.src)
+  return f"{a}{_INFIX[x.op]}{b}"
 
 def decompose(u: UOp) -> tuple[dict[UOp, int], int]:
   """u == sum(coef * term) + const, for integer ADD/SUB/MUL-by-constant trees."""
