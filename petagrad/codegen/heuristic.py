@@ -28,15 +28,18 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   red = [r for r in rs if r.arg[2] == "reduce"]
   store_dtype = k.ast.src[0].src[2].dtype
   n = lanes_for(store_dtype.itemsize, vector_bytes)
-  if supports_vector and red:
+  # (a reduce loop of symbolic length stays as it is, but it still makes the loads it streams: attention's weights @ V
+  # over the cached positions takes its lanes from the head dim)
+  sym_red = [u for u in k.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] == "reduce"]
+  if supports_vector and (red or sym_red):
     # register tiles sized to the register file: 32 vector registers with AVX-512, 16 with AVX2
-    _tile_reduce(k, out, red, n, tile_rows=8 if vector_bytes >= 64 else 4)
+    _tile_reduce(k, out, red + sym_red, n, tile_rows=8 if vector_bytes >= 64 else 4)
   # tiny reduce loops (a 3x3 window) cost more in loop control than in work: unroll them
   if not NOOPT:
     for r in [r for r in k.ranges if r.arg[2] == "reduce" and 1 < r.arg[1] <= 4]:
       if k.unrolled_size() * r.arg[1] <= 32: _try(k, Opt(OptOps.UNROLL, _axis(k, r), r.arg[1]))
   rs = k.ranges
-  work = prod(r.arg[1] for r in rs)
+  work = prod(r.arg[1] for r in rs + sym_red + [u for u in k.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] != "reduce"])
   g = [r for r in rs if r.arg[2] == "global"]
   if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
@@ -150,8 +153,10 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> Non
       if stay and stay[0] is not g[-1]: _try(k, Opt(OptOps.SWAP, _axis(k, stay[0]), _axis(k, g[-1])))
     return
   # reduction over contiguous memory: lanes from the reduce range
-  # (with several reduce ranges, the innermost: a quantized weight's 32-element blocks, contiguous within a block)
-  r = red[-1]
+  # (with several reduce ranges, the innermost: a quantized weight's 32-element blocks, contiguous within a block;
+  # not one of symbolic length)
+  if not (fixed := [x for x in red if not x.src]): return
+  r = fixed[-1]
   st = loads_stride(k.ast, r)
   if r.arg[1] % n == 0 and 1 in st and (len(red) == 1 or all(s in (0, 1) for s in st[:-1])):
     stream = _streams_weights(k, out, red, st)
