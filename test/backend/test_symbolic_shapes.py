@@ -150,7 +150,8 @@ def _ops(shape: tuple) -> list[tuple[str, tuple]]:
                                  (f"cat({{a}}, {{a}} * 2, {ax})", shape[:ax] + (2 * shape[ax],) + shape[ax + 1:])]
   if nd == 2:
     out.append(("({a}).T", shape[::-1]))
-    if shape == ("S", C): out += [("({a}).reshape(-1).reshape(B, C)", shape), ("({a}) + ROW", shape), ("({a}) @ W", ("S", 2)), ("({a}).T @ ({a})", (C, C))]
+    if shape == ("S", C):
+      out += [("({a}).reshape(-1).reshape(B, C)", shape), ("({a}) + ROW", shape), ("({a}) @ W", ("S", 2)), ("({a}).T @ ({a})", (C, C))]
     if shape == (C, "S"): out.append(("({a}) @ ({a}).T", (C, C)))
   if shape == (C,): out.append(("({a}).reshape(1, C).expand(B, C)", ("S", C)))
   return out
@@ -183,7 +184,8 @@ def test_fuzz_symbolic_graphs(device):
             "cat": lambda a, c, d: a.cat(c, dim=d), "pad": lambda a, d: a.pad(tuple((1, 2) if i == d else (0, 0) for i in range(a.ndim)))}
       ref = {"x": torch.tensor(xn[:n], dtype=torch.float64), "y": torch.tensor(yn[:n], dtype=torch.float64), "B": n, "C": C,
              "W": torch.tensor(W, dtype=torch.float64), "ROW": torch.tensor(ROW, dtype=torch.float64),
-             "cat": lambda a, c, d: torch.cat((a, c), d), "pad": lambda a, d: torch.nn.functional.pad(a, [x for i in reversed(range(a.ndim)) for x in ((1, 2) if i == d else (0, 0))])}
+             "cat": lambda a, c, d: torch.cat((a, c), d),
+             "pad": lambda a, d: torch.nn.functional.pad(a, [x for i in reversed(range(a.ndim)) for x in ((1, 2) if i == d else (0, 0))])}
       try:
         exec(code, {}, pg)
         Tensor.realize_all(*[pg[o] for o in outs])
