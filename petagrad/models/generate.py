@@ -147,20 +147,28 @@ def generate(model: Any, prompt_ids: Sequence[int], max_new_tokens: int, tempera
   if seed is not None: Tensor.manual_seed(seed)
   device = getattr(model, "device", None)
   stop = set(stop_ids)
-  nxt = sample(model(Tensor([ids], dtype=dtypes.int32, device=device), 0, last_only=True)[:, -1, :], temperature, top_k, top_p)
   def step(tok: Tensor, start_pos: Any) -> Tensor:
     return sample(model(tok.reshape(1, 1), start_pos, last_only=True)[:, -1, :], temperature, top_k, top_p).realize()
+  def prefill(toks: Tensor, n: Any) -> Tensor:   # the first n of toks (1, max_context) at position 0
+    return sample(model(toks[:, :n], 0, last_only=True)[:, -1, :], temperature, top_k, top_p).realize()
   # (a Variable needs the context's size)
   var = Variable("start_pos", 0, limit - 1) if limit is not None else None
   decode: Any = step
-  if var is not None:
+  if var is None: nxt = sample(model(Tensor([ids], dtype=dtypes.int32, device=device), 0, last_only=True)[:, -1, :], temperature, top_k, top_p)
+  else:
+    # (the weights and caches the captures read and write are the key: made now, not by the first call)
+    if hasattr(model, "realize_weights"): model.realize_weights()
+    for c in (model._caches() if hasattr(model, "_caches") else []): c.ensure(1, device)
     key = (float(temperature), int(top_k), float(top_p), _held_fixed(model))
     kept = getattr(model, "_decode_capture", None)
-    if kept is not None and kept[0] == key: decode = kept[1]
+    if kept is not None and kept[0] == key: first, decode = kept[1]
     else:
-      decode = TinyJit(step)
-      try: model._decode_capture = (key, decode)
+      first, decode = TinyJit(prefill), TinyJit(step)
+      try: model._decode_capture = (key, (first, decode))
       except AttributeError: pass   # (a model with __slots__: a capture per call)
+    # the prompt's length is a Variable too (a symbolic shape): one capture of the prefill serves every prompt
+    toks = Tensor([ids + [0] * (limit - len(ids))], dtype=dtypes.int32, device=device)
+    nxt = first(toks, Variable("prompt_len", 1, limit).bind(len(ids)))
   pos = len(ids)
   for i in range(max_new_tokens):
     tok = int(nxt.item())   # the only read back of a step: one id

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 from petagrad.tensor import Tensor
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, canonical, smin, smax, sint_str
 from petagrad.dtype import DType, dtypes
 from petagrad.models.hf import materialize
 
@@ -51,13 +51,13 @@ class Positions:
   cached: bool = True   # False: a training forward over whole sequences (start_pos 0): no cache read or written
 
   def __post_init__(self) -> None:
-    sp = self.start_pos
-    if self.length < 1: raise ValueError(f"a decoder call needs at least one token, got {self.length}")
+    sp, n = self.start_pos, self.length
+    if smin(n) < 1: raise ValueError(f"a decoder call needs at least one token, got {sint_str(n)}")
     if self.symbolic:
-      if sp.vmin < 0: raise ValueError(f"start_pos's Variable must not go below 0, its range starts at {sp.vmin}")
-      if sp.vmax + self.length > self.max_context:
-        raise ValueError(f"{self.length} tokens at a start_pos up to {sp.vmax} (its Variable's range) could need positions up to "
-                         f"{sp.vmax + self.length}, longer than the context (max_context {self.max_context})")
+      if smin(sp) < 0: raise ValueError(f"start_pos's Variable must not go below 0, its range starts at {smin(sp)}")
+      if smax(self.end) > self.max_context:
+        raise ValueError(f"{sint_str(n)} tokens at a start_pos up to {smax(sp)} (the Variables' ranges) could need positions up to "
+                         f"{smax(self.end)}, longer than the context (max_context {self.max_context})")
       return
     if isinstance(sp, bool) or not isinstance(sp, int):
       raise TypeError(f"start_pos must be an int or a bound Variable, got {type(sp).__name__} {sp!r}")
@@ -69,14 +69,15 @@ class Positions:
 
   @property
   def symbolic(self) -> bool:
-    """Is start_pos a bound Variable (its value read by the kernels when they run)?"""
-    return isinstance(self.start_pos, UOp)
+    """Is start_pos or the number of tokens a bound Variable (an expression over one: its value read by the kernels when
+    they run)?"""
+    return isinstance(self.start_pos, UOp) or isinstance(self.length, UOp)
 
   @property
   def end(self) -> Any:
     """One past the last position of this call: the number of cached positions attention reads (an expression over the
-    Variable when start_pos is one)."""
-    return self.start_pos + self.length
+    Variables when start_pos or the length is one)."""
+    return canonical(self.start_pos + self.length)
 
   def rows(self, *tables: Tensor) -> list[Tensor]:
     """Rows [start_pos, end) of tables indexed by position (RoPE's cos/sin, learned position embeddings), computed.
@@ -164,11 +165,14 @@ class KVCache:
     """k and v stacked (2, batch, kv_heads, length, head_dim) in the cache's dtype; the cache made if needed."""
     if k.shape != v.shape or k.ndim != 4 or k.shape[1:] != (self.kv_heads, pos.length, self.head_dim):
       raise ValueError(f"keys and values must be (batch, {self.kv_heads}, {pos.length}, {self.head_dim}), got {k.shape} and {v.shape}")
-    B = k.shape[0]
-    if self.kv is None or self.kv.shape[1] != B:
-      self.kv = Tensor.zeros(2, B, self.kv_heads, self.max_context, self.head_dim, dtype=self.dtype, device=self.device or k.device)
-      self.kv = self.kv.contiguous().realize()   # memory of its own, written in place from now on
+    self.ensure(k.shape[0], k.device)
     return k.cast(self.dtype).stack(v.cast(self.dtype)).contiguous()
+
+  def ensure(self, batch: int, device: str) -> None:
+    """Make the cache (zeroed, on self.device or else device) unless it is there for this batch size."""
+    if self.kv is None or self.kv.shape[1] != batch:
+      self.kv = Tensor.zeros(2, batch, self.kv_heads, self.max_context, self.head_dim, dtype=self.dtype, device=self.device or device)
+      self.kv = self.kv.contiguous().realize()   # memory of its own, written in place from now on
 
   def _write(self, new: Tensor, pos: Positions) -> None:
     if pos.max_context > self.max_context: raise ValueError(f"positions up to {pos.max_context} do not fit this cache's {self.max_context}")

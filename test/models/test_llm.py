@@ -397,6 +397,27 @@ def test_decode_capture_kept_between_calls():
   quant.quantize_linears(flipped, "q8_0")
   assert list(generate(m, [1, 2, 3], 6)) == list(generate(flipped, [1, 2, 3], 6))
 
+def test_prefill_capture_serves_every_prompt_length():
+  # the prompt's length is a Variable: the prefill is captured once and replayed for prompts of other lengths, compiling
+  # nothing, with the tokens of a model that runs the prompt eagerly
+  from petagrad import GlobalCounters
+  cfg = LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=64)
+  Tensor.manual_seed(0)
+  m = Llama(cfg)
+  prompts = [[1, 2, 3], [4, 5, 6, 7, 8, 9, 10], [11], [12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24]]
+  got = [list(generate(m, p, 4)) for p in prompts[:2]]
+  prefill = m._decode_capture[1][0]
+  c0 = GlobalCounters.compile_count
+  got += [list(generate(m, p, 4)) for p in prompts[2:]]
+  assert GlobalCounters.compile_count == c0 and prefill.cnt == 4 and m._decode_capture[1][0] is prefill
+  for p, g in zip(prompts, got):
+    Tensor.manual_seed(0)
+    ref = Llama(cfg)
+    logits = ref(Tensor([p]), 0)[:, -1, :]
+    assert g[0] == int(logits.argmax().item())
+    assert g == list(generate(ref, p, 4))
+
 # ---------------------------------------------------------------- docstring examples
 
 @pytest.mark.parametrize("name", ["petagrad.models.kv_cache", "petagrad.models.hf", "petagrad.models.llama", "petagrad.models.gpt2",
