@@ -45,6 +45,8 @@ class OptOps(Enum):
                      # applied last, never searched; amount: the bytes of the SIMD register the compiler fills on its own)
   PREFETCH = auto()  # the vector loads streamed by the innermost reduce loop prefetch `amount` bytes ahead (on
                      # renderers that can: linearize.add_prefetches)
+  CLAMP = auto()     # an output range of symbolic length (axis: its index among those, by id) in blocks of `amount`
+                     # unrolled copies, the last block's extra copies clamped to its last row (Kernel.clamp_upcast)
   def __repr__(self) -> str: return f"OptOps.{self.name}"
 
 @dataclass(frozen=True)
@@ -154,6 +156,12 @@ class Kernel:
       self.prefetch = opt.amount
       self.applied.append(opt)
       return
+    if opt.op is OptOps.CLAMP:
+      sym = sorted((u for u in self.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] == "global"), key=lambda r: r.arg[0])
+      if not 0 <= opt.axis < len(sym) or opt.amount < 2: raise OptError(f"CLAMP needs a symbolic output range and an amount >= 2, got {opt}")
+      self.clamp_upcast(sym[opt.axis], opt.amount)
+      self.applied.append(opt)
+      return
     if opt.op is OptOps.THREAD:
       g = [r for r in rs if r.arg[2] == "global"]
       if not g or any(r.arg[2] == "thread" for r in rs): raise OptError("no output range to thread")
@@ -207,6 +215,19 @@ class Kernel:
       self.replace_range(r, UOp(Ops.RANGE, dtypes.index, (), (r.arg[0], r.arg[1], new_kind)))
     else: self.split(r, amount, new_kind)
     self.applied.append(opt)
+
+  def clamp_upcast(self, r: UOp, amount: int) -> None:
+    """An output range r of symbolic length e (its source) as an outer loop over ceil(e / amount) blocks and `amount`
+    unrolled copies (a register tile over rows whose count is known only when the kernel runs): the copy computes row
+    min(outer * amount + inner, e - 1), so the last block's extra copies redo row e - 1 and store the same value to it.
+    No tail loop and no masked store; only an output range may do this (a reduction would count those rows twice)."""
+    assert r.src and r.arg[2] == "global", "clamp_upcast takes an output range of symbolic length"
+    e = r.src[0]
+    outer = UOp(Ops.RANGE, dtypes.index, (simplify((e + _c(amount - 1)) // _c(amount)),), (r.arg[0], -(-r.arg[1] // amount), "global"))
+    inner = self.new_range(amount, "upcast")
+    row = outer * _c(amount) + inner
+    last = e - _c(1)
+    self.replace_range(r, -((-row).maximum(-last)), (outer, inner))   # min(row, e - 1)
 
   def block_sums(self, simd_bytes: int = 0) -> None:
     """Long float sums as blocks of partial sums. An accumulator that adds n values loses up to ~n*eps of the
