@@ -112,6 +112,9 @@ class TinyJit(Generic[R]):
     self._bound: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()   # instance -> its capture (methods)
     self.reset()
 
+  # a capture holds buffers and views, no state of the model it is kept on: get_state_dict does not walk into it
+  def _state_dict_items(self) -> dict[str, Any]: return {}
+
   def reset(self) -> None:
     self.cnt = 0
     self.captured: list[ExecItem] = []
