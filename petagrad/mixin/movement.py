@@ -7,7 +7,7 @@ import math, operator
 from typing import Any, Sequence
 from petagrad.dtype import dtypes, promote
 from petagrad.helpers import prod, argfix, flatten as flatten_list
-from petagrad.uop.uop import UOp, sint_int, canonical, smin, smax, sprod, sdiv_exact
+from petagrad.uop.uop import UOp, canonical, smin, smax, sprod, sdiv_exact
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import Scalar, _fail, _resolve_axis, _unique_dims, _is_intlike, _check_fits, _shape_arg, _int_arg, _scalar_arg, \
   _tensor_arg, axis_keywords, _symbolic_int
@@ -214,16 +214,14 @@ class MovementMixin(TensorMixin):
     mask = type(self).ones(*x.shape, dtype=dtypes.bool, device=x.device).pad(pairs)
     return mask.where(padded, type(self)(UOp.const(self.dtype, value, self.device)))   # the value in self's dtype, like torch
   def _symbolic_pad_pairs(self, padding: Sequence, mode: str) -> tuple:
-    """pad's (before, after) pairs when some are expressions over Variables, checked: mode 'constant', never negative
-    over the Variables' ranges, and a padded size that does not depend on their values ((v, n - v))."""
+    """pad's (before, after) pairs when some are expressions over Variables, checked: mode 'constant' and never negative
+    over the Variables' ranges. The padded size may depend on their values (a symbolic size: (v, 0)) or not ((v, n - v))."""
     if mode != "constant": raise _fail(ValueError, "pad", f"padding by a Variable supports mode 'constant' only, got {mode!r}", self)
     if len(padding) != self.ndim: raise _fail(ValueError, "pad", f"need one (before, after) pair per dim, got {tuple(padding)!r}", self)
     pairs = tuple((0, 0) if p is None else tuple(v if isinstance(v, UOp) else operator.index(v) for v in p) for p in padding)
     for (b, a), s in zip(pairs, self.shape):
       if (b.vmin if isinstance(b, UOp) else b) < 0 or (a.vmin if isinstance(a, UOp) else a) < 0:
         raise _fail(ValueError, "pad", f"padding {pairs} may be negative over the Variables' ranges", self)
-      try: sint_int(s + b + a)
-      except ValueError: raise _fail(ValueError, "pad", f"the padded size {s} + {b} + {a} must not depend on a Variable's value", self) from None
     return pairs
   def _pad_pairs(self, padding: Any) -> list[tuple[int, int]]:
     """pad's padding argument -> one (before, after) pair of ints per dim, checked (the crop of negative pads too)."""

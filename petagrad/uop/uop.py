@@ -323,12 +323,6 @@ def max_numel(shape) -> int:
   return prod(smax(s) for s in shape)
 def smin(x: int | UOp) -> int: return x if isinstance(x, int) else int(x.vmin)
 
-def sint_int(x: int | UOp) -> int:
-  """A size that is an int, or an expression over Variables in which they cancel ((v + 3) - v): that int."""
-  x = canonical(x)
-  if isinstance(x, UOp): raise ValueError(f"a size must not depend on a Variable's value here: {pretty(x)}")
-  return x
-
 _EVAL = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b, Ops.MAX: max,
          Ops.IDIV: lambda a, b: _tdiv(a, b), Ops.MOD: lambda a, b: a - b * _tdiv(a, b), Ops.NEG: lambda a: -a}
 def sym_value(x: int | UOp) -> int:

@@ -53,6 +53,7 @@ def test_movement_ops(device):
     np.testing.assert_array_equal(Tensor.arange(b, device=device).numpy(), np.arange(n))
     np.testing.assert_array_equal(Tensor.cat(y, y * 2, dim=1).numpy(), np.concatenate([xn[:n], xn[:n] * 2], 1))
     np.testing.assert_array_equal(y.pad(((1, 2), None)).numpy(), np.pad(xn[:n], ((1, 2), (0, 0))))
+    np.testing.assert_array_equal(x[:2].pad(((b, 0), None)).numpy(), np.pad(xn[:2], ((n, 0), (0, 0))))   # a padded size of v + 2
     assert y.tolist() == xn[:n].tolist()
   _each_value(check, device)
 
