@@ -9,7 +9,7 @@ subexpressions merge for free.
 True
 """
 from __future__ import annotations
-import struct, weakref, hashlib
+import re, struct, weakref, hashlib
 from _weakref import _remove_dead_weakref
 from typing import Any, Iterator
 from petagrad.uop.ops import Ops, GroupOp
@@ -299,10 +299,16 @@ def canonical(x: int | UOp) -> int | UOp:
   terms, const = decompose(x)
   if not terms: return const
   out: UOp | None = None
-  for t, k in sorted(terms.items(), key=lambda tk: tk[0].key):
+  # (ordered by the terms without their Variables' values: every value of them gives the same structure)
+  for t, k in sorted(terms.items(), key=lambda tk: _term_order(tk[0])):
     e = t if k == 1 else t * UOp.const(t.dtype, k)
     out = e if out is None else out + e
   return out + UOp.const(out.dtype, const) if const else out   # type: ignore[union-attr,return-value]
+
+def _term_order(t: UOp) -> str:
+  """A term's place in a canonical size: its text without the Variables' values (a kernel's index terms, which hold no
+  bound Variables: their structure hash)."""
+  return re.sub(r"=-?\d+>", ">", sint_str(t)) if _is_size_expr(t) else t.key
 
 def sprod(xs) -> int | UOp:
   """The product of sizes (some may be symbolic), canonical."""
@@ -352,6 +358,7 @@ def sint_str(x: int | UOp) -> str:
   if x.op is Ops.DEFINE_VAR: return f"<{x.arg[0]}[{x.arg[1]}-{x.arg[2]}]>"
   if x.op is Ops.NEG: return f"-{sint_str(x.src[0])}"
   if x.op is Ops.MAX: return f"max({sint_str(x.src[0])}, {sint_str(x.src[1])})"
+  if x.op not in _INFIX: return f"{x.op.name}({', '.join(sint_str(s) for s in x.src)})"   # (not a size: a kernel's expression)
   a, b = (sint_str(s) if s.op in (Ops.CONST, Ops.BIND, Ops.DEFINE_VAR) else f"({sint_str(s)})" for s in x.src)
   return f"{a}{_INFIX[x.op]}{b}"
 

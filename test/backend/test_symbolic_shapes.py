@@ -131,15 +131,13 @@ def test_errors():
   with pytest.raises(ValueError, match="must be bound"): x[:Variable("free", 1, 12)]
 
 # ------------------------------------------------------------------ a fuzzer of random graphs over a symbolic dim
-# Each program is a few random ops over x[:n] and y[:n] (x, y: (12, C)); the shapes it tracks hold "S" for the
-# symbolic size. It runs for several values of n against numpy on the same slices; the values after the first must
-# compile nothing. A failure prints the program.
-C, FUZZ_PROGRAMS, FUZZ_OPS = 3, int(__import__("os").environ.get("FUZZ_SYMBOLIC", "24")), 7
+# Each program is a few random ops over x[:n] and y[:n] (x, y: (12, c)); the shapes it tracks hold "S" for the
+# symbolic size. It runs for several values of n against torch on the same slices; the values after the first must
+# compile nothing. A failure prints the program. Widths 3 and 32 (32: the kernels the heuristics tile and thread).
+FUZZ_PROGRAMS, FUZZ_OPS = int(__import__("os").environ.get("FUZZ_SYMBOLIC", "24")), 7
 FUZZ_VALUES = (0, 12, 1, 5)
-W = np.random.default_rng(3).standard_normal((C, 2)).astype(np.float32)
-ROW = np.random.default_rng(4).standard_normal((C,)).astype(np.float32)
 
-def _ops(shape: tuple) -> list[tuple[str, tuple]]:
+def _ops(shape: tuple, c: int) -> list[tuple[str, tuple]]:
   """The ops that apply to a node of this shape: (code with {a}, the result's shape)."""
   out = [("({a}).tanh().exp()", shape), ("({a}).relu()", shape), ("-({a})", shape), ("({a}) * ({a})", shape), ("({a}).abs().sqrt()", shape)]
   nd = len(shape)
@@ -151,18 +149,19 @@ def _ops(shape: tuple) -> list[tuple[str, tuple]]:
                                  (f"cat({{a}}, {{a}} * 2, {ax})", shape[:ax] + (2 * shape[ax],) + shape[ax + 1:])]
   if nd == 2:
     out.append(("({a}).T", shape[::-1]))
-    if shape == ("S", C):
-      out += [("({a}).reshape(-1).reshape(B, C)", shape), ("({a}) + ROW", shape), ("({a}) @ W", ("S", 2)), ("({a}).T @ ({a})", (C, C))]
-    if shape == (C, "S"): out.append(("({a}) @ ({a}).T", (C, C)))
-  if shape == (C,): out.append(("({a}).reshape(1, C).expand(B, C)", ("S", C)))
+    if shape == ("S", c):
+      out += [("({a}).reshape(-1).reshape(B, C)", shape), ("({a}) + ROW", shape), ("({a}) @ W", ("S", 16)), ("({a}) @ W.T.T", ("S", 16)),
+              ("({a}).T @ ({a})", (c, c)), ("(({a}) @ W).sigmoid()", ("S", 16))]
+    if shape == (c, "S"): out.append(("({a}) @ ({a}).T", (c, c)))
+  if shape == (c,): out.append(("({a}).reshape(1, C).expand(B, C)", ("S", c)))
   return out
 
-def _program(rng) -> tuple[str, list[str]]:
-  nodes = {"x": ("S", C), "y": ("S", C)}
+def _program(rng, c: int) -> tuple[str, list[str]]:
+  nodes = {"x": ("S", c), "y": ("S", c)}
   lines = []
   for i in range(rng.randint(2, FUZZ_OPS)):
     name = rng.choice(list(nodes))
-    code, shape = rng.choice(_ops(nodes[name]))
+    code, shape = rng.choice(_ops(nodes[name], c))
     same = [m for m in nodes if m != name and nodes[m] == nodes[name]]
     if same and rng.random() < 0.3:   # a binary op with another node of the same (symbolic) shape instead
       code, shape = f"({{a}}) {rng.choice(['+', '*', '-'])} {rng.choice(same)}", nodes[name]
@@ -171,21 +170,24 @@ def _program(rng) -> tuple[str, list[str]]:
   outs = rng.sample([n for n in nodes if n.startswith("t")], k=min(3, len(nodes) - 2))
   return "\n".join(lines), outs
 
-def test_fuzz_symbolic_graphs(device):
+@pytest.mark.parametrize("c", [3, 32])
+def test_fuzz_symbolic_graphs(device, c):
+  if device == "PYTHON" and c > 3: pytest.skip("the PYTHON device interprets one scalar at a time")
   rng = np.random.default_rng(5)
-  xn, yn = rng.standard_normal((12, C)).astype(np.float32), rng.standard_normal((12, C)).astype(np.float32)
+  xn, yn = rng.standard_normal((12, c)).astype(np.float32), rng.standard_normal((12, c)).astype(np.float32)
+  wn, rown = rng.standard_normal((c, 16)).astype(np.float32), rng.standard_normal((c,)).astype(np.float32)
   xt, yt = Tensor(xn, device=device).realize(), Tensor(yn, device=device).realize()
-  prng = __import__("random").Random(int(__import__("os").environ.get("FUZZ_SYMBOLIC_SEED", "7")))
+  prng = __import__("random").Random(int(__import__("os").environ.get("FUZZ_SYMBOLIC_SEED", "7")) + c)
   for _ in range(FUZZ_PROGRAMS):
-    code, outs = _program(prng)
+    code, outs = _program(prng, c)
     for k, n in enumerate(FUZZ_VALUES):
       b = Variable("S", 0, 12).bind(n)
       c0 = GlobalCounters.compile_count
-      pg = {"x": xt[:b], "y": yt[:b], "B": b, "C": C, "W": Tensor(W, device=device), "ROW": Tensor(ROW, device=device),
-            "cat": lambda a, c, d: a.cat(c, dim=d), "pad": lambda a, d: a.pad(tuple((1, 2) if i == d else (0, 0) for i in range(a.ndim)))}
-      ref = {"x": torch.tensor(xn[:n], dtype=torch.float64), "y": torch.tensor(yn[:n], dtype=torch.float64), "B": n, "C": C,
-             "W": torch.tensor(W, dtype=torch.float64), "ROW": torch.tensor(ROW, dtype=torch.float64),
-             "cat": lambda a, c, d: torch.cat((a, c), d),
+      pg = {"x": xt[:b], "y": yt[:b], "B": b, "C": c, "W": Tensor(wn, device=device), "ROW": Tensor(rown, device=device),
+            "cat": lambda a, o, d: a.cat(o, dim=d), "pad": lambda a, d: a.pad(tuple((1, 2) if i == d else (0, 0) for i in range(a.ndim)))}
+      ref = {"x": torch.tensor(xn[:n], dtype=torch.float64), "y": torch.tensor(yn[:n], dtype=torch.float64), "B": n, "C": c,
+             "W": torch.tensor(wn, dtype=torch.float64), "ROW": torch.tensor(rown, dtype=torch.float64),
+             "cat": lambda a, o, d: torch.cat((a, o), d),
              "pad": lambda a, d: torch.nn.functional.pad(a, [x for i in reversed(range(a.ndim)) for x in ((1, 2) if i == d else (0, 0))])}
       try:
         exec(code, {}, pg)
