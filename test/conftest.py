@@ -19,3 +19,15 @@ def device(request):
   """Run the test with Device.DEFAULT set to each test device in turn."""
   with Context(DEV=request.param):
     yield request.param
+
+@pytest.fixture
+def applied_opts(monkeypatch):
+  """The optimizations the hand-coded heuristics applied to each kernel compiled during the test (a list per kernel)."""
+  import petagrad.engine.realize as R
+  applied, hand_coded = [], R.hand_coded_optimizations
+  def record(k, *args):
+    k = hand_coded(k, *args)
+    applied.append(list(k.applied))
+    return k
+  monkeypatch.setattr(R, "hand_coded_optimizations", record)
+  return applied

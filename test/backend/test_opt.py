@@ -160,19 +160,14 @@ def test_tile_nests_a_block_loop_and_keeps_results(monkeypatch):
   assert any(gl[0] == size // 4 and gl[-1] == 4 for size, gl in tiled)
 
 @pytest.mark.parametrize("vector_bytes", [16, 32, 64])
-def test_register_width_sizes_lanes_and_tiles(monkeypatch, vector_bytes):
+def test_register_width_sizes_lanes_and_tiles(monkeypatch, applied_opts, vector_bytes):
   """Lanes and register tiles follow the SIMD register the CPU device reports (SSE/NEON, AVX2, AVX-512), and every
   width computes the same results as NOOPT: the machine running the tests has one of them, the others are checked
   here."""
   import petagrad.engine.realize as R
   from petagrad.device import Device
   from petagrad.codegen.opt import OptOps
-  applied, hand_coded = [], R.hand_coded_optimizations
-  def record(k, *args):
-    k = hand_coded(k, *args)
-    applied.append(list(k.applied))
-    return k
-  monkeypatch.setattr(R, "hand_coded_optimizations", record)
+  applied = applied_opts
   monkeypatch.setattr(Device["CPU"].renderer, "vector_bytes", vector_bytes)
   monkeypatch.setattr(R, "_kernel_cache", {})
   monkeypatch.setattr(R, "_plans", {})

@@ -197,18 +197,11 @@ def test_fuzz_symbolic_graphs(device, c):
       except Exception as e: raise AssertionError(f"n = {n}, outputs {outs}:\n{code}") from e
       if k: assert GlobalCounters.compile_count == c0, f"n = {n} compiled {GlobalCounters.compile_count - c0} kernels:\n{code}"
 
-def test_symbolic_rows_tile_clamped(monkeypatch, device):
+def test_symbolic_rows_tile_clamped(applied_opts, device):
   """A matmul over a symbolic number of rows (a prefill of any prompt length) is register-tiled over those rows: blocks
   of rows, the last block's extra rows clamped to the last one (OptOps.CLAMP); every count, multiples of the tile or
   not, against torch."""
-  import petagrad.engine.realize as R
   from petagrad.codegen.opt import OptOps
-  applied, hand_coded = [], R.hand_coded_optimizations
-  def record(k, *args):
-    k = hand_coded(k, *args)
-    applied.append(list(k.applied))
-    return k
-  monkeypatch.setattr(R, "hand_coded_optimizations", record)
   rng = np.random.default_rng(6)
   xn, wn = rng.standard_normal((40, 64)).astype(np.float32), rng.standard_normal((48, 64)).astype(np.float32)
   x, w = Tensor(xn, device=device).realize(), Tensor(wn, device=device).realize()
@@ -217,4 +210,4 @@ def test_symbolic_rows_tile_clamped(monkeypatch, device):
     b = v.bind(n)
     compare("x @ w.T", x[:b] @ w.T, torch.tensor(xn[:n]) @ torch.tensor(wn).T, 1e-4, 1e-5)
     compare("x @ w", x[:b, :48] @ w, torch.tensor(xn[:n, :48]) @ torch.tensor(wn), 1e-4, 1e-5)
-  if device == "CPU": assert any(o.op is OptOps.CLAMP for opts in applied for o in opts), applied
+  if device == "CPU": assert any(o.op is OptOps.CLAMP for opts in applied_opts for o in opts), applied_opts
