@@ -22,8 +22,13 @@ def device(request):
 
 @pytest.fixture
 def applied_opts(monkeypatch):
-  """The optimizations the hand-coded heuristics applied to each kernel compiled during the test (a list per kernel)."""
+  """The optimizations the hand-coded heuristics applied to each kernel of the test (a list per kernel): the in-memory
+  kernel and launch-plan caches start empty and the disk cache is off, so every kernel is optimized here."""
   import petagrad.engine.realize as R
+  from petagrad.helpers import DISABLE_DISK_CACHE
+  monkeypatch.setattr(R, "_kernel_cache", {})
+  monkeypatch.setattr(R, "_plans", {})
+  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
   applied, hand_coded = [], R.hand_coded_optimizations
   def record(k, *args):
     k = hand_coded(k, *args)

@@ -164,14 +164,10 @@ def test_register_width_sizes_lanes_and_tiles(monkeypatch, applied_opts, vector_
   """Lanes and register tiles follow the SIMD register the CPU device reports (SSE/NEON, AVX2, AVX-512), and every
   width computes the same results as NOOPT: the machine running the tests has one of them, the others are checked
   here."""
-  import petagrad.engine.realize as R
   from petagrad.device import Device
   from petagrad.codegen.opt import OptOps
-  applied = applied_opts
+  applied = applied_opts   # (the fixture empties the kernel caches: every kernel is optimized with this width)
   monkeypatch.setattr(Device["CPU"].renderer, "vector_bytes", vector_bytes)
-  monkeypatch.setattr(R, "_kernel_cache", {})
-  monkeypatch.setattr(R, "_plans", {})
-  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
   rng = np.random.default_rng(3)
   for name in ["matmul", "matmul_bT", "matmul_aT", "sum0", "sum1", "conv_pad", "half_matmul", "masked_colsum", "softmax0"]:
     fn, shapes = CASES[name]
