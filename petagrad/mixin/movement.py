@@ -38,9 +38,8 @@ class MovementMixin(TensorMixin):
     if shape.count(-1) > 1: raise _fail(ValueError, "reshape", f"only one dimension can be -1, got {shape}", self)
     if -1 in shape:
       rest = sprod(s for s in shape if not (isinstance(s, int) and s == -1))
-      # (a symbolic size divides by an int when every coefficient does: (4*v) / 4 is v)
-      if isinstance(rest, UOp): n = rest if rest is self.numel() else None
-      else: n = sdiv_exact(self.numel(), rest)
+      # (symbolic sizes divide when the quotient is a size: (4*v) / 4 is v, (8*v) / v is 8)
+      n = sdiv_exact(self.numel(), rest)
       if n is None: raise _fail(ValueError, "reshape", f"cannot reshape {self.shape} into {shape}", self)
       shape = tuple(n if isinstance(s, int) and s == -1 else s for s in shape)
     if sprod(shape) is not self.numel() and sprod(shape) != self.numel():

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, symbolic_arg, binds_in, max_numel
-from petagrad.uop.graph import new_buffer, new_buffer_node, new_buffer_for, buffer_view, substitute, rebind, unbind, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
+from petagrad.uop.graph import new_buffer, new_buffer_node, new_buffer_for, substitute, rebind, unbind, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, strides_for_shape, GROUP_MAX, SPLIT_REDUCE
 

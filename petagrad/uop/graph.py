@@ -19,7 +19,7 @@ def buffer_view(buf: UOp, shape: tuple) -> UOp:
   """buf (a BUFFER node) viewed as shape. A symbolic shape ((<v=3>, 64)) takes its first prod(shape) elements: the
   buffer holds as many as the largest value needs, and every value of the Variables reuses it."""
   n = sprod(shape)
-  return (buf if n is buf.shape[0] else buf.shrink(((0, n),))).reshape(shape) if isinstance(n, UOp) else buf.reshape(shape)
+  return buf.shrink(((0, n),)).reshape(shape) if isinstance(n, UOp) else buf.reshape(shape)
 
 def new_buffer_for(device: str, shape: tuple, dtype: DType) -> UOp:
   """A fresh buffer for a value of shape (the most elements a symbolic shape can have), viewed as shape."""

@@ -314,8 +314,16 @@ def sprod(xs) -> int | UOp:
   """The product of sizes (some may be symbolic), canonical."""
   return canonical(prod(xs))
 
-def sdiv_exact(x: int | UOp, d: int) -> int | UOp | None:
-  """x / d when d divides every coefficient and the constant of x (a symbolic size over an int), else None."""
+def sdiv_exact(x: int | UOp, d: int | UOp) -> int | UOp | None:
+  """x / d when it divides exactly as sizes: by an int that divides every coefficient and the constant of x ((4*v) / 4
+  is v), or by a symbolic size whose terms are x's with coefficients that are one int multiple of its ((8*v) / v is 8);
+  else None."""
+  if isinstance(d, UOp):
+    if x is d: return 1
+    (dt, dc), (xt, xc) = decompose(d), decompose(x) if isinstance(x, UOp) else ({}, x)
+    if dc or xc or set(dt) != set(xt): return None
+    ratios = {xt[t] // dt[t] if xt[t] % dt[t] == 0 else None for t in dt}
+    return ratios.pop() if len(ratios) == 1 and None not in ratios else None
   if not isinstance(x, UOp): return x // d if d and x % d == 0 else None
   terms, const = decompose(x)
   if d == 0 or const % d or any(k % d for k in terms.values()): return None

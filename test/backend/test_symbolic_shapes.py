@@ -43,6 +43,8 @@ def test_movement_ops(device):
     y = x[:b]
     np.testing.assert_array_equal(y.reshape(b, 2, 4).permute(1, 0, 2).numpy(), xn[:n].reshape(n, 2, 4).transpose(1, 0, 2))
     np.testing.assert_array_equal(y.reshape(-1).numpy(), xn[:n].reshape(-1))
+    np.testing.assert_array_equal(y.reshape(b, 2, -1).numpy(), xn[:n].reshape(n, 2, 4))   # -1: (8*n) / (2*n) is 4
+    np.testing.assert_array_equal(y.reshape(-1, 4).numpy(), xn[:n].reshape(-1, 4))         # -1: (8*n) / 4 is 2*n
     np.testing.assert_array_equal(y.reshape(b * 8).reshape(b, 8).numpy(), xn[:n])
     np.testing.assert_array_equal(y.reshape(8, b).numpy(), xn[:n].reshape(8, n))   # a reshape across the symbolic size
     np.testing.assert_array_equal(y.T.contiguous().numpy(), xn[:n].T)
@@ -128,6 +130,7 @@ def test_errors():
   assert not (a.shape[0] < 0)   # a comparison that holds for every value is decided
   with pytest.raises(IndexError, match="out of bounds"): x[:Variable("big", 1, 13).bind(2)]   # 13 > 12 rows
   with pytest.raises(ValueError, match="cannot reshape"): a.reshape(3, 4)
+  with pytest.raises(ValueError, match="cannot reshape"): a.reshape(-1, 3)   # (4*n) / 3 is not a size
   with pytest.raises(ValueError, match="must be bound"): x[:Variable("free", 1, 12)]
 
 # ------------------------------------------------------------------ a fuzzer of random graphs over a symbolic dim
