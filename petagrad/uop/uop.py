@@ -120,6 +120,12 @@ class UOp(metaclass=UOpMeta):
   def __rmul__(self, x): return self._c(x).alu(Ops.MUL, self) if _operand(x) else NotImplemented
   def __floordiv__(self, x): return self.alu(Ops.IDIV, self._c(x)) if _operand(x) else NotImplemented
   def __mod__(self, x): return self.alu(Ops.MOD, self._c(x)) if _operand(x) else NotImplemented
+  def __truediv__(self, x):
+    # (a symbolic size is an int: true division of one has no node; say which op asked for it)
+    if not _operand(x): return NotImplemented
+    op, at = user_op()
+    raise TypeError(f"{op}: cannot divide the symbolic size {sint_str(self)} by {x!r} with / (an op that needs a float of a size does "
+                    f"not support symbolic sizes yet: docs/variables.md)\n  at {at}")
   def __neg__(self): return self.alu(Ops.NEG)
   def __lt__(self, x): return self.alu(Ops.CMPLT, self._c(x)) if _operand(x) else NotImplemented
   def __gt__(self, x): return self._c(x).alu(Ops.CMPLT, self) if _operand(x) else NotImplemented

@@ -132,6 +132,8 @@ def test_errors():
   with pytest.raises(ValueError, match="cannot reshape"): a.reshape(3, 4)
   with pytest.raises(ValueError, match="cannot reshape"): a.reshape(-1, 3)   # (4*n) / 3 is not a size
   with pytest.raises(ValueError, match="must be bound"): x[:Variable("free", 1, 12)]
+  with pytest.raises(ValueError, match="rand"): Tensor.rand(V.bind(3), 2)   # random ops take no symbolic size
+  with pytest.raises(TypeError, match="interpolate"): a.reshape(1, 1, -1).interpolate((4,))   # an op that needs a float of a size
 
 # ------------------------------------------------------------------ a fuzzer of random graphs over a symbolic dim
 # Each program is a few random ops over x[:n] and y[:n] (x, y: (12, c)); the shapes it tracks hold "S" for the
