@@ -30,7 +30,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   n = lanes_for(store_dtype.itemsize, vector_bytes)
   # (a reduce loop of symbolic length stays as it is, but it still makes the loads it streams: attention's weights @ V
   # over the cached positions takes its lanes from the head dim)
-  sym_red = [u for u in k.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] == "reduce"]
+  sym_red = k.symbolic_ranges("reduce")
   if supports_vector and (red or sym_red):
     # register tiles sized to the register file: 32 vector registers with AVX-512, 16 with AVX2
     _tile_reduce(k, out, red + sym_red, n, tile_rows=8 if vector_bytes >= 64 else 4)
@@ -39,9 +39,9 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
     for r in [r for r in k.ranges if r.arg[2] == "reduce" and 1 < r.arg[1] <= 4]:
       if k.unrolled_size() * r.arg[1] <= 32: _try(k, Opt(OptOps.UNROLL, _axis(k, r), r.arg[1]))
   rs = k.ranges
-  work = prod(r.arg[1] for r in rs + sym_red + [u for u in k.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] != "reduce"])
+  work = prod(r.arg[1] for r in k.ast.toposort() if r.op is Ops.RANGE)   # (loops of symbolic length at their largest)
   g = [r for r in rs if r.arg[2] == "global"]
-  sym_out = _symbolic_outputs(k)
+  sym_out = k.symbolic_ranges("global")
   if supports_threads and not red and not sym_red and g and sym_out and g[0].arg[0] > sym_out[0].arg[0]:
     # an elementwise kernel whose (contiguous) int range lies inside a loop of symbolic length: the threads take an outer
     # part of it, so the inner part stays the innermost loop (threading all of it would leave the symbolic loop
@@ -93,9 +93,6 @@ def _work_groups(k: Kernel) -> None:
   for rid, d in reversed(picks): _try(k, Opt(OptOps.LOCAL, _axis_of_id(k, rid), d))
 
 def _axis(k: Kernel, r) -> int: return k.ranges.index(r)
-def _symbolic_outputs(k: Kernel) -> list:
-  """The output ranges of symbolic length (by id: OptOps.CLAMP's axis)."""
-  return sorted((u for u in k.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] == "global"), key=lambda r: r.arg[0])
 def _axis_of_id(k: Kernel, rid: int) -> int:
   """The axis of the range with id rid (an optimization rebuilds the ranges: the id is what stays)."""
   return next(i for i, x in enumerate(k.ranges) if x.arg[0] == rid)
@@ -148,7 +145,7 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> Non
     vector_outer = r.arg[0] if r.arg[1] > n else None   # the split left an outer range (it keeps r's id)
     if others: _try(k, Opt(OptOps.UPCAST, _axis(k, others[-1]), tile_rows if others[-1].arg[1] % tile_rows == 0 else 4))
     # rows of symbolic count (x @ W over a prefill of any length) tile too, clamped at the last row
-    elif (sym := _symbolic_outputs(k)) and all(loads_stride(k.ast, sym[-1])[i] == 0 for i in vloads) and red_len >= 16:
+    elif (sym := k.symbolic_ranges("global")) and all(loads_stride(k.ast, sym[-1])[i] == 0 for i in vloads) and red_len >= 16:
       if _try(k, Opt(OptOps.CLAMP, len(sym) - 1, tile_rows)): others = [sym[-1]]
     # a matmul: two vectors per row. With AVX-512's 32 registers 8x2 accumulators (8 broadcasts and 2 vector loads
     # per step: measured 1.5x faster than 4x2, near the FMA peak); with AVX2's 16, 4x2 (8x2 spills: a 512^3 matmul
@@ -173,7 +170,7 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> Non
   st = loads_stride(k.ast, r)
   if r.arg[1] % n == 0 and 1 in st and (len(red) == 1 or all(s in (0, 1) for s in st[:-1])):
     # (rows of symbolic count reuse the weight: a product over many rows, not a matrix-vector one)
-    stream = _streams_weights(k, out, red, st) and not any(0 in loads_stride(k.ast, x)[:-1] for x in _symbolic_outputs(k))
+    stream = _streams_weights(k, out, red, st) and not any(0 in loads_stride(k.ast, x)[:-1] for x in k.symbolic_ranges("global"))
     _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))
     if stream: _try(k, Opt(OptOps.PREFETCH, 0, PREFETCH_BYTES))
     # output ranges some load does not move along (A @ B.T: each row of A meets every row of B):
@@ -187,7 +184,7 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> Non
       amt = min(2 if stream else 4, accumulators)
       if cur and amt > 1 and _try(k, Opt(OptOps.UPCAST, _axis(k, cur[0]), amt)): accumulators //= amt
     # rows of symbolic count (a prefill of any prompt length: x @ W.T) tile too, clamped at the last row
-    if accumulators >= 4 and (sym := _symbolic_outputs(k)) and 0 in loads_stride(k.ast, sym[-1])[:-1]:
+    if accumulators >= 4 and (sym := k.symbolic_ranges("global")) and 0 in loads_stride(k.ast, sym[-1])[:-1]:
       _try(k, Opt(OptOps.CLAMP, len(sym) - 1, 4))
     # a plain row reduction has one accumulator, so every vector add waits for the previous one: two partial
     # sums keep the adder busy (measured here on row sums of 4096x4096 and 16384x256: 1.0-1.2 ms with two, 1.2 ms

@@ -78,6 +78,11 @@ class Kernel:
     order = {"thread": 0, "global": 0, "local": 0, "upcast": 2, "vector": 3, "reduce": 1, "unroll": 2, "group": 1}
     return sorted(rs, key=lambda r: (order[r.arg[2]], r.arg[0]))
 
+  def symbolic_ranges(self, kind: str) -> list[UOp]:
+    """The ranges of symbolic length (a Variable's value, their source) of one kind, by id (OptOps.CLAMP's axis counts
+    the output ones)."""
+    return sorted((u for u in self.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] == kind), key=lambda r: r.arg[0])
+
   def new_range(self, size: int, kind: str) -> UOp:
     self.next_id += 1
     return UOp(Ops.RANGE, dtypes.index, (), (self.next_id - 1, size, kind))
@@ -157,7 +162,7 @@ class Kernel:
       self.applied.append(opt)
       return
     if opt.op is OptOps.CLAMP:
-      sym = sorted((u for u in self.ast.toposort() if u.op is Ops.RANGE and u.src and u.arg[2] == "global"), key=lambda r: r.arg[0])
+      sym = self.symbolic_ranges("global")
       if not 0 <= opt.axis < len(sym) or opt.amount < 2: raise OptError(f"CLAMP needs a symbolic output range and an amount >= 2, got {opt}")
       self.clamp_upcast(sym[opt.axis], opt.amount)
       self.applied.append(opt)

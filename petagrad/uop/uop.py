@@ -15,6 +15,7 @@ from typing import Any, Iterator
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.dtype import DType, dtypes, truncate
 from petagrad.helpers import prod, user_op
+from petagrad.uop.alu import exec_alu
 
 def _arg_key(arg: Any) -> Any:
   # 1 == 1.0 == True and 0.0 == -0.0 in Python; the cache keeps them apart (floats by their bits)
@@ -343,8 +344,8 @@ def max_numel(shape) -> int:
   return prod(smax(s) for s in shape)
 def smin(x: int | UOp) -> int: return x if isinstance(x, int) else int(x.vmin)
 
-_EVAL = {Ops.ADD: lambda a, b: a + b, Ops.SUB: lambda a, b: a - b, Ops.MUL: lambda a, b: a * b, Ops.MAX: max,
-         Ops.IDIV: lambda a, b: _tdiv(a, b), Ops.MOD: lambda a, b: a - b * _tdiv(a, b), Ops.NEG: lambda a: -a}
+# the ops a size expression is made of (what canonical, the Tensor layer's size arithmetic and lowering's clamps build)
+_SIZE_OPS = {Ops.CONST, Ops.BIND, Ops.DEFINE_VAR, Ops.ADD, Ops.SUB, Ops.MUL, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.NEG}
 def sym_value(x: int | UOp) -> int:
   """A size's value under its Variables' bound values (a Variable that is not bound raises)."""
   if not isinstance(x, UOp): return x
@@ -355,11 +356,10 @@ def sym_value(x: int | UOp) -> int:
     if u.op is Ops.CONST or u.op is Ops.BIND: vals[u] = u.arg
     elif u.op is Ops.DEFINE_VAR:
       if u not in bound: raise ValueError(f"Variable {u.arg[0]!r} must be bound to a value here")
-    elif u.op in _EVAL: vals[u] = _EVAL[u.op](*(vals[s] for s in u.src))
+    elif u.op in _SIZE_OPS: vals[u] = exec_alu(u.op, u.dtype, tuple(vals[s] for s in u.src))
     else: raise ValueError(f"cannot evaluate {u.op} in a size")
   return int(vals[x])
 
-_SIZE_OPS = {Ops.CONST, Ops.BIND, Ops.DEFINE_VAR, *_EVAL}
 _INFIX = {Ops.ADD: "+", Ops.SUB: "-", Ops.MUL: "*", Ops.IDIV: "//", Ops.MOD: "%"}
 def _is_size_expr(u: UOp) -> bool:
   return u.dtype == dtypes.index and u.op is not Ops.CONST and all(x.op in _SIZE_OPS and not (x.op is Ops.CONST and x.src) for x in u.toposort())
