@@ -2,12 +2,13 @@
 bucketize, bincount, diff.
 
 Costs (documented, to be improved):
-  * sort / argsort / topk / unique: rows up to SORT_DIRECT (65536) elements rank each element by
+  * sort / argsort / topk / unique: rows up to SORT_DIRECT (16384) elements rank each element by
     comparing it with every other element of its row: O(n^2) work, two reduce kernels. Longer rows
     (with or without gradient) sort blocks of SORT_BLOCK elements by ranks, then merge them with a
-    bitonic network over (value, index) pairs: O(n log^2 n) work, one kernel per stage (about
-    log2(N)^2 / 2 - log2(B)^2 / 2 stages, each compiled once per size; the backward is one kernel per
-    stage too). There is no data-dependent load in the IR, so no O(n log n) merge sort.
+    bitonic network over (value, index) pairs in Stone's perfect-shuffle form: O(n log^2 n) work,
+    log2(N / SORT_BLOCK) * log2(N) steps, each a launch of one and the same compiled kernel (a step's
+    stage is data it reads, not code), and so is each step of the backward. There is no data-dependent
+    load in the IR, so no O(n log n) merge sort.
   * cumsum / cumprod / cummax / cummin / logcumsumexp: rows up to SCAN_DIRECT (256) elements are one
     masked reduce over a lower-triangular (n, n) window (O(n^2), one kernel); longer rows are scanned in
     blocks of SCAN_BLOCK (128): scan inside each block, scan the block totals (recursively), combine,
@@ -60,7 +61,7 @@ class OrderingMixin(TensorMixin):
     is torch's with stable=True; with stable=False torch may order ties differently, the values agree);
     NaN sorts as the largest value, like torch. Rows up to SORT_DIRECT elements: ranks from pairwise
     comparisons (O(n^2), two kernels); longer rows: block ranks + a bitonic merge network
-    (O(n log^2 n), one kernel per stage). Differentiable on both paths, any length.
+    (O(n log^2 n), one launch of one compiled kernel per step). Differentiable on both paths, any length.
 
     >>> [t.tolist() for t in Tensor([3, 1, 2]).sort()]
     [[1, 2, 3], [1, 2, 0]]
@@ -486,15 +487,13 @@ def _rank(x: Tensor, descending: bool) -> Tensor:
   j_first = T.arange(n, device=x.device).reshape(1, n) < T.arange(n, device=x.device).reshape(n, 1)   # j < i
   return (before | (eq & j_first)).cast(dtypes.int64).sum(-1)
 
-# rows up to this length sort by pairwise ranks (O(n^2), 2 kernels: on a CPU faster than the network up to ~64k,
-# whose stage kernels must each be compiled once); longer rows use blocks of SORT_BLOCK sorted by ranks, then
-# bitonic merges (log2(N/SORT_BLOCK) merge phases of ~log2(N) stages each)
-SORT_DIRECT = 1 << 16
+# rows up to this length sort by pairwise ranks (O(n^2), 2 kernels; measured on a CPU: as fast as the network at
+# 16k, 4x slower at 32k, 10x at 64k); longer rows use blocks of SORT_BLOCK sorted by ranks, then bitonic merges
+# (log2(N/SORT_BLOCK) merge phases of log2(N) steps each)
+SORT_DIRECT = 1 << 14
 SORT_BLOCK = 1 << 11
 # rows up to this length scan with one masked (n, n) reduce; longer rows are scanned in blocks of SCAN_BLOCK
 SCAN_DIRECT, SCAN_BLOCK = 256, 128
-# bitonic stages fused into one kernel (each output recomputes 2**BITONIC_FUSE inputs; fewer kernels to compile and launch)
-BITONIC_FUSE = 1
 
 def _scan_ident(x: Tensor, op: str):
   return {"sum": 0, "prod": 1, "max": x.dtype.min, "lse": -math.inf}[op]
@@ -579,8 +578,8 @@ def _ffill(x: Tensor, hit: Tensor) -> tuple[Tensor, Tensor]:
 def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
   """Stable sort of the last dim, padded to a power of two N: blocks of SORT_BLOCK elements are sorted by
   pairwise ranks (O(n * SORT_BLOCK), even blocks ascending and odd ones descending), then bitonic merges
-  double the sorted runs up to N (O(n log^2 n), one kernel per stage). The network carries (value, index)
-  pairs; values keep their gradient through the compare-exchange `where`s (each stage is a kernel, and so
+  double the sorted runs up to N (O(n log^2 n), one kernel per step). The network carries (value, index)
+  pairs; values keep their gradient through the compare-exchange `where`s (each step is a kernel, and so
   is its backward). Padding sorts last (it is recognized by its index); NaN is the largest value."""
   T = type(x)
   n, lead = x.shape[-1], x.shape[:-1]
@@ -606,24 +605,28 @@ def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
       return even.cat(odd, dim=-2).reshape(lead + (N,))
     vb, ib = alternate(vb), alternate(ib)
   v, idx = vb.reshape(lead + (N,)).contiguous(), ib.reshape(lead + (N,)).contiguous()
-  # 2. bitonic merges: runs of k/2 (alternating directions) -> runs of k
-  k, stage = 2 * B, 0
-  while k <= N:
-    j = k // 2
-    while j >= 1:
-      g = N // (2 * j)
-      def halves(t):
-        r = t.reshape(lead + (g, 2, j))
-        return (r.shrink(full + ((0, g), (0, 1), (0, j))).reshape(lead + (g, j)), r.shrink(full + ((0, g), (1, 2), (0, j))).reshape(lead + (g, j)))
-      av, bv = halves(v)
-      ai, bi = halves(idx)
-      up = ((T.arange(g, device=x.device) * (2 * j)).bitwise_and(k) == 0).reshape(g, 1)   # this run sorts up
-      swap = up.where(before(bv.detach(), bi, av.detach(), ai), before(av.detach(), ai, bv.detach(), bi))
-      v = swap.where(bv, av).unsqueeze(-2).cat(swap.where(av, bv).unsqueeze(-2), dim=-2).reshape(lead + (N,))
-      idx = swap.where(bi, ai).unsqueeze(-2).cat(swap.where(ai, bi).unsqueeze(-2), dim=-2).reshape(lead + (N,))
-      stage += 1
-      if stage % BITONIC_FUSE == 0: v, idx = v.contiguous(), idx.contiguous()
-      j //= 2
-    k *= 2
+  # 2. bitonic merges as Stone's perfect-shuffle network: every step is one fixed view (the perfect shuffle: position
+  # q moves to q rotated left by one bit) and a compare-exchange of neighbours 2i, 2i+1. After t shuffles position q
+  # holds element rotr(q, t) of the usual in-place network, so neighbours differ in its bit (m - t) % m: a merge of
+  # runs of 2**(p-1) into runs of 2**p is m steps, of which the last p compare bits p-1 .. 0. What changes from
+  # step to step (t, p) is data in a small buffer, not code: one compiled kernel serves every step of every sort
+  # of this length (and one its backward), instead of a compile per stage.
+  m = N.bit_length() - 1
+  q = T.arange(0, N, 2, device=x.device, dtype=dtypes.int32)        # each pair's first position
+  def shuffle(t: Tensor) -> Tensor: return t.reshape(lead + (2, N // 2)).transpose(-1, -2).reshape(lead + (N // 2, 2))
+  def first(t: Tensor) -> Tensor: return t.shrink(full + ((0, N // 2), (0, 1))).reshape(lead + (N // 2,))
+  def second(t: Tensor) -> Tensor: return t.shrink(full + ((0, N // 2), (1, 2))).reshape(lead + (N // 2,))
+  for p in range(B.bit_length(), m + 1):
+    for t in range(1, m + 1):
+      # (t, 2**t - 1, m - t): the rotation back to the network's positions; 2**p: the run length; compare or only shuffle
+      prm = T([t, (1 << t) - 1, m - t, 1 << p, int((m - t) % m < p)], dtype=dtypes.int32, device=x.device)
+      rot, mask, up_shift, run, compare = (prm.shrink(((i, i + 1),)).reshape(()) for i in range(5))
+      sv, si = shuffle(v), shuffle(idx)
+      av, bv, ai, bi = first(sv), second(sv), first(si), second(si)
+      pos = (q >> rot) | ((q & mask) << up_shift)
+      up = (pos & run) == 0                                           # this run sorts up
+      swap = (compare != 0) & up.where(before(bv.detach(), bi, av.detach(), ai), before(av.detach(), ai, bv.detach(), bi))
+      v = swap.where(bv, av).unsqueeze(-1).cat(swap.where(av, bv).unsqueeze(-1), dim=-1).reshape(lead + (N,)).contiguous()
+      idx = swap.where(bi, ai).unsqueeze(-1).cat(swap.where(ai, bi).unsqueeze(-1), dim=-1).reshape(lead + (N,)).contiguous()
   keep = full + ((0, n),)
   return v.shrink(keep), idx.shrink(keep)

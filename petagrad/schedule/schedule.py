@@ -350,6 +350,8 @@ def schedule_cached(targets: list[UOp]) -> Scheduled:
 # a reduction joins a launch group only when its whole loop nest is this small. A group holds at most GROUP_MAX
 # kernels (one compile unit: a bigger one compiles slower, and a change in one kernel recompiles all of it)
 GROUP_REDUCE_WORK = 1 << 16
+# a kernel of more elements than this that reads a group member at other elements starts the next group
+GROUP_CHAIN_WORK = 1 << 13
 
 def _groupable(u: UOp, realize: set[UOp]) -> bool:
   """May the kernel computing the realized node u share a program with others? Elementwise kernels and small
@@ -357,6 +359,21 @@ def _groupable(u: UOp, realize: set[UOp]) -> bool:
   if u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER) or max_numel(u.shape) == 0: return False
   reduces = _kernel_reduces(u, realize) | ({u} if u.op is Ops.REDUCE_AXIS else set())
   return all(max_numel(r.src[0].shape) <= GROUP_REDUCE_WORK for r in reduces)
+
+def _moved_inputs(u: UOp, realized: set[UOp]) -> set[UOp]:
+  """The realized nodes the kernel for u reads through a view that moves elements (a permute, shrink, pad, flip or
+  expand on the way): it reads them at other elements than it writes, so it cannot share a loop nest with them."""
+  srcs = u.src[1:] if u.op is Ops.ASSIGN else u.src
+  stack, seen, out = [(s, False) for s in srcs], set(), set()
+  while stack:
+    v, moved = stack.pop()
+    if (v, moved) in seen: continue
+    seen.add((v, moved))
+    if v in realized or v.op is Ops.BUFFER:
+      if moved: out.add(v)
+      continue
+    stack.extend((s, moved or (v.op in GroupOp.Movement and v.op is not Ops.RESHAPE)) for s in v.src)
+  return out
 
 def _cluster_shapes(members: list[int], after: list[set[int]], items: list[ScheduleItem]) -> list[int]:
   """The group's kernels in a dependency order that keeps kernels of one output shape together (consecutive
@@ -423,11 +440,18 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
     device = items[ready_group[0]].out.base.arg[0]
     members: list[int] = []
     other_device: list[int] = []
+    later: list[int] = []
     while ready_group and len(members) < int(GROUP_MAX):
       i = heapq.heappop(ready_group)
       if items[i].out.base.arg[0] != device: other_device.append(i); continue
+      # a big kernel that reads a member at other elements waits for the next group: it would not share a loop nest
+      # with it, its launch costs nothing next to its work, and a chain of them (a sort's stages) would make every
+      # group a different program to compile
+      if max_numel(items[i].out.shape) > GROUP_CHAIN_WORK and members and \
+         any(producers[j] in _moved_inputs(producers[i], realize) for j in after[i] & set(members)):
+        later.append(i); continue
       members.append(i); finish(i)
-    for i in other_device: heapq.heappush(ready_group, i)
+    for i in other_device + later: heapq.heappush(ready_group, i)
     for i in _cluster_shapes(members, after, items):
       it = items[i]
       out.append(it if len(members) == 1 else ScheduleItem(it.kind, it.out, it.value, it.structure, groups))

@@ -81,6 +81,23 @@ def test_big_reductions_launch_alone(device):
   assert launches(*sums) == (3, 1)
   for s, x in zip(sums, small): np.testing.assert_allclose(s.numpy(), x.numpy().sum(), rtol=1e-5)
 
+def test_big_chains_read_at_other_elements_launch_apart(device, monkeypatch):
+  # a big kernel reading a group member at other elements (a sort's stage reading the last one through a shuffle)
+  # starts the next group: it could not share a loop nest, and a chain of them would make each group another program
+  import petagrad.schedule.schedule as S
+  monkeypatch.setattr(S, "GROUP_CHAIN_WORK", 8)
+  def chain(n: int, view) -> tuple[list[Tensor], tuple[int, int]]:
+    x = Tensor.arange(n, dtype="float32").realize()
+    a = (x + 1).contiguous()
+    b = (view(a) * 2).contiguous()
+    c = view(b) - 1
+    return [a, b, c], launches(a, b, c)
+  (a, b, c), counts = chain(16, lambda t: t.flip(0))
+  assert counts == (3, 3)
+  np.testing.assert_array_equal(c.numpy(), (np.arange(16) + 1) * 2 - 1)
+  assert chain(16, lambda t: t)[1] == (3, 1)            # read at the same element: one group (one loop nest)
+  assert chain(4, lambda t: t.flip(0))[1] == (3, 1)     # small kernels: one group whatever they read
+
 def test_grouped_step_replays_in_jit(device):
   rng = np.random.default_rng(1)
   data = [(rng.standard_normal((4, 6)).astype(np.float32), rng.standard_normal((4, 2)).astype(np.float32)) for _ in range(5)]

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from petagrad import Tensor, dtypes
+from petagrad import Tensor, dtypes, GlobalCounters
 from helpers import helper_test_op
 
 NAN = float("nan")
@@ -270,3 +270,17 @@ def test_bitonic_sort(device, small_thresholds, monkeypatch):
   monkeypatch.setattr(O, "SORT_BLOCK", 4)    # n=6..8 -> N=8: 2 blocks of 4, one merge phase
   helper_test_op(None, lambda x: tuple(x.topk(3)), vals=[[4, -1, 7, 0, 2, 6]], dtype="int32")
   helper_test_op(None, lambda x: x.argsort(stable=True), vals=[[1.0, 0.0, 1.0, 0.0, 1.0, 0.0, 1.0, 0.0]], forward_only=True)
+
+def test_bitonic_stages_compile_once(device, small_thresholds, monkeypatch, applied_opts):
+  # every merge step is one kernel whose stage is data: the programs compiled for a sort (and its backward) do not
+  # grow with the number of stages (n=16: 12 steps, n=64: 30 steps)
+  import petagrad.mixin.ordering as O, petagrad.schedule.schedule as S
+  monkeypatch.setattr(O, "SORT_BLOCK", 2)
+  monkeypatch.setattr(S, "GROUP_CHAIN_WORK", 8)   # the steps are big kernels, as a long row's are (no launch groups)
+  compiles = []
+  for n in (16, 64):
+    vals = np.random.default_rng(n).integers(-8, 8, (2, n)).astype(np.float32)   # ties: the sort is stable
+    c0 = GlobalCounters.compile_count
+    helper_test_op(None, lambda x: tuple(x.sort(dim=-1, descending=True, stable=True)), vals=[vals.tolist()])
+    compiles.append(GlobalCounters.compile_count - c0)
+  assert compiles[1] <= compiles[0] <= 16, compiles
