@@ -16,6 +16,7 @@ from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, sprod, sym_value
 from petagrad.uop.gradient import compute_gradient, custom_backward
 from petagrad.uop.graph import new_buffer, new_buffer_for, new_buffer_node, substitute, reads_other_view, is_disk, byte_view, view_buffers
+from petagrad.uop.graph import is_row_major_view
 from petagrad.schedule.multi import split_bounds, layout
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Buffer, Device
@@ -716,7 +717,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def contiguous(self) -> Tensor:
     """A tensor whose data is one row-major buffer (a no-op if it already is)."""
     u = self.uop
-    if u.op is Ops.BUFFER or (u.op is Ops.RESHAPE and u.src[0].op is Ops.BUFFER) or u.op is Ops.CONTIGUOUS: return self
+    if u.op in (Ops.BUFFER, Ops.CONTIGUOUS) or is_row_major_view(u): return self
     if is_disk(self.device): return Tensor(_disk_bytes(self, "contiguous"))   # its bytes are one run already (or it raises)
     return self._new(UOp(Ops.CONTIGUOUS, self.dtype, (u,)), self)
   def detach(self) -> Tensor: return Tensor(self.uop) if is_disk(self.device) else Tensor(UOp(Ops.DETACH, self.dtype, (self.uop,)))

@@ -21,6 +21,25 @@ def _check_kernel_ndim(op: str, weight: Any, ndim: int, x: Any) -> None:
   if weight.ndim != ndim:
     raise _fail(ValueError, op, f"weight must be (cout, cin/groups, *kernel) with {ndim - 2} kernel dims, got shape {weight.shape}", x, weight)
 
+def conv_weight_layout(weight: Tensor, groups: int = 1) -> Tensor:
+  """A conv weight (cout, cin/groups, *kernel) as conv2d reads it: with at least 8 output channels per group stored
+  channels-last, (groups, cin/groups, *kernel, cout/groups) contiguous, so the kernel computes output channels as
+  vector lanes; viewed back in the weight's shape. conv2d calls it on every weight; a weight that never changes (an
+  ONNX initializer) can be laid out once (`.realize()` the result) and passed instead: conv2d then reads it as it
+  is, with no copy.
+
+  >>> from petagrad import Tensor
+  >>> w = Tensor.ones(8, 2, 3, 3)
+  >>> stored = conv_weight_layout(w).realize()
+  >>> stored.shape, Tensor.ones(1, 2, 5, 5).conv2d(stored).shape
+  ((8, 2, 3, 3), (1, 8, 3, 3))
+  """
+  n, (cout, cin), HW = weight.ndim - 2, weight.shape[:2], weight.shape[2:]
+  rcout = cout // groups
+  if rcout % 8: return weight
+  w = weight.reshape(groups, rcout, cin, *HW).permute(0, *range(2, 3 + n), 1).contiguous()   # stored (groups, cin, *HW, rcout)
+  return w.permute(0, 2 + n, *range(1, 2 + n)).reshape(weight.shape)
+
 def _conv_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]:
   """Gradients of a convolution's input and weight (node = CUSTOM_GRAD(value, x, weight))."""
   value, x, w = node.src
@@ -152,16 +171,14 @@ class ConvMixin(TensorMixin):
     # enough output channels to fill vector lanes: the weight is stored with output channels contiguous, so the
     # kernel computes them as SIMD lanes (a matmul's register tile), and a padded input is written once with
     # its zeros so the inner loop reads it without masks. Both are small copies next to the convolution.
-    channels_last = rcout % 8 == 0
+    channels_last = rcout % 8 == 0   # (the weight: conv_weight_layout)
     x = self.pad(((0, 0), (0, 0)) + tuple(pads)) if padded else self
     if channels_last and padded: x = x.contiguous()
     x = x._pool(HW, s_, d_)   # (bs, groups*cin, *oyx, *HW)
     oyx = x.shape[2:2 + n]
     x = x.reshape(bs, groups, cin, 1, *oyx, *HW).expand(bs, groups, cin, rcout, *oyx, *HW)
     x = x.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(n)])   # (bs, groups, rcout, *oyx, cin, *HW)
-    w = weight.reshape(groups, rcout, cin, *HW)
-    if channels_last: w = w.permute(0, *range(2, 3 + n), 1).contiguous().permute(0, 2 + n, *range(1, 2 + n))   # stored (groups, cin, *HW, rcout)
-    wb = w.reshape(1, groups, rcout, *[1] * n, cin, *HW)
+    wb = conv_weight_layout(weight, groups).reshape(1, groups, rcout, *[1] * n, cin, *HW)
     # float16/bfloat16 multiply in float32 as matmul does (and torch): products rounded to 11 or 8 bits, then summed,
     # lose an output that cancels
     if dtype is None and promote(self.dtype, weight.dtype) in (dtypes.float16, dtypes.bfloat16):

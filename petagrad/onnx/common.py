@@ -7,12 +7,13 @@ conversion of a (small) result, not a computation outside the Tensor layer.
 Values computed only from initializers, constants and shapes ("static" values) are read once per input-shape
 signature and remembered (`StaticValues`): a later call with the same shapes, inside TinyJit too, reuses them
 without reading anything. A value computed from input data is read on every call, and inside TinyJit that raises
-(TinyJit cannot replay a read).
+(TinyJit cannot replay a read). A static tensor an op lays out for its kernel (Conv's weight) is laid out once and
+kept (`static_derived`).
 """
 from __future__ import annotations
 import contextvars
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
 from petagrad.dtype import DType
@@ -53,6 +54,18 @@ def values(t: Tensor) -> list:
     raise jit.JitError(f"this op needs a tensor's values in Python inside the jitted function {jit.jit_active[-1]!r}; {why}")
   v = t.reshape(-1).tolist()
   if slot is not None and slot[0] is t: reg.cache[slot[1]] = v
+  return v
+
+def static_derived(t: Tensor, tag: Any, make: Callable[[Tensor], Tensor]) -> Tensor:
+  """make(t), computed once and kept with the model when t is static (computed only from initializers and shapes, so
+  the same on every call with these input shapes); else make(t), lazy. A constant's layout for a kernel (Conv's
+  weight stored channels-last) is then no kernel of each run, nor of a TinyJit replay. It keeps a second copy of
+  what make returns for as long as the model lives."""
+  reg = _STATIC.get()
+  slot = reg.slots.get(id(t)) if reg is not None else None
+  if slot is None or slot[0] is not t: return make(t)
+  key = ("derived", tag, slot[1])
+  if (v := reg.cache.get(key)) is None: v = reg.cache[key] = make(t).realize()
   return v
 
 def ints(t: Tensor | Sequence[int] | None, what: str = "value") -> list[int] | None:

@@ -4,7 +4,8 @@ import math
 from typing import Any, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
-from petagrad.onnx.common import NodeContext, ints, scalar, axis_of, axes_of, arange
+from petagrad.mixin.conv import conv_weight_layout
+from petagrad.onnx.common import NodeContext, ints, scalar, axis_of, axes_of, arange, static_derived
 
 # ------------------------------------------------------------ padding rules shared by conv and pooling
 def _pads(auto_pad: str, pads: Sequence[int] | None, L: Sequence[int], k: Sequence[int], s: Sequence[int], d: Sequence[int],
@@ -34,7 +35,8 @@ def Conv(ctx: NodeContext, x: Tensor, w: Tensor, b: Tensor | None = None, auto_p
   k = list(w.shape[2:])
   s, d = _spatial(x, k, strides, dilations)
   p = _pads(auto_pad, pads, x.shape[2:], k, s, d)
-  return x.conv2d(w, b, group, s, d, p)
+  # an initializer's weight is laid out for the kernel once, not in every run
+  return x.conv2d(static_derived(w, ("conv_weight", group), lambda t: conv_weight_layout(t, group)), b, group, s, d, p)
 
 def ConvInteger(ctx: NodeContext, x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None,
                 auto_pad: str = "NOTSET", dilations: tuple | None = None, group: int = 1, kernel_shape: tuple | None = None,

@@ -129,6 +129,16 @@ def view_strides(u: UOp) -> tuple[int, ...] | None:
     if st is None: return None   # (SHRINK, PAD and FLIP keep each axis's stride, up to its sign)
   return st
 
+def is_row_major_view(u: UOp) -> bool:
+  """Is u reshapes and permutes of a whole BUFFER that read it in its own row-major order (a permute undone by the
+  inverse permute, a stored layout viewed back)? Its contiguous() is then the buffer as it is."""
+  b = u
+  while b.op in (Ops.RESHAPE, Ops.PERMUTE): b = b.src[0]
+  if b.op is not Ops.BUFFER or not all(isinstance(n, int) for n in u.shape): return False
+  if 0 in u.shape: return u.op is Ops.RESHAPE and u.src[0] is b   # no elements: no order to check
+  st = view_strides(u)
+  return st is not None and all(a == c for a, c, n in zip(st, strides_for_shape(u.shape), u.shape) if n != 1)
+
 def unbind(x):
   """x (an int, a symbolic expression or a tuple of them) with every bound Variable replaced by the Variable itself:
   what a kernel compiled for every value sees."""

@@ -68,6 +68,18 @@ def test_contraction_under_a_reduce_gets_a_buffer(device):
   conv = Tensor.rand(2, 3, 6, 6).realize().conv2d(Tensor.rand(8, 3, 3, 3).realize()).mean((2, 3))   # a global average pool
   assert kernels(conv) >= 2
 
+def test_conv_reads_a_stored_weight_layout_as_it_is(device):
+  # conv2d stores a weight with >= 8 output channels channels-last (one copy kernel); a weight laid out once that way
+  # (conv_weight_layout, realized) is read with no copy: contiguous() of a permute undone by its inverse is the buffer
+  from petagrad.mixin.conv import conv_weight_layout
+  x, w = Tensor.rand(2, 3, 6, 6).realize(), Tensor.rand(8, 3, 3, 3).realize()
+  stored = conv_weight_layout(w).realize()
+  assert kernels(conv_weight_layout(stored)) == 0
+  assert kernels(x.conv2d(w)) == 2 and kernels(x.conv2d(stored)) == 1
+  np.testing.assert_allclose(x.conv2d(stored).numpy(), x.conv2d(w).numpy(), rtol=1e-5, atol=1e-6)
+  t = Tensor.rand(3, 4, 5).realize()
+  assert kernels(t.permute(2, 0, 1).permute(1, 2, 0).contiguous()) == 0 and kernels(t.permute(2, 0, 1).contiguous()) == 1
+
 def test_shared_reduce_computed_once(device):
   x = Tensor.rand(6, 5).realize()
   s = x.sum(1)

@@ -113,3 +113,27 @@ def test_light_model_in_tinyjit():
   for scale in (1.0, 0.5, 2.0):
     np.testing.assert_allclose(step(Tensor(x * scale)).numpy(), model.run({name: x * scale})[0], rtol=1e-5, atol=1e-7)
   np.testing.assert_allclose(step(Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-7)
+
+def test_conv_weights_are_laid_out_once():
+  """A Conv's weight initializer is stored channels-last for its kernel once, at the first call: a TinyJit replay runs
+  the convolutions and nothing that copies a weight."""
+  from onnx import helper, TensorProto, numpy_helper
+  from petagrad import Tensor, TinyJit, GlobalCounters
+  rng = np.random.default_rng(0)
+  w1, w2 = rng.standard_normal((16, 3, 3, 3)).astype(np.float32), rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+  g = helper.make_graph([helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]),
+                         helper.make_node("Conv", ["r", "w2"], ["y"])], "g",
+                        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+                        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 6, 6])],
+                        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+  proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+  model = petagrad.onnx.load(proto)
+  x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+  want = ort_run(proto, {"x": x})[0]
+  np.testing.assert_allclose(model(x=x)["y"].numpy(), want, rtol=1e-4, atol=1e-4)
+  step = TinyJit(lambda t: model(x=t)["y"].realize())
+  for _ in range(3): got = step(Tensor(x)).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  GlobalCounters.reset()
+  step(Tensor(x))
+  assert GlobalCounters.kernel_count == 3   # the padded input, two convolutions (the relu fused into the second's input)
