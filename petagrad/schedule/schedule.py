@@ -77,6 +77,11 @@ def _inputs(srcs: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
 # Recomputing an elementwise chain below an EXPAND inside a reduce costs its ops once per expanded element (a
 # matmul's prologue runs N times per input element); past this many op-equivalents the chain gets a buffer.
 RECOMPUTE_COST, RECOMPUTE_FACTOR = 8, 4
+# read through an expand this wide into at least RECOMPUTE_WIDE_WORK elements (the input vector of a matrix-vector
+# product, repeated for each of hundreds of output rows) a chain costing RECOMPUTE_COST_WIDE already gets a buffer: a
+# normalization before the projections of a decode step (Q8_0 2048 x 768: 121 -> 91 us, measured here). (A small
+# statistic broadcast over a short row stays fused: its own kernel would cost more than the recompute.)
+RECOMPUTE_WIDE, RECOMPUTE_WIDE_WORK, RECOMPUTE_COST_WIDE = 256, 1 << 16, 4
 _OP_COST = {**{op: 1 for op in GroupOp.ALU}, **{op: 10 for op in GroupOp.Transcendental}, Ops.FDIV: 4, Ops.RECIPROCAL: 4,
             Ops.PAD: 2}   # a pad is a masked load: a compare and a select (a cat of n pieces is n of them)
 
@@ -88,9 +93,9 @@ def _chain_cost(root: UOp, realized: set[UOp]) -> int:
   return sum(1 if (u in realized or u.op is Ops.BUFFER) else _OP_COST.get(u.op, 0) * (BF16_COST if u.dtype == dtypes.bfloat16 else 1)
              for u in _kernel_walk((root,), realized))
 
-def _costly(u: UOp, realize: set[UOp]) -> bool:
-  """Is u a computed node without a buffer whose element costs at least RECOMPUTE_COST to compute in another kernel?"""
-  return u not in realize and u.op not in (Ops.BUFFER, Ops.CONST, Ops.IOTA) and _chain_cost(u, realize) >= RECOMPUTE_COST
+def _costly(u: UOp, realize: set[UOp], cost: int = RECOMPUTE_COST) -> bool:
+  """Is u a computed node without a buffer whose element costs at least `cost` to compute in another kernel?"""
+  return u not in realize and u.op not in (Ops.BUFFER, Ops.CONST, Ops.IOTA) and _chain_cost(u, realize) >= cost
 
 def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
   """Give a buffer to every costly elementwise chain a reduce would read through a large EXPAND."""
@@ -99,13 +104,15 @@ def _realize_expanded_chains(order: list[UOp], realize: set[UOp]) -> None:
     for e in _kernel_walk(r.src, realize, stop=lambda u: u.op is Ops.EXPAND):
       if e.op is not Ops.EXPAND or e in realize or max_numel(e.shape) < RECOMPUTE_FACTOR * max_numel(e.src[0].shape): continue
       base = e.src[0].base   # below the movement ops: they are index math
-      if not _costly(base, realize): continue
+      wide = max_numel(e.shape) >= max(RECOMPUTE_WIDE * max_numel(e.src[0].shape), RECOMPUTE_WIDE_WORK)
+      need = RECOMPUTE_COST_WIDE if wide else RECOMPUTE_COST
+      if not _costly(base, realize, need): continue
       # a costly piece the chain itself expands (the index of a one-hot `idx[:, None] == arange(n)`) gets the buffer
       # first: the small index is stored, not the n-times larger chain, which may then be cheap enough to fuse
       # (a gather stays a reduce over the comparison, which codegen/collapse.py turns into one load)
       for ie in _kernel_walk((base,), realize, stop=lambda u: u.op is Ops.EXPAND):
         if ie.op is Ops.EXPAND and _costly(ie.src[0].base, realize): realize.add(ie.src[0].base)
-      if _chain_cost(base, realize) >= RECOMPUTE_COST: realize.add(base)
+      if _chain_cost(base, realize) >= need: realize.add(base)
 
 def _expanded_operands(r: UOp, realize: set[UOp], factor: int) -> list[UOp]:
   """The EXPANDs reduce r's kernel reads real data through (not a broadcast constant or index), each at least `factor`
