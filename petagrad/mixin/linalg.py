@@ -9,7 +9,8 @@ import math
 from typing import Any
 from petagrad.dtype import dtypes, promote
 from petagrad.helpers import prod
-from petagrad.uop.ops import Ops
+from petagrad.uop.ops import Ops, GroupOp
+from petagrad.uop.graph import view_strides
 from petagrad.uop.uop import UOp
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import _fail, _resolve_axis, _dtype_arg, _tensor_arg, _broadcast_shape, _check_tensor, axis_keywords
@@ -534,7 +535,7 @@ def _right_operand_layout(w: Tensor, rows: int) -> Tensor:
     panels, read through a view.
   A symbolic size (a KV cache's first start_pos rows) leaves the operand as it is: the choices weigh sizes."""
   if isinstance(rows, UOp) or any(isinstance(s, UOp) for s in w.shape): return w
-  if w.ndim >= 2 and w.uop.op is Ops.PERMUTE:
+  if w.ndim >= 2 and _read_transposed(w.uop):
     # a transposed view (x @ W.T, a Linear layer) is read along its contiguous rows: lanes come from the
     # reduction, whose partial sums must be combined per output. With a short reduction that combining
     # dominates, so the weight is transposed once (a small copy) and the columns become the lanes.
@@ -549,6 +550,24 @@ def _right_operand_layout(w: Tensor, rows: int) -> Tensor:
   k, n = w.shape
   packed = w.reshape(k, n // PANEL, PANEL).permute(1, 0, 2).contiguous()
   return packed.permute(1, 0, 2).reshape(k, n)
+
+def _read_transposed(u: UOp) -> bool:
+  """Is u (..., k, n) a transposed view, or elementwise ops over transposed views and broadcasts (attention's
+  q @ (k.T * scale)): does every piece of data it reads run contiguously along k, not along n?"""
+  if u.op is Ops.PERMUTE: return True
+  if u.op not in GroupOp.Elementwise: return False
+  stack, seen, data = [u], set(), 0
+  while stack:
+    v = stack.pop()
+    if v in seen: continue
+    seen.add(v)
+    if v.op in GroupOp.Elementwise: stack.extend(v.src); continue
+    st = view_strides(v)
+    if st is None: return False
+    if st[-1] == 0 and st[-2] == 0: continue   # a broadcast value (a scale)
+    if st[-2] != 1 or st[-1] == 1: return False
+    data += 1
+  return data > 0
 
 def _panels_pay(w: Tensor, rows: int) -> bool:
   """Is w (k, n) read best from (n/32, k, 32) panels: a long reduction (the panel outgrows the L1 cache), rows a

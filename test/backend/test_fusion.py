@@ -80,6 +80,15 @@ def test_conv_reads_a_stored_weight_layout_as_it_is(device):
   t = Tensor.rand(3, 4, 5).realize()
   assert kernels(t.permute(2, 0, 1).permute(1, 2, 0).contiguous()) == 0 and kernels(t.permute(2, 0, 1).contiguous()) == 1
 
+def test_scaled_transposed_operand_is_copied_row_major(device):
+  # attention's scores q @ (k.T * scale) (a short head dim): read as is, every output would combine partial sums of
+  # the 32-long reduction; the scaled keys are copied row-major once (like a plain k.T) and the lanes come from the keys
+  q, k = Tensor.rand(1, 16, 8).realize(), Tensor.rand(1, 64, 8).realize()
+  for right in (k.transpose(-1, -2), k.transpose(-1, -2) * 0.125, (k * 0.5).transpose(-1, -2) + 1.0):
+    assert kernels(q @ right) == 2
+    np.testing.assert_allclose((q @ right).numpy(), q.numpy() @ right.numpy(), rtol=1e-5, atol=1e-6)
+  assert kernels(q @ (Tensor.rand(1, 8, 64).realize() * 0.125)) == 1   # row-major already: no copy
+
 def test_shared_reduce_computed_once(device):
   x = Tensor.rand(6, 5).realize()
   s = x.sum(1)
