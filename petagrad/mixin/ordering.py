@@ -74,7 +74,9 @@ class OrderingMixin(TensorMixin):
     x = self.transpose(d, -1)
     n = x.shape[-1]
     if n == 0 or x.numel() == 0: return SortResult(self, T.zeros(self.shape, dtype=dtypes.default_int, device=self.device))
-    if n > SORT_DIRECT:
+    # (a dim of symbolic length sorts by ranks: the network's steps need its length; up to SORT_DIRECT_SYMBOLIC at most,
+    # and a comparison it cannot decide raises naming the op)
+    if n > (SORT_DIRECT if isinstance(n, int) else SORT_DIRECT_SYMBOLIC):
       values, indices = _bitonic(x, descending)
       return SortResult(values.transpose(d, -1), indices.transpose(d, -1).cast(dtypes.default_int))
     rank = _rank(x, descending)                                           # (..., n)
@@ -490,7 +492,7 @@ def _rank(x: Tensor, descending: bool) -> Tensor:
 # rows up to this length sort by pairwise ranks (O(n^2), 2 kernels; measured on a CPU: as fast as the network at
 # 16k, 4x slower at 32k, 10x at 64k); longer rows use blocks of SORT_BLOCK sorted by ranks, then bitonic merges
 # (log2(N/SORT_BLOCK) merge phases of log2(N) steps each)
-SORT_DIRECT = 1 << 14
+SORT_DIRECT, SORT_DIRECT_SYMBOLIC = 1 << 14, 1 << 16
 SORT_BLOCK = 1 << 11
 # rows up to this length scan with one masked (n, n) reduce; longer rows are scanned in blocks of SCAN_BLOCK
 SCAN_DIRECT, SCAN_BLOCK = 256, 128
