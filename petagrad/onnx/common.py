@@ -56,6 +56,14 @@ def values(t: Tensor) -> list:
   if slot is not None and slot[0] is t: reg.cache[slot[1]] = v
   return v
 
+def static_ints(t: Tensor, limit: int) -> list[int] | None:
+  """The values of an int tensor of at most `limit` elements that is static (computed only from initializers,
+  constants and shapes: read once, remembered), else None without reading anything (it may be data)."""
+  reg = _STATIC.get()
+  slot = reg.slots.get(id(t)) if reg is not None else None
+  if slot is None or slot[0] is not t or t.dtype.is_float or not isinstance(n := t.numel(), int) or n > limit: return None
+  return [int(v) for v in values(t)]
+
 def static_derived(t: Tensor, tag: Any, make: Callable[[Tensor], Tensor]) -> Tensor:
   """make(t), computed once and kept with the model when t is static (computed only from initializers and shapes, so
   the same on every call with these input shapes); else make(t), lazy. A constant's layout for a kernel (Conv's

@@ -5,7 +5,7 @@ from typing import Any
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
 from petagrad.onnx import types
-from petagrad.onnx.common import NodeContext, ints, scalar, axis_of, axes_of, arange, broadcast_shape, expand_to
+from petagrad.onnx.common import NodeContext, ints, scalar, axis_of, axes_of, arange, broadcast_shape, expand_to, static_ints
 
 INT_MAX = 2**63 - 1
 
@@ -174,7 +174,15 @@ def _norm_index(idx: Tensor, n: int) -> Tensor:
 
 def Gather(ctx: NodeContext, x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
   a = axis_of(axis, x.ndim)
-  idx = _norm_index(indices, x.shape[a])
+  n = x.shape[a]
+  # constant indices that pick one run of consecutive positions (an exported attention's q, k, v out of one projection)
+  # are a view, not a gather kernel
+  if (v := static_ints(indices, 64)) and all(-n <= i < n for i in v):
+    v = [i + n if i < 0 else i for i in v]
+    if v == list(range(v[0], v[0] + len(v))):
+      out = x.shrink(tuple((v[0], v[0] + len(v)) if i == a else None for i in range(x.ndim)))
+      return out.reshape(x.shape[:a] + tuple(indices.shape) + x.shape[a + 1:])
+  idx = _norm_index(indices, n)
   flat = idx.reshape(-1)
   out = x.index_select(a, flat) if flat.shape[0] else x.shrink(tuple((0, 0) if i == a else None for i in range(x.ndim)))
   return out.reshape(x.shape[:a] + tuple(indices.shape) + x.shape[a + 1:])

@@ -137,3 +137,19 @@ def test_conv_weights_are_laid_out_once():
   GlobalCounters.reset()
   step(Tensor(x))
   assert GlobalCounters.kernel_count == 3   # the padded input, two convolutions (the relu fused into the second's input)
+
+def test_gather_of_constant_consecutive_indices_is_a_view():
+  """Gather with constant indices that pick one run (an exported attention's q, k and v out of one projection) is a
+  shrink of its input, no gather kernel; other constant or fed indices still gather."""
+  from onnx import helper, TensorProto, numpy_helper
+  from petagrad.uop.ops import Ops
+  x = np.random.default_rng(0).standard_normal((3, 4, 5)).astype(np.float32)
+  for idx, view in ((np.array(1, np.int64), True), (np.array([-2, -1], np.int64), True), (np.array([2, 0], np.int64), False)):
+    g = helper.make_graph([helper.make_node("Gather", ["x", "i"], ["y"], axis=0)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, list(idx.shape) + [4, 5])],
+                          [numpy_helper.from_array(idx, "i")])
+    proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+    y = petagrad.onnx.load(proto)(x=x)["y"]
+    assert (not any(u.op is Ops.REDUCE_AXIS for u in y.uop.toposort())) == view
+    np.testing.assert_array_equal(y.numpy(), ort_run(proto, {"x": x})[0])
