@@ -21,6 +21,9 @@ def _check_kernel_ndim(op: str, weight: Any, ndim: int, x: Any) -> None:
   if weight.ndim != ndim:
     raise _fail(ValueError, op, f"weight must be (cout, cin/groups, *kernel) with {ndim - 2} kernel dims, got shape {weight.shape}", x, weight)
 
+# enough output channels (per group) to fill vector lanes: the weight is stored with output channels contiguous
+def _channels_last(rcout: int) -> bool: return rcout % 8 == 0
+
 def conv_weight_layout(weight: Tensor, groups: int = 1) -> Tensor:
   """A conv weight (cout, cin/groups, *kernel) as conv2d reads it: with at least 8 output channels per group stored
   channels-last, (groups, cin/groups, *kernel, cout/groups) contiguous, so the kernel computes output channels as
@@ -36,7 +39,7 @@ def conv_weight_layout(weight: Tensor, groups: int = 1) -> Tensor:
   """
   n, (cout, cin), HW = weight.ndim - 2, weight.shape[:2], weight.shape[2:]
   rcout = cout // groups
-  if rcout % 8: return weight
+  if not _channels_last(rcout): return weight
   w = weight.reshape(groups, rcout, cin, *HW).permute(0, *range(2, 3 + n), 1).contiguous()   # stored (groups, cin, *HW, rcout)
   return w.permute(0, 2 + n, *range(1, 2 + n)).reshape(weight.shape)
 
@@ -171,7 +174,7 @@ class ConvMixin(TensorMixin):
     # enough output channels to fill vector lanes: the weight is stored with output channels contiguous, so the
     # kernel computes them as SIMD lanes (a matmul's register tile), and a padded input is written once with
     # its zeros so the inner loop reads it without masks. Both are small copies next to the convolution.
-    channels_last = rcout % 8 == 0   # (the weight: conv_weight_layout)
+    channels_last = _channels_last(rcout)   # (the weight: conv_weight_layout)
     x = self.pad(((0, 0), (0, 0)) + tuple(pads)) if padded else self
     if channels_last and padded: x = x.contiguous()
     x = x._pool(HW, s_, d_)   # (bs, groups*cin, *oyx, *HW)

@@ -35,33 +35,37 @@ class NodeContext:
 @dataclass
 class StaticValues:
   """The run's static tensors: id -> (tensor, where its values are remembered: (cache, key)), and the cache itself,
-  {(value name, input shapes): flat list of values}, which lives as long as the model."""
-  cache: dict[tuple, list] = field(default_factory=dict)
+  {(value name, input shapes): flat list of values} (and tensors laid out from them, `static_derived`), which lives as
+  long as the model."""
+  cache: dict[tuple, Any] = field(default_factory=dict)
   slots: dict[int, tuple[Tensor, tuple]] = field(default_factory=dict)
   def mark(self, t: Tensor, key: tuple) -> None: self.slots[id(t)] = (t, key)
 
 _STATIC: contextvars.ContextVar[StaticValues | None] = contextvars.ContextVar("onnx_static", default=None)
 
-def values(t: Tensor) -> list:
-  """The flat values of t as Python numbers: remembered ones for a static tensor, else read (realized) now."""
+def _static_key(t: Tensor) -> tuple[StaticValues, tuple] | None:
+  """(this run's registry, t's key in its cache) when t is a static tensor of the run, else None."""
   reg = _STATIC.get()
   slot = reg.slots.get(id(t)) if reg is not None else None
-  if slot is not None and slot[0] is t and (v := reg.cache.get(slot[1])) is not None: return v
+  return (reg, slot[1]) if slot is not None and slot[0] is t else None
+
+def values(t: Tensor) -> list:
+  """The flat values of t as Python numbers: remembered ones for a static tensor, else read (realized) now."""
+  static = _static_key(t)
+  if static is not None and (v := static[0].cache.get(static[1])) is not None: return v
   from petagrad.engine import jit
   if jit.jit_active:
     why = ("it is computed only from constants and shapes: call the model once outside TinyJit with these input shapes, which "
-           "remembers it") if slot is not None else "it is computed from input data, which TinyJit cannot replay"
+           "remembers it") if static is not None else "it is computed from input data, which TinyJit cannot replay"
     raise jit.JitError(f"this op needs a tensor's values in Python inside the jitted function {jit.jit_active[-1]!r}; {why}")
   v = t.reshape(-1).tolist()
-  if slot is not None and slot[0] is t: reg.cache[slot[1]] = v
+  if static is not None: static[0].cache[static[1]] = v
   return v
 
 def static_ints(t: Tensor, limit: int) -> list[int] | None:
   """The values of an int tensor of at most `limit` elements that is static (computed only from initializers,
   constants and shapes: read once, remembered), else None without reading anything (it may be data)."""
-  reg = _STATIC.get()
-  slot = reg.slots.get(id(t)) if reg is not None else None
-  if slot is None or slot[0] is not t or t.dtype.is_float or not isinstance(n := t.numel(), int) or n > limit: return None
+  if _static_key(t) is None or t.dtype.is_float or t.numel() > limit: return None
   return [int(v) for v in values(t)]
 
 def static_derived(t: Tensor, tag: Any, make: Callable[[Tensor], Tensor]) -> Tensor:
@@ -69,10 +73,8 @@ def static_derived(t: Tensor, tag: Any, make: Callable[[Tensor], Tensor]) -> Ten
   the same on every call with these input shapes); else make(t), lazy. A constant's layout for a kernel (Conv's
   weight stored channels-last) is then no kernel of each run, nor of a TinyJit replay. It keeps a second copy of
   what make returns for as long as the model lives."""
-  reg = _STATIC.get()
-  slot = reg.slots.get(id(t)) if reg is not None else None
-  if slot is None or slot[0] is not t: return make(t)
-  key = ("derived", tag, slot[1])
+  if (static := _static_key(t)) is None: return make(t)
+  reg, key = static[0], ("derived", tag, static[1])
   if (v := reg.cache.get(key)) is None: v = reg.cache[key] = make(t).realize()
   return v
 

@@ -177,14 +177,12 @@ def Gather(ctx: NodeContext, x: Tensor, indices: Tensor, axis: int = 0) -> Tenso
   n = x.shape[a]
   # constant indices that pick one run of consecutive positions (an exported attention's q, k, v out of one projection)
   # are a view, not a gather kernel
-  if (v := static_ints(indices, 64)) and all(-n <= i < n for i in v):
-    v = [i + n if i < 0 else i for i in v]
-    if v == list(range(v[0], v[0] + len(v))):
-      out = x.shrink(tuple((v[0], v[0] + len(v)) if i == a else None for i in range(x.ndim)))
-      return out.reshape(x.shape[:a] + tuple(indices.shape) + x.shape[a + 1:])
-  idx = _norm_index(indices, n)
-  flat = idx.reshape(-1)
-  out = x.index_select(a, flat) if flat.shape[0] else x.shrink(tuple((0, 0) if i == a else None for i in range(x.ndim)))
+  v = static_ints(indices, 64)
+  v = [i + n if i < 0 else i for i in v] if v and all(-n <= i < n for i in v) else None
+  if v and v == list(range(v[0], v[0] + len(v))): out = x.shrink(tuple((v[0], v[0] + len(v)) if i == a else None for i in range(x.ndim)))
+  else:
+    flat = _norm_index(indices, n).reshape(-1)
+    out = x.index_select(a, flat) if flat.shape[0] else x.shrink(tuple((0, 0) if i == a else None for i in range(x.ndim)))
   return out.reshape(x.shape[:a] + tuple(indices.shape) + x.shape[a + 1:])
 
 def GatherElements(ctx: NodeContext, x: Tensor, indices: Tensor, axis: int = 0) -> Tensor:
