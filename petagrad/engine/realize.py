@@ -12,7 +12,7 @@ import os, pickle, re, time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
-from petagrad.uop.ops import Ops
+from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, pretty, multi_seen, sint_str
 from petagrad.device import Device, Program, Buffer
 from petagrad.dtype import DType, dtypes
@@ -431,13 +431,14 @@ def realize_uops(targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] 
   flat = [s for v in lowered for s in (v.shards if isinstance(v, multi.Sharded) else (v,)) if is_local(s.device)]
   # (what the ranks must agree on: the graphs, less the copy that gathers a result onto each rank's own device)
   common = [t.src[0] if t.op is Ops.COPY and isinstance(t.src[0].device, tuple) else t for t in targets]
-  becomes = _realize_single(flat, agree_on=lambda: structure(UOp(Ops.SINK, dtypes.bool, tuple(common)))[0])
+  becomes = _realize_single(flat, agree_on=lambda: _program_key(common))
   # what the logical nodes became: the targets (what they lowered to may be views already), and the nodes whose
   # per-device graphs this realize computed. The pieces other ranks hold: a buffer of their shape on their device,
   # never allocated here (every rank's tensors have the same structure)
   wanted = set(targets)
   def view_of(s: UOp) -> UOp:
     if is_local(s.device) or s.base.op is Ops.BUFFER: return becomes.get(s, s)
+    if s.op is Ops.ASSIGN and s.src[0].base.op is Ops.BUFFER: return s.src[0]   # (its rank writes that memory in place)
     if s not in becomes: becomes[s] = new_buffer_for(s.device, s.shape, s.dtype)
     return becomes[s]
   for n, v in memo.items():
@@ -447,6 +448,16 @@ def realize_uops(targets: list[UOp], keep: Callable[[dict[UOp, UOp]], set[int]] 
     if not all(x.base.op is Ops.BUFFER for x in views): continue
     becomes[n] = UOp(Ops.MULTI, n.dtype, tuple(views), v.axis) if isinstance(v, multi.Sharded) else views[0]
   return becomes
+
+def _program_key(roots: list[UOp]) -> tuple:
+  """What the MPI ranks must agree on before running the roots' graph: its structure, with each realized value (a view
+  of memory) as a buffer of its shape. The views differ between ranks (a rank holds its own pieces as the views its
+  kernels left, another rank's as plain buffers of their shape) while the program is the same."""
+  views: dict[UOp, UOp] = {}
+  def leaf(u: UOp) -> UOp: return UOp(Ops.RESHAPE, u.dtype, (UOp(Ops.BUFFER, u.dtype, (), (u.device, 0, 0)),), u.shape)
+  for u in UOp(Ops.SINK, dtypes.bool, tuple(roots)).toposort():
+    if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and u.base.op is Ops.BUFFER: views[u] = leaf(u)
+  return structure(substitute(UOp(Ops.SINK, dtypes.bool, tuple(roots)), views))[0]
 
 # buffers smaller than this are not freed early: they matter little to the peak, and giving them back and taking them
 # again on every replay costs time (a decode step's vectors: the allocator pools only bigger ones) and cache warmth

@@ -16,24 +16,31 @@ from typing import Iterable
 from petagrad.tensor import Tensor
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
-from petagrad.uop.graph import _buffer_ids, substitute
+from petagrad.uop.graph import _buffer_ids, substitute, view_buffers
+
+def _is_memory(u: UOp) -> bool:
+  """Is u (a view of) memory a write can go into: a BUFFER node's, or one per device (a MULTI of such views: a realized
+  multi-device tensor, whose pieces are written in place on their devices)?"""
+  return u.base.op is Ops.BUFFER or u.op is Ops.MULTI and view_buffers(u) is not None
 
 def is_buffer(t: Tensor) -> bool:
   """Is t (a view of) a realized buffer that a write can go into?"""
-  return t.uop.base.op is Ops.BUFFER
+  return _is_memory(t.uop)
 
 def _reads_other_view(value: UOp, dest: UOp, ready: set[UOp]) -> bool:
   """Does value read dest's buffer through a view other than dest (an in-place kernel would then overwrite
-  elements it has yet to read)? Nodes in `ready` (realized earlier in the same schedule) are not looked into."""
-  buf, seen, stack = dest.base, set(), [value]
-  if value is not dest and value.op in GroupOp.Movement and value.base is buf: return True
+  elements it has yet to read)? Nodes in `ready` (realized earlier in the same schedule) are not looked into. A MULTI
+  dest is its pieces' buffers: a read of one of them other than through dest is another view."""
+  bufs = {dest.base} if dest.op is not Ops.MULTI else {n for n in dest.toposort() if n.op is Ops.BUFFER}
+  if value is not dest and value.op in GroupOp.Movement and value.base in bufs: return True
+  seen, stack = set(), [value]
   while stack:
     n = stack.pop()
     if n in seen or n in ready or n is dest: continue
     seen.add(n)
     if n.op not in GroupOp.Movement:
-      for s in n.src:   # only buf itself or a movement op over it can be a view of buf
-        if s is not dest and (s is buf or s.op in GroupOp.Movement) and s.base is buf: return True
+      for s in n.src:   # only a buffer itself or a movement op over it can be a view of it
+        if s is not dest and (s in bufs or s.op in GroupOp.Movement) and s.base in bufs: return True
     stack.extend(n.src)
   return False
 
@@ -48,7 +55,7 @@ def write(target: Tensor, value: Tensor, ready: Iterable[Tensor] = ()) -> Tensor
   value = value.detach()
   pending = target.uop if target.uop.op is Ops.ASSIGN else None
   dest = pending.src[0] if pending is not None else target.uop
-  if dest.base.op is not Ops.BUFFER:
+  if not _is_memory(dest):
     target.uop = value.contiguous().uop   # not realized yet: nothing to write into, so rebind (like Tensor.assign)
     return target
   if _reads_other_view(value.uop, dest, {t.uop for t in ready}): value = Tensor(UOp(Ops.CONTIGUOUS, value.dtype, (value.uop,)))
@@ -66,11 +73,12 @@ def commit(*tensors: Tensor) -> None:
   for t in written: t._ctx = None
 
 def _fresh(view: UOp) -> UOp:
-  """The same view over a fresh BUFFER node that shares view's memory."""
-  base = view.base
-  nb = UOp(Ops.BUFFER, base.dtype, (), (base.arg[0], base.arg[1], next(_buffer_ids)))
-  nb.buffer = base.buffer
-  return substitute(view, {base: nb})
+  """The same view over fresh BUFFER nodes (one per device of a MULTI) that share view's memory."""
+  new = {}
+  for base in (n for n in view.toposort() if n.op is Ops.BUFFER):
+    new[base] = nb = UOp(Ops.BUFFER, base.dtype, (), (base.arg[0], base.arg[1], next(_buffer_ids)))
+    nb.buffer = base.buffer
+  return substitute(view, new)
 
 def own_buffers(tensors: Iterable[Tensor], taken: set[int] | None = None) -> None:
   """Give every tensor that is not (a view of) a realized buffer, or whose buffer an earlier tensor of the list (or
@@ -79,12 +87,15 @@ def own_buffers(tensors: Iterable[Tensor], taken: set[int] | None = None) -> Non
   seen = set() if taken is None else taken
   todo: list[Tensor] = []
   for t in tensors:
-    base = t.uop.base
-    if base.op is Ops.BUFFER and base.buffer is not None and id(base.buffer) not in seen: seen.add(id(base.buffer))
+    bufs = view_buffers(t.uop)
+    ids = {id(b) for b in bufs} if bufs is not None else None
+    if ids is not None and len(ids) == len(bufs) and not seen & ids: seen |= ids
     else: todo.append(t)
   if not todo: return
-  fresh = [write(Tensor.empty(*t.shape, dtype=t.dtype, device=t.device), t.detach()) for t in todo]
+  # (a multi-device tensor's copy keeps its layout: an empty target would be replicated, and the write reshard it)
+  fresh = [write(Tensor.empty(*t.shape, dtype=t.dtype, device=t.device), t.detach()) if isinstance(t.device, str)
+           else Tensor(UOp(Ops.CONTIGUOUS, t.dtype, (t.detach().uop,))) for t in todo]
   commit(*fresh)
   for t, f in zip(todo, fresh):
     t.uop = f.uop
-    seen.add(id(t.uop.base.buffer))
+    seen.update(id(b) for b in view_buffers(t.uop) or [])

@@ -38,6 +38,7 @@ import math
 from typing import Any, Iterable, Mapping, Sequence
 from petagrad.tensor import Tensor
 from petagrad.uop.uop import UOp
+from petagrad.uop.graph import view_buffers
 from petagrad.uop.ops import Ops
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod
@@ -85,7 +86,7 @@ class Optimizer:
     g = {**self.defaults, **{k: v for k, v in group.items() if k != "params"}, "params": ps}
     # parameters must live in buffers of their own so that assign writes in place (lazy ones are realized now, together;
     # parameters sharing a buffer, which equal lazy graphs do after a plain realize, are split)
-    own_buffers(ps, {id(q.uop.base.buffer) for g in self.param_groups for q in g["params"]})
+    own_buffers(ps, {id(b) for g in self.param_groups for q in g["params"] for b in view_buffers(q.uop) or []})
     if ps and not isinstance(g["lr"], Tensor):
       g["_lr_value"] = float(g["lr"])   # the exact Python value (schedulers start from it)
       g["lr"] = _lr_tensor(g["lr"], ps[0].device)
