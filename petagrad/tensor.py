@@ -947,8 +947,17 @@ def _renew_buffer_node(buf) -> None:
   if not tensors: return
   fresh = new_buffer_node(buf, buf.dtype)
   for t in tensors:
-    if t.uop.base.buffer is buf: t.uop = substitute(t.uop, {t.uop.base: fresh})
-    elif t.uop.op is Ops.MULTI: t.uop = substitute(t.uop, {n: fresh for n in t.uop.toposort() if n.op is Ops.BUFFER and n.buffer is buf})
+    if t.uop.base.buffer is buf: t.uop = _rebase(t.uop, fresh)
+    elif t.uop.op is Ops.MULTI:   # (the piece on buf's device)
+      t.uop = t.uop.replace(src=tuple(_rebase(s, fresh) if s.base.op is Ops.BUFFER and s.base.buffer is buf else s for s in t.uop.src))
+
+def _rebase(view: UOp, base: UOp) -> UOp:
+  """view's movement ops over another base (a fresh node for the same memory; the one step of every in-place write
+  in a JIT replay, so not the general substitute)."""
+  chain = []
+  while view.op in GroupOp.Movement: chain.append(view); view = view.src[0]
+  for m in reversed(chain): base = m.replace(src=(base,) + m.src[1:])
+  return base
 
 write_hooks.append(_renew_buffer_node)
 

@@ -131,12 +131,17 @@ NO_GRAD = frozenset({Ops.DETACH, Ops.ASSIGN, Ops.BITCAST, Ops.TRUNC, Ops.IOTA, O
 # the layer that builds such a node registers its backward here (the convolution: petagrad/mixin/conv.py)
 custom_backward: dict[str, Callable[[UOp, UOp], tuple[UOp | None, ...]]] = {}
 
+def _stored_view(u: UOp) -> bool:
+  """Is u a view of memory: of a buffer, or of a MULTI of buffer views (a realized tensor on several devices)?"""
+  b = u.base
+  return b.op is Ops.BUFFER or b.op is Ops.MULTI and all(s.base.op is Ops.BUFFER for s in b.src)
+
 def _layout_copy_source(u: UOp) -> UOp | None:
   """For a view of a CONTIGUOUS of a view of a buffer (a copy made only to change the layout), the same view
   of the copy's source."""
   chain = []
   while u.op in GroupOp.Movement: chain.append(u); u = u.src[0]
-  if u.op is not Ops.CONTIGUOUS or u.src[0].base.op is not Ops.BUFFER: return None
+  if u.op is not Ops.CONTIGUOUS or not _stored_view(u.src[0]): return None
   out = u.src[0]
   for m in reversed(chain): out = m.replace(src=(out,) + m.src[1:])
   return out

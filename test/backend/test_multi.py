@@ -275,6 +275,17 @@ def test_tensor_parallel_mlp(devs):
   lowered = multi.lower([t.uop])[t.uop]
   assert lowered.axis is None   # the partial products were allreduced: each device holds the whole result
 
+def test_backward_reads_a_sharded_weight_not_its_layout_copy(devs):
+  # x @ W.T copies W.T row-major for the forward kernel; the backward's x.grad reads W itself (its rows are the lanes
+  # there), on several devices as on one: reading the copy made a dot-product kernel 3-4x slower (a GPT's MLP)
+  rng = np.random.default_rng(6)
+  xn, wn = rng.standard_normal((32, 64)).astype(np.float32), rng.standard_normal((128, 64)).astype(np.float32)
+  x, w = Tensor(xn).shard(devs, 0).realize(), Tensor(wn).to(devs).realize()
+  x.requires_grad = True
+  (x @ w.T).sum().backward()
+  assert not any(n.op is Ops.CONTIGUOUS for n in x.grad.uop.toposort())
+  np.testing.assert_allclose(x.grad.numpy(), np.ones((32, 128), np.float32) @ wn, rtol=1e-5, atol=1e-5)
+
 def test_jit_replays_multi_device_step(devs):
   w = Tensor(np.ones((4, 3), np.float32)).shard(devs).realize()
   @TinyJit
