@@ -62,8 +62,21 @@ def expand_unrolled(ast: UOp) -> UOp:
     ast = UOp(Ops.SINK, ast.dtype, tuple(stores))
   return simplify(ast)
 
-def vectorize(ast: UOp) -> UOp:
-  """Turn the (single) vector range into SIMD lanes."""
+def _halves(op: Ops, acc: UOp) -> UOp:
+  """A horizontal reduce of vector acc by halving: op of its low and high halves, again, down to one lane (log2(n)
+  vector ops where a tree of scalars takes n-1 ops and n lane reads). For a renderer that can take several lanes of a
+  vector at once (a GEP whose arg is a tuple of lanes)."""
+  n = acc.dtype.count
+  while n > 1:
+    h = n // 2
+    dt = acc.dtype.scalar().vec(h) if h > 1 else acc.dtype.scalar()
+    lo, hi = (UOp(Ops.GEP, dt, (acc,), tuple(range(a, a + h)) if h > 1 else a) for a in (0, h))
+    acc, n = UOp(op, dt, (lo, hi)), h
+  return acc
+
+def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
+  """Turn the (single) vector range into SIMD lanes. shuffles: the renderer can take several lanes of a vector at once
+  (horizontal reduces of float and int lanes then halve the vector)."""
   vr = _ranges(ast, "vector")
   if not vr: return ast
   v = vr[0]
@@ -105,7 +118,10 @@ def vectorize(ast: UOp) -> UOp:
       rest = tuple(x for x in u.src[1:] if x is not v)
       acc = UOp(Ops.REDUCE, val.dtype, (val, *rest), u.arg) if rest else val
       # a reduce over the lanes combines them at the end (horizontal reduce)
-      new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(n)]) if v in u.src[1:] and val.dtype.count > 1 else acc
+      if v not in u.src[1:] or val.dtype.count == 1: new[u] = acc
+      elif shuffles and n & (n - 1) == 0 and (val.dtype.scalar().is_int or val.dtype.scalar() in (dtypes.float32, dtypes.float64)):
+        new[u] = _halves(u.arg, acc)
+      else: new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(n)])
       if not rest and v in u.src[1:]: new[u] = _finished(u.arg, new[u])
     elif u.op in GroupOp.Elementwise:
       new[u] = UOp(u.op, u.dtype.vec(n) if any(x.dtype.count > 1 for x in src) else u.dtype, src, u.arg)

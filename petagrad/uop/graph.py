@@ -101,6 +101,7 @@ def rebind(root: UOp, values: dict[UOp, UOp]) -> UOp:
 def reshape_strides(old: tuple[int, ...], st: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
   """The strides of a reshape of a view (shape old, strides st) to shape new, or None where a group of merged axes is
   not evenly strided (the reshape would need a copy)."""
+  if 0 in old or 0 in new: return strides_for_shape(new)   # (no elements: any strides describe it)
   dims = [(n, s) for n, s in zip(old, st) if n != 1]
   keep = [k for k, n in enumerate(new) if n != 1]
   res, i, k = [0] * len(new), 0, 0
