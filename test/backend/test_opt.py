@@ -84,7 +84,8 @@ def test_beam_on_data_dependent_indices(tmp_path):
     np.testing.assert_array_equal(Tensor(a)[v.bind(7):v.bind(7) + 4].numpy(), a[7:11])
 
 def test_exp2_log2_decomposition_accuracy():
-  x = np.concatenate([np.linspace(-150, 128, 5001), [np.inf, -np.inf, np.nan, 0.0, -0.0]]).astype(np.float32)
+  # (below -150, where the result rounds to 0, too: those lanes compute no subnormal; -inf is a causal mask's)
+  x = np.concatenate([np.linspace(-150, 128, 5001), [np.inf, -np.inf, np.nan, 0.0, -0.0, -150.5, -151, -1e30]]).astype(np.float32)
   got = Tensor(x, device="CPU").exp2().numpy()
   ref = np.exp2(x.astype(np.float64)).astype(np.float32)
   np.testing.assert_allclose(got, ref, rtol=3e-7, atol=0, equal_nan=True)
@@ -219,7 +220,7 @@ def test_horizontal_reduce_halves_the_vector(monkeypatch):
   compile_kernels = R.compile_kernels
   def spy(device, todo):
     out = compile_kernels(device, todo)
-    srcs.extend(ck.src for ck in out if not isinstance(ck, Exception))
+    if device == "CPU": srcs.extend(ck.src for ck in out if not isinstance(ck, Exception))   # (not COMPILE_ALSO's targets)
     return out
   monkeypatch.setattr(R, "compile_kernels", spy)
   rng = np.random.default_rng(4)
