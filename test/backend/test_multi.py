@@ -189,20 +189,24 @@ def _mlp():
   Tensor.manual_seed(3)
   return [nn.Linear(8, 16), nn.Linear(16, 4)]
 
-def _train(devs, steps=4, opt_cls=nn.optim.Adam, jit=False):
+def _mlp_step(devs, opt_cls, jit: bool):
+  """_mlp's parameters (on devs: the model code is untouched, weights on each device) and a training step of it."""
   layers = _mlp()
   params = nn.state.get_parameters(layers)
   if devs is not None:
-    for p in params: p.to_(devs)   # the model code is untouched: weights on each device, the batch split
+    for p in params: p.to_(devs)
   opt = opt_cls(params, lr=0.01)
-  rng = np.random.default_rng(0)
   def step(x, y):
     opt.zero_grad()
     loss = layers[1](layers[0](x).relu()).sparse_categorical_crossentropy(y)
     loss.backward()
     opt.step()
     return loss.realize()
-  if jit: step = TinyJit(step)
+  return params, TinyJit(step) if jit else step
+
+def _train(devs, steps=4, opt_cls=nn.optim.Adam, jit=False):
+  params, step = _mlp_step(devs, opt_cls, jit)
+  rng = np.random.default_rng(0)
   losses = []
   with Tensor.train():
     for _ in range(steps):
@@ -221,19 +225,8 @@ def test_data_parallel_training_matches_one_device(devs, opt_cls, jit):
 def _dp_step_kernels(devs, jit: bool) -> int:
   """Three AdamW steps of _mlp on a batch held on devs (None: one device), checked to update the parameters in their
   own memory; returns the kernels one more step ran."""
-  layers = _mlp()
-  params = nn.state.get_parameters(layers)
-  if devs is not None:
-    for p in params: p.to_(devs)
-  opt = nn.optim.AdamW(params, lr=0.01)
+  params, step = _mlp_step(devs, nn.optim.AdamW, jit)
   bufs = [view_buffers(p.uop) for p in params]
-  def step(x, y):
-    opt.zero_grad()
-    loss = layers[1](layers[0](x).relu()).sparse_categorical_crossentropy(y)
-    loss.backward()
-    opt.step()
-    return loss.realize()
-  if jit: step = TinyJit(step)
   rng = np.random.default_rng(0)
   x, y = Tensor(rng.standard_normal((12, 8)).astype(np.float32)), Tensor(rng.integers(0, 4, 12))
   if devs is not None: x, y = x.shard(devs, 0).realize(), y.shard(devs, 0).realize()

@@ -181,10 +181,8 @@ def test_register_width_sizes_lanes_and_tiles(monkeypatch, applied_opts, vector_
       rows = [o.amount for o in applied[0] if o.op is OptOps.UPCAST]
       assert vec == [vector_bytes // 4] and rows[0] == (8 if vector_bytes == 64 else 4), applied[0]
 
-def test_matrix_vector_product_prefetches(monkeypatch):
-  # a product over one row reads its weight once, row after row: its streamed loads prefetch a few rows ahead (past
-  # the buffer's end too, where SANITIZE=1 puts a guard page: a prefetch never faults); a product with reuse (many
-  # rows) does not prefetch
+def _cpu_sources(monkeypatch) -> list[str]:
+  """The list every CPU kernel compiled from now on (caches emptied) appends its source to (not COMPILE_ALSO's)."""
   import petagrad.engine.realize as R
   monkeypatch.setattr(R, "_kernel_cache", {})
   monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
@@ -192,9 +190,17 @@ def test_matrix_vector_product_prefetches(monkeypatch):
   compile_kernels = R.compile_kernels
   def spy(device, todo):
     out = compile_kernels(device, todo)
-    srcs.extend(ck.src for ck in out if not isinstance(ck, Exception))
+    if device == "CPU": srcs.extend(ck.src for ck in out if not isinstance(ck, Exception))
     return out
   monkeypatch.setattr(R, "compile_kernels", spy)
+  return srcs
+
+def test_matrix_vector_product_prefetches(monkeypatch):
+  # a product over one row reads its weight once, row after row: its streamed loads prefetch a few rows ahead (past
+  # the buffer's end too, where SANITIZE=1 puts a guard page: a prefetch never faults); a product with reuse (many
+  # rows) does not prefetch
+  import petagrad.engine.realize as R
+  srcs = _cpu_sources(monkeypatch)
   rng = np.random.default_rng(3)
   x, x64, w = (rng.standard_normal(s).astype(np.float32) for s in ((1, 512), (64, 512), (1024, 512)))
   wt = Tensor(w, device="CPU")
@@ -213,16 +219,7 @@ def test_horizontal_reduce_halves_the_vector(monkeypatch):
   # a row reduced inside one vector (softmax's max and sum over 64 keys) combines the lanes by halving the vector
   # (16 -> 8 -> 4 -> 2 -> 1: four vector ops, not 15 scalar ones; NaN-aware max 144 -> 15 us for 2048 rows); the
   # results are those of numpy, NaNs, infinities and ints included
-  import petagrad.engine.realize as R
-  monkeypatch.setattr(R, "_kernel_cache", {})
-  monkeypatch.setattr(DISABLE_DISK_CACHE, "value", 1)
-  srcs: list[str] = []
-  compile_kernels = R.compile_kernels
-  def spy(device, todo):
-    out = compile_kernels(device, todo)
-    if device == "CPU": srcs.extend(ck.src for ck in out if not isinstance(ck, Exception))   # (not COMPILE_ALSO's targets)
-    return out
-  monkeypatch.setattr(R, "compile_kernels", spy)
+  srcs = _cpu_sources(monkeypatch)
   rng = np.random.default_rng(4)
   a = rng.standard_normal((256, 64)).astype(np.float32)
   a[3, 17], a[5, 60], a[7, 0] = np.nan, np.inf, -np.inf
