@@ -11,7 +11,7 @@ Cases, for each number of ranks:
     summed over the split axis, replayed by TinyJit), mpi4py (Allreduce on numpy arrays) and torch.distributed
     (all_reduce, gloo); the ratio petagrad / MPI.
   * a data-parallel training step (bench/train.py's MLP and GPT, AdamW, the global batch split over the ranks; steps
-    under TinyJit, DDP eager) on 1 rank and on n ranks: steps/s,
+    under TinyJit, DDP eager; the two frameworks' steps timed in turns) on 1 rank and on n ranks: steps/s,
     scaling efficiency (n-rank steps/s per rank over 1-rank steps/s ... for a fixed global batch: time(1) / time(n) / n
     ... reported as the speedup), next to PyTorch DDP (gloo) on the same model, batch and ranks.
 Every rank runs with THREADS=1 (and torch.set_num_threads(1)): n ranks use n cores, as DDP does.
@@ -23,14 +23,20 @@ sys.path.insert(0, ROOT)
 sys.path.insert(1, os.path.join(ROOT, "bench"))   # (bench/train.py's models)
 MLP_BATCH = 256
 
-def _median_time(fn, reps: int, barrier) -> float:
-  for _ in range(4): fn()   # (petagrad: a warm-up call, the capture, then replays until their buffers are recycled)
-  times = []
+def _median_times(fns: list, reps: int, barrier) -> list[float]:
+  """The median time of each fn over reps rounds, the fns taking turns within a round (the machine's speed drifts:
+  timing one framework's steps after the other's would put the drift into their ratio)."""
+  for fn in fns:
+    for _ in range(4): fn()   # (petagrad: a warm-up call, the capture, then replays until their buffers are recycled)
+  times: list[list[float]] = [[] for _ in fns]
   for _ in range(reps):
-    barrier()
-    st = time.perf_counter(); fn(); times.append(time.perf_counter() - st)
-  if os.environ.get("BENCH_VERBOSE"): print([round(t * 1e3, 1) for t in times], file=sys.stderr)
-  return statistics.median(times)
+    for fn, ts in zip(fns, times):
+      barrier()
+      st = time.perf_counter(); fn(); ts.append(time.perf_counter() - st)
+  if os.environ.get("BENCH_VERBOSE"): print([[round(t * 1e3, 1) for t in ts] for ts in times], file=sys.stderr)
+  return [statistics.median(ts) for ts in times]
+
+def _median_time(fn, reps: int, barrier) -> float: return _median_times([fn], reps, barrier)[0]
 
 def worker(args) -> None:
   import numpy as np
@@ -105,10 +111,8 @@ def worker(args) -> None:
     return step
   nothing = lambda: None
   for case in cases if "train" in args.only else []:
-    t1_pg = _median_time(pg_step(case, None), reps, nothing)
-    t1_torch = _median_time(torch_step(case, False), reps, nothing)
-    tn_pg = _median_time(pg_step(case, devs), reps, comm.Barrier)
-    tn_ddp = _median_time(torch_step(case, True), reps, comm.Barrier)
+    t1_pg, t1_torch = _median_times([pg_step(case, None), torch_step(case, False)], reps, nothing)
+    tn_pg, tn_ddp = _median_times([pg_step(case, devs), torch_step(case, True)], reps, comm.Barrier)
     out["train"][case] = {"model": cases[case][0],
                           "petagrad_1_rank_steps_s": 1 / t1_pg, "petagrad_n_ranks_steps_s": 1 / tn_pg, "petagrad_speedup": t1_pg / tn_pg,
                           "torch_1_rank_steps_s": 1 / t1_torch, "torch_ddp_n_ranks_steps_s": 1 / tn_ddp, "torch_ddp_speedup": t1_torch / tn_ddp,
