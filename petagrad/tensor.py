@@ -16,7 +16,7 @@ from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, sprod, sym_value
 from petagrad.uop.gradient import compute_gradient, custom_backward
 from petagrad.uop.graph import new_buffer, new_buffer_for, new_buffer_node, substitute, reads_other_view, is_disk, byte_view, view_buffers
-from petagrad.uop.graph import is_row_major_view
+from petagrad.uop.graph import is_row_major_view, rebase
 from petagrad.schedule.multi import split_bounds, layout
 from petagrad.dtype import DType, dtypes, to_dtype, promote, truncate, float_to_bf16_bits, bf16_bits_to_float
 from petagrad.device import Buffer, Device
@@ -947,17 +947,10 @@ def _renew_buffer_node(buf) -> None:
   if not tensors: return
   fresh = new_buffer_node(buf, buf.dtype)
   for t in tensors:
-    if t.uop.base.buffer is buf: t.uop = _rebase(t.uop, fresh)
+    # (rebase, not the general substitute: this runs for every in-place write of a JIT replay)
+    if t.uop.base.buffer is buf: t.uop = rebase(t.uop, fresh)
     elif t.uop.op is Ops.MULTI:   # (the piece on buf's device)
-      t.uop = t.uop.replace(src=tuple(_rebase(s, fresh) if s.base.op is Ops.BUFFER and s.base.buffer is buf else s for s in t.uop.src))
-
-def _rebase(view: UOp, base: UOp) -> UOp:
-  """view's movement ops over another base (a fresh node for the same memory; the one step of every in-place write
-  in a JIT replay, so not the general substitute)."""
-  chain = []
-  while view.op in GroupOp.Movement: chain.append(view); view = view.src[0]
-  for m in reversed(chain): base = m.replace(src=(base,) + m.src[1:])
-  return base
+      t.uop = t.uop.replace(src=tuple(rebase(s, fresh) if s.base.op is Ops.BUFFER and s.base.buffer is buf else s for s in t.uop.src))
 
 write_hooks.append(_renew_buffer_node)
 

@@ -453,11 +453,10 @@ def _program_key(roots: list[UOp]) -> tuple:
   """What the MPI ranks must agree on before running the roots' graph: its structure, with each realized value (a view
   of memory) as a buffer of its shape. The views differ between ranks (a rank holds its own pieces as the views its
   kernels left, another rank's as plain buffers of their shape) while the program is the same."""
-  views: dict[UOp, UOp] = {}
+  sink = UOp(Ops.SINK, dtypes.bool, tuple(roots))
   def leaf(u: UOp) -> UOp: return UOp(Ops.RESHAPE, u.dtype, (UOp(Ops.BUFFER, u.dtype, (), (u.device, 0, 0)),), u.shape)
-  for u in UOp(Ops.SINK, dtypes.bool, tuple(roots)).toposort():
-    if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and u.base.op is Ops.BUFFER: views[u] = leaf(u)
-  return structure(substitute(UOp(Ops.SINK, dtypes.bool, tuple(roots)), views))[0]
+  views = {u: leaf(u) for u in sink.toposort() if (u.op is Ops.BUFFER or u.op in GroupOp.Movement) and u.base.op is Ops.BUFFER}
+  return structure(substitute(sink, views))[0]
 
 # buffers smaller than this are not freed early: they matter little to the peak, and giving them back and taking them
 # again on every replay costs time (a decode step's vectors: the allocator pools only bigger ones) and cache warmth

@@ -7,6 +7,7 @@ import math
 from typing import Callable
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
+from petagrad.uop.graph import rebase
 from petagrad.uop.rewrite import UPat, PatternMatcher
 from petagrad.dtype import dtypes
 
@@ -139,12 +140,9 @@ def _stored_view(u: UOp) -> bool:
 def _layout_copy_source(u: UOp) -> UOp | None:
   """For a view of a CONTIGUOUS of a view of a buffer (a copy made only to change the layout), the same view
   of the copy's source."""
-  chain = []
-  while u.op in GroupOp.Movement: chain.append(u); u = u.src[0]
-  if u.op is not Ops.CONTIGUOUS or not _stored_view(u.src[0]): return None
-  out = u.src[0]
-  for m in reversed(chain): out = m.replace(src=(out,) + m.src[1:])
-  return out
+  copy = u.base
+  if copy.op is not Ops.CONTIGUOUS or not _stored_view(copy.src[0]): return None
+  return rebase(u, copy.src[0])
 
 def compute_gradient(root: UOp, root_grad: UOp, targets: set[UOp]) -> dict[UOp, UOp]:
   """Gradients of root w.r.t. every node on a path to a target (reverse mode, iterative)."""

@@ -98,6 +98,13 @@ def rebind(root: UOp, values: dict[UOp, UOp]) -> UOp:
     done[u] = values[u] if u in values else u if src == u.src and a is u.arg else UOp(u.op, u.dtype, src, a)
   return done[root]
 
+def rebase(view: UOp, base: UOp) -> UOp:
+  """view's movement ops applied over another node (a fresh BUFFER node for the same memory, a copy's source)."""
+  chain = []
+  while view.op in GroupOp.Movement: chain.append(view); view = view.src[0]
+  for m in reversed(chain): base = m.replace(src=(base,) + m.src[1:])
+  return base
+
 def reshape_strides(old: tuple[int, ...], st: tuple[int, ...], new: tuple[int, ...]) -> tuple[int, ...] | None:
   """The strides of a reshape of a view (shape old, strides st) to shape new, or None where a group of merged axes is
   not evenly strided (the reshape would need a copy)."""
