@@ -4,7 +4,8 @@
   replaced by 0..n-1; reduces inside each copy stay separate, so each copy has its own accumulator.
 * unroll (reduce) range of size n: the reduce's value becomes the combination of n copies.
 * vector range of size n: every node depending on it becomes an n-lane vector node. Loads whose index
-  grows by exactly 1 per lane become one vector load; other loads are gathered lane by lane.
+  grows by exactly 1 per lane become one vector load, by 2 per lane two vector loads and a shuffle (where the renderer
+  has shuffles); other loads are gathered lane by lane.
 """
 from __future__ import annotations
 from petagrad.uop.ops import Ops, GroupOp
@@ -74,17 +75,30 @@ def _halves(op: Ops, acc: UOp) -> UOp:
     acc, n = UOp(op, dt, (lo, hi)), h
   return acc
 
+def _every_other(load: UOp, base: UOp, n: int) -> UOp:
+  """The load of elements base, base+2, ..., base+2(n-1) (a stride-2 convolution's or pooling's input along the
+  vector) as two contiguous vector loads and one shuffle, not n scalar loads. The second load starts at base+n-1, not
+  base+n, so that together they read base..base+2n-2: exactly the span of the elements wanted, never past it."""
+  gate = load.src[2:]
+  a = UOp(Ops.LOAD, load.dtype.vec(n), (load.src[0], base) + gate)
+  b = UOp(Ops.LOAD, load.dtype.vec(n), (load.src[0], simplify(base + (n - 1))) + gate)
+  # element base+2i is lane 2i of a while 2i < n, then lane 2i-(n-1) of b: lane 2i+1 of the pair (a, b)
+  return UOp(Ops.GEP, load.dtype.vec(n), (a, b), tuple(2 * i if 2 * i < n else 2 * i + 1 for i in range(n)))
+
 def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
-  """Turn the (single) vector range into SIMD lanes. shuffles: the renderer can take several lanes of a vector at once
-  (horizontal reduces of float and int lanes then halve the vector)."""
+  """Turn the (single) vector range into SIMD lanes. shuffles: the renderer can take several lanes of a vector (or
+  of a pair of vectors) at once: horizontal reduces of float and int lanes then halve the vector, and loads of every
+  other element (stride 2 along the vector) are two vector loads and a shuffle."""
   vr = _ranges(ast, "vector")
   if not vr: return ast
   v = vr[0]
   n = v.arg[1]
   def lanes(u: UOp) -> list[UOp]: return [simplify(substitute(u, {v: _c(i)})) for i in range(n)]
-  def contiguous_base(idx: UOp) -> UOp | None:
+  def contiguous_base(idx: UOp, step: int = 1) -> UOp | None:
     base = simplify(substitute(idx, {v: _c(0)}))
-    return base if simplify(idx - base) is v else None
+    return base if simplify(idx - base) is (v if step == 1 else simplify(v * step)) else None
+  def shuffles_lanes(dt) -> bool:   # can the renderer take lanes of these vectors at once?
+    return shuffles and n & (n - 1) == 0 and (dt.scalar().is_int or dt.scalar() in (dtypes.float32, dtypes.float64))
   depends: set[UOp] = set()   # nodes of the original AST that depend on v
   new: dict[UOp, UOp] = {}
   for u in ast.toposort():
@@ -103,6 +117,8 @@ def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
         # so one vector load serves; otherwise each lane loads under its own mask
         every = simplify(substitute(valid, {v: _c(0)}) & substitute(valid, {v: _c(n - 1)}))
         new[u] = UOp(Ops.LOAD, u.dtype.vec(n), (u.src[0], base, new[valid], every))
+      elif n >= 4 and shuffles_lanes(u.dtype) and (valid is None or valid not in depends) and (base := contiguous_base(u.src[1], 2)) is not None:
+        new[u] = _every_other(u, base, n)
       else: new[u] = UOp(Ops.VECTORIZE, u.dtype.vec(n), tuple(lanes(u)))
     elif u.op is Ops.STORE:
       val = src[2]
@@ -119,8 +135,7 @@ def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
       acc = UOp(Ops.REDUCE, val.dtype, (val, *rest), u.arg) if rest else val
       # a reduce over the lanes combines them at the end (horizontal reduce)
       if v not in u.src[1:] or val.dtype.count == 1: new[u] = acc
-      elif shuffles and n & (n - 1) == 0 and (val.dtype.scalar().is_int or val.dtype.scalar() in (dtypes.float32, dtypes.float64)):
-        new[u] = _halves(u.arg, acc)
+      elif shuffles_lanes(val.dtype): new[u] = _halves(u.arg, acc)
       else: new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(n)])
       if not rest and v in u.src[1:]: new[u] = _finished(u.arg, new[u])
     elif u.op in GroupOp.Elementwise:

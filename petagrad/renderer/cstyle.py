@@ -315,7 +315,8 @@ class CStyleRenderer(Renderer):
     dt = u.dtype
     if u.op is Ops.VECTORIZE:
       return f"(({self.tname(dt)}){{{', '.join((f'-(int)({names[s]})' if dt.scalar().is_bool else names[s]) for s in u.src)}}})"
-    if u.op is Ops.GEP and isinstance(u.arg, tuple): return self.shuffle.format(x=names[u.src[0]], lanes=", ".join(map(str, u.arg)))
+    if u.op is Ops.GEP and isinstance(u.arg, tuple):   # lanes of one vector, or of a pair (the second's lanes numbered after the first's)
+      return self.shuffle.format(a=names[u.src[0]], b=names[u.src[-1]], lanes=", ".join(map(str, u.arg)))
     if u.op is Ops.GEP: return f"(({names[u.src[0]]})[{u.arg}] != 0)" if dt.is_bool else f"({names[u.src[0]]})[{u.arg}]"
     return self.alu_expr(u, names)
 
@@ -683,7 +684,7 @@ class CRenderer(CStyleRenderer):
   simd_pragma = "#pragma omp simd"
   # (the address is integer arithmetic: it may lie past the buffer, where a pointer sum would be undefined)
   prefetch = "__builtin_prefetch((const void *)((unsigned long long)({buf}) + (unsigned long long)({idx}) * {size}ULL));"
-  shuffle = "__builtin_shufflevector({x}, {x}, {lanes})"   # (GCC 12+, clang)
+  shuffle = "__builtin_shufflevector({a}, {b}, {lanes})"   # (GCC 12+, clang)
   def __init__(self, vector_bytes: int = 64):
     self.vector_bytes = vector_bytes   # the machine's SIMD register (the CPU device asks its compiler)
     # read once, when the CPU device is created: the in-memory kernel cache is not keyed by it

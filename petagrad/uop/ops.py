@@ -49,7 +49,8 @@ class Ops(Enum):
   REDUCE = auto()          # src=(value, *ranges), arg=Ops.ADD|MAX|MUL
   # vectors (SIMD lanes), after the vectorize pass
   VECTORIZE = auto()       # src=scalars: a vector of them
-  GEP = auto()             # src=(vector,), arg=lane: one lane of a vector
+  GEP = auto()             # src=(vector,), arg=lane: one lane of a vector; arg=(lanes...): a vector of lanes of the
+                           # vector, or with src=(a, b) of the pair (b's lanes numbered after a's: a shuffle)
   # linear program only
   ENDRANGE = auto()        # src=(RANGE,)
   DEFINE_ACC = auto()      # src=(init CONST,), arg=id

@@ -215,6 +215,33 @@ def test_matrix_vector_product_prefetches(monkeypatch):
     np.testing.assert_allclose((Tensor(x, device="CPU") @ wt.T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
   assert any("__builtin_prefetch" in s for s in srcs)
 
+def test_every_other_element_is_two_vector_loads_and_a_shuffle(monkeypatch):
+  # a load of elements 2 apart along the vector (a 2x2 pool's window, the input of a stride-2 convolution over a padded input) is two vector loads
+  # and a shuffle, not 16 scalar loads (the stem conv of bench/onnx_inference.py: 609 -> 148 us). The two loads read
+  # exactly the span of the elements wanted: the pool's last window ends on the buffer's last element (SANITIZE=1)
+  import re, torch
+  import petagrad.engine.realize as R
+  srcs = _cpu_sources(monkeypatch)
+  pair = re.compile(r"__builtin_shufflevector\((\w+), (?!\1\W)\w+")
+  rng = np.random.default_rng(5)
+  a = rng.standard_normal((2, 4, 16, 64)).astype(np.float32)
+  a[0, 1, 3, 5] = np.nan
+  ai = rng.integers(-1000, 1000, (2, 4, 16, 64)).astype(np.int32)
+  for sanitize in (0, 1):
+    monkeypatch.setattr(R, "_kernel_cache", {})
+    srcs.clear()
+    with Context(SANITIZE=sanitize):
+      for x in (a, ai):
+        want = torch.nn.functional.max_pool2d(torch.from_numpy(x.astype(np.float32)), 2).numpy().astype(x.dtype)
+        np.testing.assert_array_equal(Tensor(x, device="CPU").max_pool2d(2).numpy(), want)
+    if Device["CPU"].renderer.vector_bytes >= 32: assert len(srcs) == 2 and all(pair.search(s) for s in srcs)
+  x, w = rng.standard_normal((2, 3, 33, 65)).astype(np.float32), rng.standard_normal((8, 3, 3, 3)).astype(np.float32)
+  srcs.clear()
+  got = Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), stride=2).numpy()
+  want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=2).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+  if Device["CPU"].renderer.vector_bytes >= 32: assert any(pair.search(s) for s in srcs)
+
 def test_horizontal_reduce_halves_the_vector(monkeypatch):
   # a row reduced inside one vector (softmax's max and sum over 64 keys) combines the lanes by halving the vector
   # (16 -> 8 -> 4 -> 2 -> 1: four vector ops, not 15 scalar ones; NaN-aware max 144 -> 15 us for 2048 rows); the
