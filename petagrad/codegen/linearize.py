@@ -5,6 +5,10 @@ REDUCE becomes an accumulator, a loop nest over its ranges holding the nodes tha
 inside the innermost of those loops it depends on), and an update. Nodes that do not depend on a reduce's ranges
 are hoisted before its loop.
 
+An elementwise kernel whose masks compare an output loop with constants (a padded copy: `0 < x`, `x < 17`) runs that
+loop as consecutive loops over the pieces between those constants (`peel`), where each mask is known: the border
+pieces store zeros, the middle one is a plain copy the C compiler vectorizes (no per-element selects).
+
 A REDUCE over work-group ranges only (kind `group`, GPU-style devices) stays a REDUCE in the linear program: the
 threads of the group combine their values through local memory (the renderer prints it). Its group ranges are launch
 indices, listed with the output ranges.
@@ -15,6 +19,8 @@ from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp
 from petagrad.dtype import DType
 from petagrad.helpers import prod
+from petagrad.uop.symbolic import simplify
+from petagrad.uop.graph import substitute
 
 def reduce_identity(op: Ops, dtype: DType):
   if op is Ops.ADD: return 0
@@ -36,7 +42,29 @@ class _Scope:
   depth: int
   nodes: list[UOp] = field(default_factory=list)
 
-def linearize(sink: UOp) -> LinearProgram:
+MAX_PEEL_PIECES = 16    # copies of an elementwise kernel's body that splitting its loops may make (a 2-d pad: 9)...
+MAX_PEEL_NODES = 4000   # ...and of its nodes in all (a cat of many tensors, a sum of many shifted pads keep their masks)
+
+def _peel_points(order: list[UOp], r: UOp) -> list[int]:
+  """Where the masks of a kernel change along loop r: the constants r is compared with (r < c holds below c, c < r
+  from c + 1 on), inside the loop's span."""
+  pts = set()
+  for u in order:
+    if u.op is Ops.CMPLT:
+      a, b = u.src
+      if a is r and b.op is Ops.CONST: pts.add(int(b.arg))
+      elif b is r and a.op is Ops.CONST: pts.add(int(a.arg) + 1)
+  return sorted(p for p in pts if 0 < p < r.arg[1])
+
+def _known_gates(body: UOp) -> UOp:
+  """Loads whose mask is known: always (a plain load) or never (0, no load)."""
+  known = {u: (UOp(Ops.LOAD, u.dtype, u.src[:2]) if u.src[2].arg else UOp.const(u.dtype, 0)) for u in body.toposort()
+           if u.op is Ops.LOAD and len(u.src) == 3 and u.src[2].op is Ops.CONST and (u.src[2].arg or u.dtype.count == 1)}
+  return simplify(substitute(body, known)) if known else body
+
+def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
+  """peel: the output loops of an elementwise kernel may be split where its masks change (loops, not launch indices: a
+  device without work-groups)."""
   order = list(sink.toposort())
   # the ranges each node depends on (a REDUCE consumes its own)
   deps: dict[UOp, frozenset[UOp]] = {}
@@ -140,9 +168,49 @@ def linearize(sink: UOp) -> LinearProgram:
   # a symbolic output loop's end (read from a Variable's buffer) is computed before the loops open
   for r in global_ranges:
     for e in (x for s in r.src for x in s.toposort()): emit_node(e, 1)
-  for r in global_ranges: out.append(r)
-  emit_scope(root, prod(r.arg[1] for r in global_ranges))
-  for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
+  pieces_of: dict[UOp, list[int]] = {}
+  if peel and not groups:
+    # the innermost loops first, while the copies of the body stay few (every piece is compiled: a max pool's backward,
+    # a sum of 9 shifted pads, split every way kept gcc busy for 20 s)
+    leaves = 1
+    for r in reversed([r for r in global_ranges if r.arg[2] == "global" and not r.src]):
+      if not (points := _peel_points(order, r)): continue
+      if leaves * (len(points) + 1) > MAX_PEEL_PIECES or leaves * (len(points) + 1) * len(order) > MAX_PEEL_NODES: break
+      pieces_of[r], leaves = points, leaves * (len(points) + 1)
+  if any(pieces_of.values()):
+    # the loops' pieces one after another, each body simplified for its piece; what depends on no loop comes first
+    outside = [u for u in root.nodes if not deps[u]]
+    for u in outside: emit_node(u, 1)
+    before, next_id, opened = set(emitted), [max(u.arg[0] for u in order if u.op is Ops.RANGE) + 1], set[UOp]()
+    def emit_pieces(body: UOp, ranges: list[UOp], trip: int) -> None:
+      if not ranges:
+        emitted.clear(); emitted.update(before)   # (a node computed inside an earlier piece's loop is not visible here)
+        for u in body.toposort():
+          if u.op in (Ops.RANGE, Ops.SINK): continue
+          if u.op is Ops.CONST or (u.op in GroupOp.ALU and all(x in index_math or x.op is Ops.RANGE for x in u.src)): index_math.add(u)
+          emit_node(u, trip)
+        return
+      r, rest = ranges[0], ranges[1:]
+      points = _peel_points(list(body.toposort()), r) if pieces_of.get(r) else []
+      if not points:   # one loop (a loop of its own in each piece of an outer loop: every RANGE opens once)
+        loop = r if r not in opened else UOp(Ops.RANGE, r.dtype, r.src, (next_id[0], *r.arg[1:]))
+        if loop is not r:
+          next_id[0] += 1
+          body = substitute(body, {r: loop})
+        opened.add(loop)
+        out.append(loop); emit_pieces(body, rest, trip * r.arg[1]); out.append(UOp(Ops.ENDRANGE, loop.dtype, (loop,)))
+        return
+      for lo, hi in zip([0] + points, points + [r.arg[1]]):
+        piece = UOp(Ops.RANGE, r.dtype, (), (next_id[0], hi - lo, "global"))
+        next_id[0] += 1
+        out.append(piece)
+        emit_pieces(_known_gates(simplify(substitute(body, {r: piece + lo}))), rest, trip * (hi - lo))
+        out.append(UOp(Ops.ENDRANGE, piece.dtype, (piece,)))
+    emit_pieces(UOp(Ops.SINK, sink.dtype, tuple(u for u in sink.src if deps[u])), global_ranges, 1)
+  else:
+    for r in global_ranges: out.append(r)
+    emit_scope(root, prod(r.arg[1] for r in global_ranges))
+    for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
   return LinearProgram(out, flops, global_ranges, frozenset(new[u] for u in index_math if u in new))
 
 def add_prefetches(prog: LinearProgram, distance: int) -> LinearProgram:

@@ -529,23 +529,28 @@ class CStyleRenderer(Renderer):
 
 def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
   """For each innermost loop (no loop inside it), the accumulators it updates with + (None: not safe or not useful
-  to declare a SIMD loop, e.g. a max/bool/vector accumulator, or a gated gather: _gated_gather)."""
+  to declare a SIMD loop, e.g. a max/bool/vector accumulator, or a gated or long-strided gather: _gather_step)."""
   out: dict[int, list[UOp] | None] = {}
   open_at: list[int] = []
   has_inner: set[int] = set()
   accs: dict[int, list[UOp] | None] = {}
+  long_gathers: set[int] = set()
   for i, u in enumerate(uops):
     if u.op is Ops.RANGE:
       if open_at: has_inner.add(open_at[-1])
       open_at.append(i); accs[i] = []
     elif u.op is Ops.ENDRANGE:
       j = open_at.pop()
-      if j not in has_inner: out[j] = accs[j]
-    elif u.op is Ops.LOAD and len(u.src) > 2 and open_at and _gated_gather(u, uops[open_at[-1]]):
+      if j not in has_inner: out[j] = None if j in long_gathers and accs[j] == [] else accs[j]
+    elif u.op is Ops.LOAD and open_at and len(u.src) > 2 and _gather_step(u, uops[open_at[-1]]) not in (0, 1):
       # GCC 12 unswitches an `omp simd` loop on such a gate and then takes time growing with the gather's stride
       # (a stride of 256 floats: 1 s, 1024: 7 s, 4096: > 300 s, the timeout: a conv's weight gradient after a
       # max_pool2d); without the pragma its own vectorizer decides, and the kernel compiles in 1.5 s
       accs[open_at[-1]] = None
+    elif u.op is Ops.LOAD and open_at and abs(_gather_step(u, uops[open_at[-1]]) or 0) >= LONG_GATHER:
+      # an elementwise loop with a long-strided gather and no gate, too (that gradient's loops split where their masks
+      # change: > 60 s with the pragma, 0.2 s without)
+      long_gathers.add(open_at[-1])
     elif u.op is Ops.ACC_UPDATE and open_at:
       j = open_at[-1]
       # (not a half: the reduction clause's final combine would skip the rounding)
@@ -565,10 +570,12 @@ def _index_math(uops: list[UOp]) -> set[UOp] | None:
   if any(y.op in (Ops.LOAD, Ops.DEFINE_ACC, Ops.ACC_UPDATE, Ops.STORE) and y not in ends for y in need): return None
   return {y for y in need | ends if y.op not in (Ops.RANGE, Ops.CONST, Ops.DEFINE_GLOBAL)}
 
-def _gated_gather(load: UOp, r: UOp) -> bool:
-  """A load in loop r that is gated by a condition not depending on r (a padding mask of an outer axis) and whose
-  index steps by a constant other than 0 or 1 with r (or not by a constant): a masked gather."""
-  if any(r in g.toposort() for g in load.src[2:]): return False
+LONG_GATHER = 64   # elements between a gather's loads from which an elementwise `omp simd` loop takes gcc long to compile
+
+def _gather_step(load: UOp, r: UOp) -> int | None:
+  """How far the index of a load in loop r steps with r (None: not by a constant); 0 when its gate depends on r (a
+  padding mask of the loop's own axis: not a gather GCC stumbles on)."""
+  if any(r in g.toposort() for g in load.src[2:]): return 0
   coef: dict[UOp, int | None] = {}   # the coefficient of r in each node of the index (None: not affine in r)
   for x in load.src[1].toposort():
     c = [coef[s] for s in x.src]
@@ -579,7 +586,7 @@ def _gated_gather(load: UOp, r: UOp) -> bool:
       coef[x] = 0 if c == [0, 0] else (c[0] or c[1]) * k.arg if k.op is Ops.CONST else None
     elif x.op is Ops.NEG and None not in c: coef[x] = -c[0]
     else: coef[x] = 0 if all(v == 0 for v in c) else None
-  return coef[load.src[1]] not in (0, 1)
+  return coef[load.src[1]]
 
 def _thread_loops(uops: list[UOp]) -> dict[int, int]:
   """Index of each outermost loop over a `thread` range -> index of its ENDRANGE. A program may hold several

@@ -92,7 +92,7 @@ class ClangCompiler(Compiler):
     macros = set(re.findall(r"#define (\w+)", self.target))
     return 64 if "__AVX512F__" in macros else 32 if "__AVX__" in macros else 16
   # Bounded compile time. GCC has loop nests it optimizes for minutes (the one known is avoided by the renderer: see
-  # _gated_gather in renderer/cstyle.py). So a kernel first compiles with the full flags under a limit of
+  # _gather_step in renderer/cstyle.py). So a kernel first compiles with the full flags under a limit of
   # COMPILE_TIMEOUT seconds of the compiler's CPU time (CPU time, not wall time: compiles side by side on a loaded
   # machine do not trip it; a wall-clock limit a few times longer backs it up), and one that runs out is compiled
   # again with FAST_FLAGS: -O1 without the simd pragmas runs none of the passes that blew up (vectorizer, loop
