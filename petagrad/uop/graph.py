@@ -126,9 +126,47 @@ def reshape_strides(old: tuple[int, ...], st: tuple[int, ...], new: tuple[int, .
 
 def view_strides(u: UOp) -> tuple[int, ...] | None:
   """Element strides of u's axes in the row-major layout of the node under its movement ops (a realized buffer, or an
-  elementwise chain whose loads are laid out like it), or None where a reshape makes them irregular."""
+  elementwise chain whose loads are laid out like it), or None where they are irregular (a reshape that would need a
+  copy). A reshape that merges axes unevenly and a later one that splits them back (a (batch, heads) pair merged for
+  a product, then split again) leave regular strides: each axis is kept as its pieces (size, stride), outer first."""
   chain = []
   while u.op in GroupOp.Movement: chain.append(u); u = u.src[0]
+  if not all(isinstance(n, int) for m in (u, *chain) for n in m.shape): return _view_strides_symbolic(u, chain)
+  modes: list[list[tuple[int, int]]] | None = [[(n, s)] for n, s in zip(u.shape, strides_for_shape(u.shape))]
+  for m in reversed(chain):
+    assert modes is not None
+    if m.op is Ops.EXPAND: modes = [[(b, 0)] if a != b else md for md, a, b in zip(modes, m.src[0].shape, m.shape)]
+    elif m.op is Ops.PERMUTE: modes = [modes[i] for i in m.arg]
+    elif m.op is Ops.RESHAPE: modes = _regroup(modes, m.shape)
+    else:   # SHRINK, PAD and FLIP keep each axis's stride (up to its sign); an axis of several pieces changed is irregular
+      if any(len(md) > 1 and n != a for md, a, n in zip(modes, m.src[0].shape, m.shape)): return None
+      modes = [md if n == a else [(n, md[0][1])] for md, a, n in zip(modes, m.src[0].shape, m.shape)]
+    if modes is None: return None
+  out = []
+  for md in modes:
+    pieces = [p for p in md if p[0] != 1] or md[-1:]
+    if any(pieces[i][1] != pieces[i + 1][1] * pieces[i + 1][0] for i in range(len(pieces) - 1)): return None
+    out.append(pieces[-1][1])
+  return tuple(out)
+
+def _regroup(modes: list[list[tuple[int, int]]], shape: tuple[int, ...]) -> list[list[tuple[int, int]]] | None:
+  """The (size, stride) pieces of each axis of a reshape to shape: the pieces in row-major order, regrouped (a piece
+  split where an axis ends inside it), or None where an axis ends inside a piece it does not divide."""
+  if 0 in shape: return [[(n, s)] for n, s in zip(shape, strides_for_shape(shape))]   # (no elements: any strides)
+  flat = [p for md in modes for p in md if p[0] != 1]
+  out = []
+  for n in shape:
+    axis, size = [], 1
+    while size < n:
+      sz, st = flat.pop(0)
+      if n % (size * sz) == 0: axis.append((sz, st)); size *= sz; continue
+      need = n // size
+      if sz % need: return None
+      axis.append((need, st * (sz // need))); flat.insert(0, (sz // need, st)); size = n
+    out.append(axis or [(1, 0)])
+  return out
+
+def _view_strides_symbolic(u: UOp, chain: list[UOp]) -> tuple[int, ...] | None:
   st: tuple[int, ...] | None = strides_for_shape(u.shape)
   for m in reversed(chain):
     if m.op is Ops.EXPAND: st = tuple(0 if a != b else s for s, a, b in zip(st, m.src[0].shape, m.shape))

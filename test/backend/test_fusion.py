@@ -89,6 +89,14 @@ def test_scaled_transposed_operand_is_copied_row_major(device):
     assert kernels(q @ right) == 2
     np.testing.assert_allclose((q @ right).numpy(), q.numpy() @ right.numpy(), rtol=1e-5, atol=1e-6)
   assert kernels(q @ (Tensor.rand(1, 8, 64).realize() * 0.125)) == 1   # row-major already: no copy
+  # keys sliced out of a packed qkv projection plus its bias, heads split through a merged (batch*heads) axis as
+  # torch's MultiheadAttention export does: the merge is uneven, the split undoes it, the keys are still transposed
+  qkv, bias = Tensor.rand(64, 2, 3 * 32).realize(), Tensor.rand(3 * 32).realize()
+  keys = (qkv + bias).reshape(64, 2, 3, 32)[:, :, 1].reshape(64, 2 * 4, 8).permute(1, 0, 2).reshape(2, 4, 64, 8)
+  qs = Tensor.rand(2, 4, 64, 8).realize()
+  assert kernels(qs @ (keys.transpose(-1, -2) * 0.5)) == 2
+  np.testing.assert_allclose((qs @ (keys.transpose(-1, -2) * 0.5)).numpy(), qs.numpy() @ (keys.numpy().transpose(0, 1, 3, 2) * 0.5),
+                             rtol=1e-5, atol=1e-6)
 
 def test_backward_products_choose_their_own_layout(device):
   # the gradients of a matmul are matmuls: attention's dP = dO @ V^T reads V^T, whose contiguous head dim is the
@@ -240,6 +248,34 @@ def test_split_plan_andview_strides():
   assert reshape_strides((6, 4), (1, 6), (6, 1, 4)) == (1, 0, 6)    # a size-1 axis may go anywhere
   x = Tensor.rand(32, 16).realize()
   assert view_strides(x.T.reshape(16, 1, 32).expand(16, 8, 32).uop) == (1, 0, 16)
+  # a merge that is uneven, split back by a later reshape, is regular again; an uneven merge left as it is is not
+  y = Tensor.rand(6, 4, 5).realize()
+  assert view_strides(y.permute(1, 0, 2).reshape(24, 5).uop) is None
+  assert view_strides(y.permute(1, 0, 2).reshape(24, 5).reshape(2, 2, 6, 5).uop) == (10, 5, 20, 1)
+  # every view of a random chain of movement ops: the strides, where regular, give each element's offset
+  rng = np.random.default_rng(0)
+  regular = 0
+  for _ in range(400):
+    a = np.arange(int(np.prod(shape := tuple(int(n) for n in rng.choice([1, 2, 3, 4, 6], rng.integers(1, 5)))))).reshape(shape)
+    t = Tensor(a.astype(np.float32))
+    for _ in range(rng.integers(1, 6)):
+      kind = rng.integers(4)
+      if kind == 0: perm = [int(i) for i in rng.permutation(a.ndim)]; t, a = t.permute(*perm), a.transpose(perm)
+      elif kind == 1:
+        dims, n = [], a.size
+        while n > 1: dims.append(d := int(rng.choice([d for d in range(2, n + 1) if n % d == 0]))); n //= d
+        dims = [int(d) for d in rng.permutation(dims)] or [1]
+        t, a = t.reshape(*dims), a.reshape(dims)
+      elif kind == 2 and 1 in a.shape:
+        big = tuple(3 if i == a.shape.index(1) else n for i, n in enumerate(a.shape))
+        t, a = t.expand(*big), np.broadcast_to(a, big)
+      elif kind == 3 and max(a.shape) > 1:
+        i = int(np.argmax(a.shape)); cut = tuple(slice(1, None) if j == i else slice(None) for j in range(a.ndim))
+        t, a = t[cut], a[cut]
+    if (st := view_strides(t.uop)) is None: continue
+    regular += 1
+    np.testing.assert_array_equal(a.reshape(-1)[0] + np.indices(a.shape).reshape(a.ndim, -1).T @ np.array(st, dtype=np.int64), a.reshape(-1))
+  assert regular > 250
   # the gradient of a Linear's weight: reduced over the adjacent (batch, token) axes, split at 256 of their 2048
   xs, ws = Tensor.rand(4, 512, 64).realize(), Tensor.rand(48, 64, requires_grad=True).realize()
   ((xs @ ws.T) * Tensor.rand(4, 512, 48).realize()).sum().backward()
