@@ -19,11 +19,15 @@ def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)
 def _ranges(ast: UOp, kind: str) -> list[UOp]:
   return sorted((u for u in ast.toposort() if u.op is Ops.RANGE and u.arg[2] == kind), key=lambda r: r.arg[0])
 
-def _combine(op: Ops, vals: list[UOp]) -> UOp:
+# the arg of the ops that combine the unrolled copies of a reduce's value: the linearizer may add the copies into the
+# accumulator one by one instead (linearize.py: each product then becomes a fused multiply-add)
+UNROLLED = "unrolled"
+
+def _combine(op: Ops, vals: list[UOp], arg: str | None = None) -> UOp:
   """op over vals as a balanced tree: log2(n) dependent steps instead of n-1 (the lanes of a vector accumulator)."""
   if op is Ops.ADD and vals[0].dtype.is_bool: op = Ops.OR
   while len(vals) > 1:
-    vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1])) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
+    vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1]), arg) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
   return vals[0]
 
 def _finished(op: Ops, val: UOp) -> UOp:
@@ -52,8 +56,8 @@ def expand_unrolled(ast: UOp) -> UOp:
     subst = {}
     for red in reds:
       copies = [substitute(red.src[0], {r: _c(i)}) for i in range(r.arg[1])]
-      val = _combine(red.arg, copies)
       rest = tuple(x for x in red.src[1:] if x is not r)
+      val = _combine(red.arg, copies, UNROLLED if rest else None)
       subst[red] = UOp(Ops.REDUCE, red.dtype, (val, *rest), red.arg) if rest else _finished(red.arg, val)
     ast = substitute(ast, subst)
   for r in _ranges(ast, "upcast"):

@@ -21,6 +21,7 @@ from petagrad.dtype import DType
 from petagrad.helpers import prod
 from petagrad.uop.symbolic import simplify
 from petagrad.uop.graph import substitute
+from petagrad.codegen.expand import UNROLLED
 
 def reduce_identity(op: Ops, dtype: DType):
   if op is Ops.ADD: return 0
@@ -44,6 +45,11 @@ class _Scope:
 
 MAX_PEEL_PIECES = 16    # copies of an elementwise kernel's body that splitting its loops may make (a 2-d pad: 9)...
 MAX_PEEL_NODES = 4000   # ...and of its nodes in all (a cat of many tensors, a sum of many shifted pads keep their masks)
+
+def _unrolled_terms(val: UOp) -> list[UOp]:
+  """The copies an unrolled reduce's value adds up (codegen/expand.py: UNROLLED), in order."""
+  if val.op is Ops.ADD and val.arg == UNROLLED: return _unrolled_terms(val.src[0]) + _unrolled_terms(val.src[1])
+  return [val]
 
 def _peel_points(order: list[UOp], r: UOp) -> list[int]:
   """Where the masks of a kernel change along loop r: the constants r is compared with (r < c holds below c, c < r
@@ -131,7 +137,12 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
       inner_trip *= r.arg[1]
       emit_scope(_Scope(sc.owner, sc.depth, nodes), inner_trip)
     for u, acc in zip(members, accs):
-      out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, new.get(u.src[0], u.src[0])), u.arg))   # (the value may be the loop index)
+      val = new.get(u.src[0], u.src[0])   # (the value may be the loop index)
+      # a register tile (several accumulators, so no add waits on its own accumulator's last one) adds an unrolled
+      # sum's copies one by one: each product becomes a fused multiply-add (a 3x3 conv's tile: 3 FMAs, not a
+      # multiply, 2 FMAs and an add). One accumulator keeps the copies' tree: one add on the loop-carried chain
+      terms = _unrolled_terms(val) if u.arg is Ops.ADD and len(members) >= 4 else [val]
+      for t in terms: out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, t), u.arg))
       flops += inner_trip * u.dtype.count
       new[u] = acc
     for r in reversed(ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))

@@ -555,7 +555,8 @@ def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
       j = open_at[-1]
       # (not a half: the reduction clause's final combine would skip the rounding)
       ok = u.arg is Ops.ADD and u.dtype.count == 1 and not u.dtype.is_bool and u.dtype not in HALF
-      if accs[j] is not None: accs[j] = accs[j] + [u.src[0]] if ok else None
+      # (an accumulator may take several updates per iteration: an unrolled sum's copies one by one)
+      if accs[j] is not None: accs[j] = (accs[j] + [u.src[0]] if u.src[0] not in accs[j] else accs[j]) if ok else None
   return out
 
 def _index_math(uops: list[UOp]) -> set[UOp] | None:
