@@ -3,7 +3,7 @@ and STREAM-style triad), with the same compiler and threads petagrad uses. Nothi
 number is measured on the machine the benchmark runs on (best of a few tries, since the limit is the best the
 machine can do, and shared machines only ever make it look slower)."""
 from __future__ import annotations
-import ctypes, json, os, platform, shutil, subprocess, tempfile, time
+import ctypes, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
 
 SRC = r"""
 #include <stddef.h>
@@ -108,6 +108,24 @@ def measure(quick: bool = False) -> dict:
           "peak_gbs": max(read_gbs, triad_gbs),
           "how": "measured: FMA-bound C kernel (16 chains of 16-lane fp32 FMAs per thread; peak = max(all threads, one thread x "
                  "threads)) and 256 MB read-sum / STREAM triad (peak = the faster), compiled with -O3 -march=native -fopenmp; best of %d" % tries}
+
+def median_times(fns: list, reps: int, barrier=None, warmup: int = 4, block: int = 1) -> list[float]:
+  """The median time of each fn over reps calls, the fns taking turns in blocks of `block` calls (the machine's speed
+  drifts: timing one framework's runs after the other's would put the drift into their ratio). With block > 1 the first
+  call of each block is not timed: the previous framework's threads may still hold the cores (onnxruntime's and
+  OpenMP's workers spin a while after their last job). barrier: called before each timed call (MPI ranks start
+  together). BENCH_VERBOSE=1 prints every time."""
+  for fn in fns:
+    for _ in range(warmup): fn()   # (petagrad: a warm-up call, the capture, then replays until their buffers are recycled)
+  times: list[list[float]] = [[] for _ in fns]
+  while len(times[0]) < reps:
+    for fn, ts in zip(fns, times):
+      if block > 1: fn()
+      for _ in range(max(1, block - 1)):
+        if barrier is not None: barrier()
+        st = time.perf_counter(); fn(); ts.append(time.perf_counter() - st)
+  if os.environ.get("BENCH_VERBOSE"): print([[round(t * 1e3, 2) for t in ts] for ts in times], file=sys.stderr)
+  return [statistics.median(ts) for ts in times]
 
 def save_results(out: dict, name: str) -> None:
   """Print a benchmark's results as JSON and write them to bench/results/<name>."""

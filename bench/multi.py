@@ -17,26 +17,14 @@ Cases, for each number of ranks:
 Every rank runs with THREADS=1 (and torch.set_num_threads(1)): n ranks use n cores, as DDP does.
 """
 from __future__ import annotations
-import argparse, json, os, statistics, subprocess, sys, time
+import argparse, json, os, subprocess, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(1, os.path.join(ROOT, "bench"))   # (bench/train.py's models)
+from machine import median_times  # noqa: E402
 MLP_BATCH = 256
 
-def _median_times(fns: list, reps: int, barrier) -> list[float]:
-  """The median time of each fn over reps rounds, the fns taking turns within a round (the machine's speed drifts:
-  timing one framework's steps after the other's would put the drift into their ratio)."""
-  for fn in fns:
-    for _ in range(4): fn()   # (petagrad: a warm-up call, the capture, then replays until their buffers are recycled)
-  times: list[list[float]] = [[] for _ in fns]
-  for _ in range(reps):
-    for fn, ts in zip(fns, times):
-      barrier()
-      st = time.perf_counter(); fn(); ts.append(time.perf_counter() - st)
-  if os.environ.get("BENCH_VERBOSE"): print([[round(t * 1e3, 1) for t in ts] for ts in times], file=sys.stderr)
-  return [statistics.median(ts) for ts in times]
-
-def _median_time(fn, reps: int, barrier) -> float: return _median_times([fn], reps, barrier)[0]
+def _median_time(fn, reps: int, barrier) -> float: return median_times([fn], reps, barrier)[0]
 
 def worker(args) -> None:
   import numpy as np
@@ -109,10 +97,9 @@ def worker(args) -> None:
       opt.step()
       return loss.item()
     return step
-  nothing = lambda: None
   for case in cases if "train" in args.only else []:
-    t1_pg, t1_torch = _median_times([pg_step(case, None), torch_step(case, False)], reps, nothing)
-    tn_pg, tn_ddp = _median_times([pg_step(case, devs), torch_step(case, True)], reps, comm.Barrier)
+    t1_pg, t1_torch = median_times([pg_step(case, None), torch_step(case, False)], reps)
+    tn_pg, tn_ddp = median_times([pg_step(case, devs), torch_step(case, True)], reps, comm.Barrier)
     out["train"][case] = {"model": cases[case][0],
                           "petagrad_1_rank_steps_s": 1 / t1_pg, "petagrad_n_ranks_steps_s": 1 / tn_pg, "petagrad_speedup": t1_pg / tn_pg,
                           "torch_1_rank_steps_s": 1 / t1_torch, "torch_ddp_n_ranks_steps_s": 1 / tn_ddp, "torch_ddp_speedup": t1_torch / tn_ddp,

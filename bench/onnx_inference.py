@@ -13,11 +13,13 @@ petagrad runs the model under TinyJit (after one eager call that remembers the s
 onnxruntime runs an InferenceSession with intra_op_num_threads = --threads (and inter_op 1, sequential), all graph
 optimizations on; PyTorch runs the module itself in eval mode under torch.inference_mode() with
 torch.set_num_threads(--threads). petagrad's THREADS is set to --threads too. Reported: the median time of one
-inference for each, and the ratios peer time / petagrad time (>1: petagrad is faster). Results are checked against
+inference for each (the three take turns, 5 inferences each, the first not timed, so the machine's drift stays out of the
+ratios), and
+the ratios peer time / petagrad time (>1: petagrad is faster). Results are checked against
 onnxruntime once.
 """
 from __future__ import annotations
-import argparse, io, os, statistics, sys, time, warnings
+import argparse, io, os, sys, warnings
 
 def _args() -> argparse.Namespace:
   p = argparse.ArgumentParser()
@@ -56,16 +58,10 @@ def models(torch):
       return x
   return {"resnet_b1": (ResNet, (1, 3, 64, 64)), "resnet_b16": (ResNet, (16, 3, 64, 64)), "bert_b8": (Bert, (8, 64, 128))}
 
-def _median(fn, reps: int) -> float:
-  for _ in range(3): fn()
-  times = []
-  for _ in range(reps):
-    st = time.perf_counter(); fn(); times.append(time.perf_counter() - st)
-  return statistics.median(times)
-
 def run_case(name: str, make, shape: tuple, threads: int, reps: int) -> dict:
   import torch, onnxruntime as ort
   import petagrad.onnx
+  from machine import median_times
   from petagrad import Tensor, TinyJit
   torch.manual_seed(0)
   module = make().eval()
@@ -83,18 +79,18 @@ def run_case(name: str, make, shape: tuple, threads: int, reps: int) -> dict:
   so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
   sess = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
   want = sess.run(None, {"x": x})[0]
-  t_ort = _median(lambda: sess.run(None, {"x": x}), reps)
-  # torch, the module itself
   xt = torch.from_numpy(x)
-  with torch.inference_mode():
-    t_torch = _median(lambda: module(xt), reps)
   # petagrad: one eager call (remembers static shape values), then TinyJit
   model = petagrad.onnx.load(data)
   model(x=x)["y"].realize()
   step = TinyJit(lambda t: model(x=t)["y"].realize())
   xp = Tensor(x).realize()
   got = step(xp).numpy()
-  t_pg = _median(lambda: step(xp).numpy(), reps)   # (read back: the others return host arrays too)
+  def run_torch():
+    with torch.inference_mode(): module(xt)
+  # the three take turns in blocks of 5 calls (the shared machine's speed drifts); petagrad's result is read back: the
+  # others return host arrays
+  t_ort, t_torch, t_pg = median_times([lambda: sess.run(None, {"x": x}), run_torch, lambda: step(xp).numpy()], reps, warmup=3, block=5)
   err = float(np.max(np.abs(got - want)) / max(1e-6, float(np.max(np.abs(want)))))
   return {"case": name, "input": list(shape), "petagrad_ms": t_pg * 1e3, "onnxruntime_ms": t_ort * 1e3, "torch_ms": t_torch * 1e3,
           "petagrad_over_onnxruntime": t_ort / t_pg, "petagrad_over_torch": t_torch / t_pg, "max_rel_error_vs_onnxruntime": err}
