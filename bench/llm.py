@@ -10,7 +10,8 @@ capture at a Variable position, kept on the model: the timed runs replay the cap
 model called with its past_key_values, one token per call. petagrad runs float32, bfloat16 (stored and computed) and
 Q8_0 (every linear layer's weight kept as ggml Q8_0 blocks, decoded inside the matrix-vector kernels); transformers
 float32. Bandwidth: the bytes a decode step must read (every linear weight once, the token's embedding row, and the
-KV cache) per second, next to the machine's read bandwidth (bench/machine.py). Ratios (> 1: petagrad faster).
+KV cache) per second, next to the machine's read bandwidth (bench/machine.py), for the whole decode and for the fastest
+and the median single step of petagrad's timed runs. Ratios (> 1: petagrad faster).
 The greedy tokens of float32 petagrad and transformers are compared too.
 """
 from __future__ import annotations
@@ -57,6 +58,8 @@ def torch_run(model, prompt: list[int], new: int) -> tuple[float, float, list[in
       toks.append(int(tok))
     return t_pre, time.perf_counter() - st, toks
 
+STEPS: list[float] = []   # every timed decode step of petagrad's current kind (seconds), for the per-step spread
+
 def petagrad_run(model, prompt: list[int], new: int) -> tuple[float, float, list[int]]:
   """(prefill seconds, decode seconds for new - 1 steps, greedy tokens) through generate (jitted decode). The model keeps
   its KV cache between runs (the prefill overwrites the prompt's positions), so a run after the first replays the
@@ -66,6 +69,7 @@ def petagrad_run(model, prompt: list[int], new: int) -> tuple[float, float, list
   st = time.perf_counter()
   for t in generate(model, prompt, new):
     toks.append(t); stamps.append(time.perf_counter())
+  STEPS.extend(b - a for a, b in zip(stamps, stamps[1:]))
   return stamps[0] - st, stamps[-1] - stamps[0], toks
 
 RUNS = 3
@@ -119,10 +123,15 @@ def main() -> None:
       model = Llama.from_pretrained(folder, dtype=dtypes.bfloat16 if kind == "bfloat16" else None, max_context=context).realize_weights()
       if kind == "q8_0": quant.quantize_linears(model, "q8_0")
       petagrad_run(model, prompt, new)   # compiles (cached on disk for later runs) and captures the decode step
+      STEPS.clear()
       t_pre, t_dec, toks = _best(lambda m=model: petagrad_run(m, prompt, new))
+      steps = sorted(STEPS)
       row = {"prefill_tok_s": n_prompt / t_pre, "decode_tok_s": (new - 1) / t_dec,
              "decode_bytes_per_token": decode_bytes(model, kind, n_prompt + new // 2)}
       row["decode_gb_s"] = row["decode_bytes_per_token"] * row["decode_tok_s"] / 1e9
+      # the same bytes over one step: the fastest step, and the median one (the shared machine's noise is in the spread)
+      row["decode_best_step_gb_s"] = row["decode_bytes_per_token"] / steps[0] / 1e9
+      row["decode_median_step_gb_s"] = row["decode_bytes_per_token"] / steps[len(steps) // 2] / 1e9
       if kind == "float32": row["same_greedy_tokens_as_torch"] = toks == ref_toks
       rows[f"petagrad_{kind}"] = row
       del model
@@ -134,6 +143,8 @@ def main() -> None:
       row["decode_over_torch_eager"] = row["decode_tok_s"] / eager["decode_tok_s"]
       row["prefill_over_torch_eager"] = row["prefill_tok_s"] / eager["prefill_tok_s"]
       row["decode_share_of_read_bandwidth"] = row["decode_gb_s"] / m["read_gbs"]
+      row["best_step_share_of_read_bandwidth"] = row["decode_best_step_gb_s"] / m["read_gbs"]
+      row["median_step_share_of_read_bandwidth"] = row["decode_median_step_gb_s"] / m["read_gbs"]
   out["results"] = rows
   machine.save_results(out, "llm.json")
 
