@@ -46,6 +46,10 @@ class _Scope:
 MAX_PEEL_PIECES = 16    # copies of an elementwise kernel's body that splitting its loops may make (a 2-d pad: 9)...
 MAX_PEEL_NODES = 4000   # ...and of its nodes in all (a cat of many tensors, a sum of many shifted pads keep their masks)
 
+def _is_index_math(u: UOp, index_math: set[UOp]) -> bool:
+  """Is u computed from loop variables and constants only (given the nodes known to be)?"""
+  return u.op in (Ops.RANGE, Ops.CONST) or (u.op in GroupOp.ALU and all(s in index_math for s in u.src))
+
 def _unrolled_terms(val: UOp) -> list[UOp]:
   """The copies an unrolled reduce's value adds up (codegen/expand.py: UNROLLED), in order."""
   if val.op is Ops.ADD and val.arg == UNROLLED: return _unrolled_terms(val.src[0]) + _unrolled_terms(val.src[1])
@@ -106,7 +110,7 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
   # index math: computed from loop variables and constants only (not counted as FLOPs)
   index_math: set[UOp] = set()
   for u in order:
-    if u.op in (Ops.RANGE, Ops.CONST) or (u.op in GroupOp.ALU and all(s in index_math for s in u.src)): index_math.add(u)
+    if _is_index_math(u, index_math): index_math.add(u)
   # output loops: the threaded one outermost, then by id (a work-group's local ranges are output ranges too)
   global_ranges = sorted((u for u in order if u.op is Ops.RANGE and u.arg[2] in ("global", "thread", "local", "group")),
                          key=lambda r: (r.arg[2] != "thread", r.arg[0]))
@@ -188,7 +192,7 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
       if not (points := _peel_points(order, r)): continue
       if leaves * (len(points) + 1) > MAX_PEEL_PIECES or leaves * (len(points) + 1) * len(order) > MAX_PEEL_NODES: break
       pieces_of[r], leaves = points, leaves * (len(points) + 1)
-  if any(pieces_of.values()):
+  if pieces_of:
     # the loops' pieces one after another, each body simplified for its piece; what depends on no loop comes first
     outside = [u for u in root.nodes if not deps[u]]
     for u in outside: emit_node(u, 1)
@@ -198,7 +202,7 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
         emitted.clear(); emitted.update(before)   # (a node computed inside an earlier piece's loop is not visible here)
         for u in body.toposort():
           if u.op in (Ops.RANGE, Ops.SINK): continue
-          if u.op is Ops.CONST or (u.op in GroupOp.ALU and all(x in index_math or x.op is Ops.RANGE for x in u.src)): index_math.add(u)
+          if _is_index_math(u, index_math): index_math.add(u)
           emit_node(u, trip)
         return
       r, rest = ranges[0], ranges[1:]
@@ -208,12 +212,13 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
         if loop is not r:
           next_id[0] += 1
           body = substitute(body, {r: loop})
-        opened.add(loop)
+        opened.add(loop); index_math.add(loop)
         out.append(loop); emit_pieces(body, rest, trip * r.arg[1]); out.append(UOp(Ops.ENDRANGE, loop.dtype, (loop,)))
         return
       for lo, hi in zip([0] + points, points + [r.arg[1]]):
         piece = UOp(Ops.RANGE, r.dtype, (), (next_id[0], hi - lo, "global"))
         next_id[0] += 1
+        index_math.add(piece)
         out.append(piece)
         emit_pieces(_known_gates(simplify(substitute(body, {r: piece + lo}))), rest, trip * (hi - lo))
         out.append(UOp(Ops.ENDRANGE, piece.dtype, (piece,)))

@@ -77,7 +77,7 @@ def compile_kernels(device: str, todo: list[tuple[Kernel | list[Member], str, li
     try:
       r = dev.renderer
       parts = [linearize(vectorize(expand_unrolled(decompose(k.ast, r.decompose_ops)), bool(r.shuffle)), peel=not r.has_local) for k, _ in members]
-      if dev.renderer.prefetch: parts = [add_prefetches(p, k.prefetch) for p, (k, _) in zip(parts, members)]
+      if r.prefetch: parts = [add_prefetches(p, k.prefetch) for p, (k, _) in zip(parts, members)]
       # a launch group's members (even a single merged nest) number their parameters by launch position
       prog = parts[0] if isinstance(kk, Kernel) else concat_programs(parts, [list(p) for _, p in members])
       src = dev.renderer.render(name, prog, params)

@@ -542,21 +542,20 @@ def _innermost_loops(uops: list[UOp]) -> dict[int, list[UOp] | None]:
     elif u.op is Ops.ENDRANGE:
       j = open_at.pop()
       if j not in has_inner: out[j] = None if j in long_gathers and accs[j] == [] else accs[j]
-    elif u.op is Ops.LOAD and open_at and len(u.src) > 2 and _gather_step(u, uops[open_at[-1]]) not in (0, 1):
-      # GCC 12 unswitches an `omp simd` loop on such a gate and then takes time growing with the gather's stride
+    elif u.op is Ops.LOAD and open_at:
+      step = _gather_step(u, uops[open_at[-1]])
+      # GCC 12 unswitches an `omp simd` loop on a gated gather and then takes time growing with the gather's stride
       # (a stride of 256 floats: 1 s, 1024: 7 s, 4096: > 300 s, the timeout: a conv's weight gradient after a
       # max_pool2d); without the pragma its own vectorizer decides, and the kernel compiles in 1.5 s
-      accs[open_at[-1]] = None
-    elif u.op is Ops.LOAD and open_at and abs(_gather_step(u, uops[open_at[-1]]) or 0) >= LONG_GATHER:
+      if len(u.src) > 2 and step not in (0, 1): accs[open_at[-1]] = None
       # an elementwise loop with a long-strided gather and no gate, too (that gradient's loops split where their masks
       # change: > 60 s with the pragma, 0.2 s without)
-      long_gathers.add(open_at[-1])
-    elif u.op is Ops.ACC_UPDATE and open_at:
-      j = open_at[-1]
+      elif abs(step or 0) >= LONG_GATHER: long_gathers.add(open_at[-1])
+    elif u.op is Ops.ACC_UPDATE and open_at and (acc_list := accs[open_at[-1]]) is not None:
       # (not a half: the reduction clause's final combine would skip the rounding)
-      ok = u.arg is Ops.ADD and u.dtype.count == 1 and not u.dtype.is_bool and u.dtype not in HALF
+      if not (u.arg is Ops.ADD and u.dtype.count == 1 and not u.dtype.is_bool and u.dtype not in HALF): accs[open_at[-1]] = None
       # (an accumulator may take several updates per iteration: an unrolled sum's copies one by one)
-      if accs[j] is not None: accs[j] = (accs[j] + [u.src[0]] if u.src[0] not in accs[j] else accs[j]) if ok else None
+      elif u.src[0] not in acc_list: acc_list.append(u.src[0])
   return out
 
 def _index_math(uops: list[UOp]) -> set[UOp] | None:
