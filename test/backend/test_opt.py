@@ -298,3 +298,22 @@ def test_horizontal_reduce_halves_the_vector(monkeypatch):
   np.testing.assert_array_equal(Tensor(ai, device="CPU").amax(1).numpy(), ai.max(1))
   np.testing.assert_array_equal(Tensor(ai, device="CPU").sum(1).numpy(), ai.sum(1))
   if Device["CPU"].renderer.vector_bytes >= 32: assert srcs and all("__builtin_shufflevector" in s for s in srcs)
+
+def test_transposing_copy_moves_8x8_blocks(monkeypatch):
+  # a copy whose load runs down a column (a weight's row-major copy for a matmul, an optimizer update reading a gradient
+  # laid out transposed) moves 8 x 8 blocks: the store's range as 8 lanes, the load's contiguous range unrolled 8 times
+  # and innermost (128 x 512 floats 173 -> 39 us, 1024 x 1024 4.1 -> 0.84 ms). Shapes that are not multiples of 8 keep
+  # the plain loops; values as numpy's, with and without bounds checks
+  import petagrad.engine.realize as R
+  srcs = _cpu_sources(monkeypatch)
+  rng = np.random.default_rng(8)
+  for sanitize in (0, 1):
+    for shape, perm, tiled in [((128, 512), (1, 0), True), ((24, 40), (1, 0), True), ((9, 16), (1, 0), False), ((4, 16, 24), (0, 2, 1), True),
+                               ((3, 8, 4, 16), (0, 3, 2, 1), True)]:
+      monkeypatch.setattr(R, "_kernel_cache", {})
+      srcs.clear()
+      a = rng.standard_normal(shape).astype(np.float32)
+      with Context(SANITIZE=sanitize):
+        np.testing.assert_array_equal((Tensor(a, device="CPU").permute(perm) * 2).numpy(), a.transpose(perm) * 2)
+      if Device["CPU"].renderer.supports_vector:
+        assert len(srcs) == 1 and ("float_v8" in srcs[0]) == tiled, srcs
