@@ -1,11 +1,35 @@
 """Activation functions: relu and its relatives, sigmoid, silu, gelu, softplus, the shrink functions, glu, softmin."""
 from __future__ import annotations
 import math
+import functools
+from typing import Any
+from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
+from petagrad.uop.gradient import custom_backward
 from petagrad.mixin import Tensor, TensorMixin
 from petagrad.mixin.args import _fail, _resolve_axis, axis_keywords
 
+GELU_C, GELU_A = math.sqrt(2 / math.pi), 0.044715   # the tanh form: 0.5 x (1 + tanh(C (x + A x^3)))
+
+def _gelu_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, ...]:
+  """GELU's derivative in closed form (node = CUSTOM_GRAD(value, x), arg ("gelu", approximate)), as PyTorch computes it:
+  the tanh form 0.5 (1 + t) + 0.5 x (1 - t^2) C (1 + 3 A x^2) with t its tanh, the exact form Phi(x) + x phi(x).
+  Autograd through the tanh's sigmoid (or erf's polynomial) built about 80 operations per element where these are 25:
+  a GPT MLP's backward spent 1 ms per layer in it."""
+  g, x = T(ctx), T(node.src[1])
+  if node.arg[1] == "tanh":
+    t = (GELU_C * (x + GELU_A * x * x * x)).tanh()
+    d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (GELU_C * (1 + 3 * GELU_A * x * x))
+  else: d = 0.5 * (1 + (x * (1 / math.sqrt(2))).erf()) + x * (-0.5 * x * x).exp() * (1 / math.sqrt(2 * math.pi))
+  return ((g * d).uop,)
+
 class ActivationMixin(TensorMixin):
   __slots__ = ()
+
+  def __init_subclass__(cls, **kwargs: Any) -> None:
+    super().__init_subclass__(**kwargs)
+    # (the rule builds tensors of the class that combines the mixins: petagrad.tensor.Tensor)
+    custom_backward.setdefault("gelu", functools.partial(_gelu_backward, cls))
 
   def sigmoid(self) -> Tensor:
     # one exp of -|x| (in (0, 1]): it never overflows, so no gradient becomes inf * 0 = nan
@@ -18,10 +42,16 @@ class ActivationMixin(TensorMixin):
   def silu(self) -> Tensor: return self * self.sigmoid()
   swish = silu
   def gelu(self, approximate: str = "none") -> Tensor:
-    """GELU; approximate='tanh' for the tanh form (PyTorch's default is the exact erf form)."""
-    if approximate == "tanh": return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
-    if approximate != "none": raise _fail(ValueError, "gelu", f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+    """GELU; approximate='tanh' for the tanh form (PyTorch's default is the exact erf form).
+
+    >>> Tensor([-1.0, 0.0, 2.0]).gelu(approximate="tanh").numpy().round(4).tolist()
+    [-0.1588, 0.0, 1.9546]
+    """
+    if approximate not in ("none", "tanh"): raise _fail(ValueError, "gelu", f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    x = self._float("gelu")
+    if approximate == "tanh": y = 0.5 * x * (1 + (GELU_C * (x + GELU_A * x * x * x)).tanh())
+    else: y = 0.5 * x * (1 + (x * (1 / math.sqrt(2))).erf())
+    return y._new(UOp(Ops.CUSTOM_GRAD, y.dtype, (y.uop, x.uop), ("gelu", approximate)), x)
   def elu(self, alpha: float = 1.0) -> Tensor:
     x = self._float("elu")
     return (x > 0).where(x, alpha * (x.minimum(0.0).exp() - 1))
