@@ -323,7 +323,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   >>> Tensor([[1, 2], [3, 4]]).sum(axis=0).tolist()
   [4, 6]
   """
-  __slots__ = ("_uop", "_requires_grad", "_leaf", "grad", "_ctx", "_lazy_key", "__weakref__")
+  __slots__ = ("_uop", "_requires_grad", "_leaf", "grad", "_ctx", "_lazy_key", "_stale", "__weakref__")
   # Tensor.training (the TRAINING flag) and Tensor.no_grad (NO_GRAD) are properties of the class (_TensorMeta); read on
   # an instance too
   training = property(lambda self: bool(TRAINING), doc="The training mode (class-wide: Tensor.training).")
@@ -344,6 +344,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
 
   def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None):
     self.grad: Tensor | None = None
+    self._stale: set[int] | None = None   # ids of the buffers it views that were written in place since it last looked
     self._requires_grad: bool | None = None
     self._leaf = False
     self._ctx: UOp | None = None   # a grad leaf's node before it was realized (graphs built earlier use it)
@@ -455,7 +456,9 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     return bool(self.item())
 
   @property
-  def uop(self) -> UOp: return self._uop
+  def uop(self) -> UOp:
+    if self._stale is not None: self._renew()
+    return self._uop
   @uop.setter
   def uop(self, u: UOp) -> None:
     key = id(self)
@@ -465,7 +468,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     if uop_changes is not None and key not in uop_changes and (old := getattr(self, "_uop", None)) is not None \
        and (old.base.op is Ops.BUFFER or old.op is Ops.MULTI and view_buffers(old) is not None):
       uop_changes[key] = (weakref.ref(self), old)
-    self._uop = u
+    self._uop, self._stale = u, None   # (a node set after a write stands, as it would had the write renewed at once)
     # remember which tensors view which buffer (an in-place write gives them a fresh buffer node), and which are lazy
     if bufs is not None:
       for buf in bufs:
@@ -475,6 +478,15 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     else:
       _lazy_tensors[key] = weakref.ref(self)
       self._lazy_key = key
+
+  def _renew(self) -> None:
+    """Fresh nodes for the buffers written in place since this tensor last looked (_renew_buffer_node)."""
+    stale, self._stale = self._stale, None
+    u = self._uop
+    def fresh(v: UOp) -> UOp:
+      b = v.base
+      return rebase(v, _current_node(b.buffer)) if b.op is Ops.BUFFER and b.buffer is not None and id(b.buffer) in stale else v
+    self.uop = u.replace(src=tuple(fresh(s) for s in u.src)) if u.op is Ops.MULTI else fresh(u)
 
   @property
   def requires_grad(self) -> bool | None: return self._requires_grad
@@ -508,7 +520,7 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
   def _new(self, u: UOp, *parents: Tensor) -> Tensor:
     """A tensor computed from self (and parents) as u: needs grad (not a leaf) when one of them does."""
     t = Tensor.__new__(Tensor)   # what Tensor(u) does, without its argument checks: every op makes one
-    t.grad, t._leaf, t._ctx = None, False, None
+    t.grad, t._leaf, t._ctx, t._stale = None, False, None, None
     # (a comparison's or an int cast's result does not: gradients do not flow through it, as in PyTorch)
     t._requires_grad = True if (self._requires_grad or any(p._requires_grad for p in parents)) and u.dtype.is_float else None
     if t._requires_grad and NO_GRAD.value:   # under no_grad: a result that gradients do not flow through
@@ -940,17 +952,22 @@ def _empty_nested(shape: tuple[int, ...]) -> Any:
 def _renew_buffer_node(buf) -> None:
   """After an in-place write to `buf`, every tensor viewing it gets a fresh BUFFER node over the same
   memory. Graphs built from now on are new nodes (so no result cached for the old contents is reused),
-  while results realized before the write keep their values (like PyTorch)."""
+  while results realized before the write keep their values (like PyTorch). The write only marks the tensors: each
+  takes its fresh node when it is next looked at (Tensor._renew). A JIT replay writes every parameter and optimizer
+  state, which nothing looks at before the next replay (renewing them at once cost 13-19 us per write: 1-2 ms of a GPT
+  training step)."""
   buf.writes += 1   # nodes realized into it held the old contents: realized_view forgets them
-  tensors = [t for r in buf.views.values() if (t := r()) is not None]
-  buf.views.clear()   # the tensors that still view it register again below (dead references go)
-  if not tensors: return
-  fresh = new_buffer_node(buf, buf.dtype)
-  for t in tensors:
-    # (rebase, not the general substitute: this runs for every in-place write of a JIT replay)
-    if t.uop.base.buffer is buf: t.uop = rebase(t.uop, fresh)
-    elif t.uop.op is Ops.MULTI:   # (the piece on buf's device)
-      t.uop = t.uop.replace(src=tuple(rebase(s, fresh) if s.base.op is Ops.BUFFER and s.base.buffer is buf else s for s in t.uop.src))
+  for r in list(buf.views.values()):
+    if (t := r()) is None: continue
+    if t._stale is None: t._stale = {id(buf)}
+    else: t._stale.add(id(buf))
+
+def _current_node(buf) -> UOp:
+  """The BUFFER node of buf's contents since its last in-place write: one node, shared by every tensor that views it."""
+  if buf.node is not None and buf.node[0] == buf.writes and (u := buf.node[1]()) is not None: return u
+  u = new_buffer_node(buf, buf.dtype)
+  buf.node = (buf.writes, weakref.ref(u))   # (weakly: the node refers to buf)
+  return u
 
 write_hooks.append(_renew_buffer_node)
 

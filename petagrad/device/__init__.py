@@ -287,6 +287,7 @@ class Buffer:
     # side data of the tensor layer: in-place writes so far, and weak references to the tensors viewing it
     self.writes = 0
     self.views: dict[int, Any] = {}
+    self.node: tuple[int, Any] | None = None   # (writes, weakly the BUFFER node of the contents after them: Tensor._renew)
     self.released = False   # release() gave its memory back and no kernel has written it since (checked with SANITIZE=1)
   def __del__(self):
     if self._raw is not None and self.external is None and self._base is None:
