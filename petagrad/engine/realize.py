@@ -297,10 +297,11 @@ _in_flight: list[tuple[mpi.Started, set[int], tuple]] = []
 def _settle(bufs: list[Buffer]) -> None:
   """Before a launch over bufs: wait for the collectives under way on their memory, move the others along."""
   touched = {id(b.base) for b in bufs}
-  keep = []
+  keep, moved = [], False
   for entry in _in_flight:
     if entry[1] & touched: entry[0].wait()
-    elif not entry[0].test(): keep.append(entry)
+    # one test moves every collective along (MPI's progress is global): the later ones are looked at when needed
+    elif moved or not entry[0].test(): keep.append(entry); moved = True
   _in_flight[:] = keep
 
 def finish_collectives() -> None:

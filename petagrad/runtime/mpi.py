@@ -14,8 +14,8 @@ from __future__ import annotations
 import functools, hashlib, os, time
 from typing import Any, Callable
 from petagrad.device import Buffer
-from petagrad.device.world import comm, hosts, FIX
-from petagrad.helpers import ALLREDUCE, MPI_TIMEOUT
+from petagrad.device.world import comm, hosts, rank, FIX
+from petagrad.helpers import ALLREDUCE, MPI_TIMEOUT, cpu_threads
 from petagrad.uop.ops import Ops
 
 def _mpi() -> Any:
@@ -41,14 +41,21 @@ def _machine(ranks: tuple[int, ...]) -> tuple[Any, Any]:
   leaders = c.Split(0 if local.Get_rank() == 0 else _mpi().UNDEFINED, me)
   return local, leaders
 
+@functools.cache
+def _oversubscribed() -> bool:
+  """Do the ranks on this machine ask for more cores than it has (4 ranks of one thread on 2 cores)?"""
+  h = hosts()
+  return sum(1 for x in h if x == h[rank()]) * cpu_threads() > (os.cpu_count() or 1)
+
 def _wait(reqs: list, what: str, c: Any) -> None:
   """Wait for the requests until MPI_TIMEOUT seconds have passed; then find out who is not answering and raise."""
   MPI, start = _mpi(), time.monotonic()
-  deadline, spin = start + float(MPI_TIMEOUT), start + 0.05
+  deadline, spin = start + float(MPI_TIMEOUT), start + (0.0 if _oversubscribed() else 0.05)
   # MPI moves the data of a non-blocking collective only while it is called: spin on Test for the first 50 ms (a
   # collective whose peers are there: as fast as the blocking call), then test every 100 us (peers still computing).
-  # The spin yields the core between tests: with more ranks than cores, the peer it waits for may need this one
-  # (4 ranks on 2 cores: a data-parallel step ran 2-4x slower with a plain spin)
+  # The spin yields the core between tests. With more ranks than cores it does not spin at all: the peer it waits for
+  # may need this core, and a yield does not reliably hand it over (4 ranks on 2 cores: GPT data-parallel steps that
+  # took 4-10x their usual time now and then)
   while not MPI.Request.Testall(reqs):
     now = time.monotonic()
     if now > spin: time.sleep(1e-4)

@@ -425,10 +425,15 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
     for d in a: users[d].append(i)
   ready_alone: list[tuple[bool, int]] = []
   ready_group: list[int] = []
+  # a kernel that reads a collective's result waits until nothing else is ready: the collective then has the rest of
+  # the work's time to complete (a gradient's allreduce beside the rest of the backward pass, the optimizer's updates
+  # after it, as DDP orders them), and the ranks' skew is absorbed instead of waited for at each update
+  on_network: list[int] = []
+  delayed = [False] * len(items)   # released from on_network: nothing else was ready
   def release(i: int) -> None:
-    # a collective first: it runs while the kernels after it do (engine/realize.py), a gradient's allreduce beside
-    # the rest of the backward pass
-    if groupable[i]: heapq.heappush(ready_group, i)
+    # a collective first: it runs while the kernels after it do (engine/realize.py)
+    if not delayed[i] and any(items[j].kind == "collective" for j in after[i]): on_network.append(i)
+    elif groupable[i]: heapq.heappush(ready_group, i)
     else: heapq.heappush(ready_alone, (items[i].kind != "collective", i))
   for i, w in enumerate(waiting):
     if w == 0: release(i)
@@ -438,7 +443,11 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
       if waiting[u] == 0: release(u)
   out: list[ScheduleItem] = []
   groups = 0
-  while ready_alone or ready_group:
+  while ready_alone or ready_group or on_network:
+    if not ready_alone and not ready_group:
+      waited, on_network[:] = on_network[:], []
+      for i in waited: delayed[i] = True
+      for i in waited: release(i)
     if ready_alone:   # what must run alone runs first: more kernels are ready for the next group
       i = heapq.heappop(ready_alone)[1]
       out.append(items[i]); finish(i)
