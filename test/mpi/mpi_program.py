@@ -5,7 +5,7 @@ import os, signal, sys, threading, time
 import numpy as np
 from petagrad import Tensor, nn, TinyJit
 from petagrad.device import world
-from petagrad.engine import realize
+from petagrad.engine import jit as jit_engine, realize
 from petagrad.helpers import Context
 from petagrad.uop.graph import view_buffers
 
@@ -36,19 +36,22 @@ def ops() -> None:
 def train(jit: bool) -> None:
   def run(devs):
     Tensor.manual_seed(1)
-    layers = [nn.Linear(6, 16), nn.Linear(16, 3)]
+    layers = [nn.Linear(6, 16), nn.LayerNorm(16), nn.Linear(16, 16), nn.LayerNorm(16), nn.Linear(16, 3)]
     params = nn.state.get_parameters(layers)
     if devs:
       for p in params: p.to_(devs)
     opt = nn.optim.Adam(params, lr=0.01)
     def step(x, y):
       opt.zero_grad()
-      loss = layers[1](layers[0](x).relu()).sparse_categorical_crossentropy(y)
+      h = x
+      for layer in layers[:-1]: h = layer(h).gelu() if isinstance(layer, nn.Linear) else layer(h)
+      loss = layers[-1](h).sparse_categorical_crossentropy(y)
       loss.backward()
       opt.step()
       return loss.realize()
     if jit: step = TinyJit(step)
     rng, losses, bufs = np.random.default_rng(2), [], [view_buffers(p.uop) for p in params]
+    param_memory.update(id(b.base) for bs in bufs for b in bs)
     with Tensor.train():
       for i in range(4):
         x, y = Tensor(rng.standard_normal((16, 6)).astype(np.float32)), Tensor(rng.integers(0, 3, 16))
@@ -58,18 +61,77 @@ def train(jit: bool) -> None:
     # the steps wrote every parameter in place, on each rank (no new memory, nothing copied back after a replay)
     assert all(all(a is b for a, b in zip(view_buffers(p.uop), was)) for p, was in zip(params, bufs)), "a parameter moved"
     return losses, [p.numpy() for p in params]
+  param_memory: set[int] = set()
   l1, p1 = run(None)
   # how many launches ran while a collective was under way (the allreduces overlap the backward pass)
-  overlapped, orig = [0], realize.ExecItem.run
+  overlapped, orig, order = [0], realize.ExecItem.run, []
   def spy(ei):
     overlapped[0] += bool(realize._in_flight) and ei.kernel is not None
+    order.append((ei.collective is not None, any(id(ei.bufs[w.out].base) in param_memory for w in ei.writes)))
     return orig(ei)
-  realize.ExecItem.run = spy
+  def finish(finish_collectives):
+    # at the end of each realize and replay: the optimizer's updates read gradients' allreduces, so they run when
+    # nothing else is left to do (schedule.py: DDP's order), after the last collective has started
+    def check_order():
+      colls = [i for i, (is_coll, _) in enumerate(order) if is_coll]
+      assert not colls or all(i > colls[-1] for i, (_, update) in enumerate(order) if update), "a parameter was updated before the last allreduce"
+      order.clear()
+      finish_collectives()
+    return check_order
+  saved = realize.finish_collectives, jit_engine.finish_collectives
+  realize.ExecItem.run, realize.finish_collectives, jit_engine.finish_collectives = spy, finish(saved[0]), finish(saved[1])
   try: ln, pn = run(world.devices())
-  finally: realize.ExecItem.run = orig
+  finally: realize.ExecItem.run, (realize.finish_collectives, jit_engine.finish_collectives) = orig, saved
   assert overlapped[0] > 0, "no kernel ran while a gradient's allreduce was under way"
   check(f"losses (jit={jit})", ln, l1)
   for a, b in zip(pn, p1): check(f"weights after 4 Adam steps (jit={jit})", a, b)
+
+def update_order() -> None:
+  """A data-parallel step of a small transformer under TinyJit: the optimizer's updates read the gradients'
+  allreduces, so they run when nothing else is left (schedule.py: DDP's order), after the last collective started;
+  the gradients' allreduces start during the backward pass."""
+  devs = world.devices()
+  Tensor.manual_seed(3)
+  class Block:
+    def __init__(self, d: int):
+      self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+      self.qkv, self.proj, self.fc, self.out = nn.Linear(d, 3 * d), nn.Linear(d, d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+    def __call__(self, x):
+      B, T, C = x.shape
+      q, k, v = self.qkv(self.ln1(x)).reshape(B, T, 3, 2, C // 2).permute(2, 0, 3, 1, 4)
+      x = x + self.proj(q.scaled_dot_product_attention(k, v, is_causal=True).transpose(1, 2).reshape(B, T, C))
+      return x + self.out(self.fc(self.ln2(x)).gelu())
+  emb, blocks, head = nn.Embedding(16, 32), [Block(32), Block(32)], nn.Linear(32, 16)
+  params = nn.state.get_parameters([emb, blocks, head])
+  for p in params: p.to_(devs)
+  params[0].realize(*params[1:])
+  memory = {id(b.base) for p in params for b in view_buffers(p.uop)}
+  opt = nn.optim.AdamW(params, lr=1e-3)
+  @TinyJit
+  def step(x, y):
+    opt.zero_grad()
+    h = emb(x)
+    for b in blocks: h = b(h)
+    loss = head(h).reshape(-1, 16).sparse_categorical_crossentropy(y.reshape(-1))
+    loss.backward()
+    opt.step()
+    return loss.realize()
+  order, orig = [], realize.ExecItem.run
+  def spy(ei):
+    order.append("C" if ei.collective is not None else "U" if any(id(ei.bufs[w.out].base) in memory for w in ei.writes) else ".")
+    return orig(ei)
+  rng = np.random.default_rng(4)
+  realize.ExecItem.run = spy
+  try:
+    with Tensor.train():
+      for _ in range(3):
+        tok = rng.integers(0, 16, (4, 9)).astype(np.int32)
+        order.clear()
+        step(Tensor(tok[:, :-1]).shard(devs, 0), Tensor(tok[:, 1:]).shard(devs, 0)).item()
+        seq = "".join(order)
+        assert seq.rfind("C") < seq.find("U"), f"a parameter was updated before the last collective started: {seq}"
+        assert "C." in seq.split("U")[0], f"no kernel ran after a gradient's allreduce started: {seq}"
+  finally: realize.ExecItem.run = orig
 
 def mismatch() -> None:
   devs = world.devices()
@@ -115,5 +177,6 @@ def dies() -> None:
 
 if __name__ == "__main__":
   what = sys.argv[1]
-  {"ops": ops, "train": lambda: train(False), "train_jit": lambda: train(True), "mismatch": mismatch, "stalls": stalls, "dies": dies}[what]()
+  {"ops": ops, "train": lambda: train(False), "train_jit": lambda: train(True),
+   "update_order": update_order, "mismatch": mismatch, "stalls": stalls, "dies": dies}[what]()
   print(f"rank {world.rank()} of {world.size()}: {what} ok")

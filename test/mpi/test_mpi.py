@@ -38,6 +38,9 @@ def test_ops_across_ranks(n, per_rank):
 def test_data_parallel_training_equals_one_device(n, what):
   _ok(mpirun(n, what), n, what)
 
+def test_optimizer_updates_run_after_the_last_allreduce_started():
+  _ok(mpirun(2, "update_order"), 2, "update_order")
+
 def test_ranks_running_different_programs_raise():
   _ok(mpirun(2, "mismatch"), 2, "mismatch")
 
