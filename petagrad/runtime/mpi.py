@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools, hashlib, os, time
 from typing import Any, Callable
 from petagrad.device import Buffer
-from petagrad.device.world import comm, hosts, rank, FIX
+from petagrad.device.world import comm, hosts, FIX
 from petagrad.helpers import ALLREDUCE, MPI_TIMEOUT, cpu_threads
 from petagrad.uop.ops import Ops
 
@@ -41,11 +41,16 @@ def _machine(ranks: tuple[int, ...]) -> tuple[Any, Any]:
   leaders = c.Split(0 if local.Get_rank() == 0 else _mpi().UNDEFINED, me)
   return local, leaders
 
+# the number of ranks on this machine, as the MPI launchers tell each process (Open MPI, MPICH/Hydra, PMI)
+_LOCAL_SIZE_ENV = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "PMI_LOCAL_SIZE")
+
 @functools.cache
 def _oversubscribed() -> bool:
-  """Do the ranks on this machine ask for more cores than it has (4 ranks of one thread on 2 cores)?"""
-  h = hosts()
-  return sum(1 for x in h if x == h[rank()]) * cpu_threads() > (os.cpu_count() or 1)
+  """Do the ranks on this machine ask for more cores than it has (4 ranks of one thread on 2 cores)? From the launcher's
+  environment, not from MPI: this is asked inside a wait, where a collective (hosts()) could deadlock with ranks that
+  are not waiting."""
+  local = next((int(os.environ[k]) for k in _LOCAL_SIZE_ENV if os.environ.get(k, "").isdigit()), 1)
+  return local * cpu_threads() > (os.cpu_count() or 1)
 
 def _wait(reqs: list, what: str, c: Any) -> None:
   """Wait for the requests until MPI_TIMEOUT seconds have passed; then find out who is not answering and raise."""
