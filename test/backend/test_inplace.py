@@ -59,6 +59,17 @@ def test_jit_writes_renew_buffer_nodes():
     assert (w * 1).sum().item() == w.numpy().sum()
   assert w.tolist() == [4.0] * 3
 
+def test_writes_mark_views_and_looking_renews_them_with_one_node():
+  # an in-place write only marks the tensors viewing the buffer (a JIT replay writes every parameter: nothing is built
+  # for them); each gets the buffer's fresh node when looked at, the same node for all of them
+  w = Tensor.zeros(4).contiguous().realize()
+  v, before = w[1:3], w.uop
+  step = TinyJit(lambda x: w.assign(w + x))
+  for _ in range(4): step(Tensor.ones(4))
+  assert w._stale is not None and v._stale is not None   # (the replays built no node)
+  assert w.uop.op is Ops.BUFFER and w.uop is not before and v.uop.base is w.uop and w._stale is None
+  assert v.tolist() == [4.0, 4.0] and (w * 2).sum().item() == 32.0
+
 def _lazy_assign(t: Tensor, v: Tensor) -> Tensor: return Tensor(UOp(Ops.ASSIGN, t.dtype, (t.uop, v.uop)))
 
 def test_reader_runs_before_writer_in_one_schedule():
