@@ -446,8 +446,9 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
   while ready_alone or ready_group or on_network:
     if not ready_alone and not ready_group:
       waited, on_network[:] = on_network[:], []
-      for i in waited: delayed[i] = True
-      for i in waited: release(i)
+      for i in waited:
+        delayed[i] = True
+        release(i)
     if ready_alone:   # what must run alone runs first: more kernels are ready for the next group
       i = heapq.heappop(ready_alone)[1]
       out.append(items[i]); finish(i)

@@ -33,6 +33,15 @@ def ops() -> None:
   check("float16 sum", h.numpy().astype(np.float32), a.astype(np.float16).astype(np.float32).sum(0), 1e-2)
   check("bool any", Tensor(a > 2).shard(devs, 0).any().numpy(), (a > 2).any())
 
+def _launch_kind(ei, params: set[int]) -> str:
+  """C: a collective, U: a kernel that writes a parameter (an optimizer update), .: any other launch."""
+  return "C" if ei.collective is not None else "U" if any(id(ei.bufs[w.out].base) in params for w in ei.writes) else "."
+
+def _updates_after_allreduces(seq: str) -> None:
+  # the optimizer's updates read gradients' allreduces, so they run when nothing else is left to do (schedule.py:
+  # DDP's order), after the last collective has started
+  assert "U" not in seq or seq.rfind("C") < seq.find("U"), f"a parameter was updated before the last collective started: {seq}"
+
 def train(jit: bool) -> None:
   def run(devs):
     Tensor.manual_seed(1)
@@ -67,14 +76,11 @@ def train(jit: bool) -> None:
   overlapped, orig, order = [0], realize.ExecItem.run, []
   def spy(ei):
     overlapped[0] += bool(realize._in_flight) and ei.kernel is not None
-    order.append((ei.collective is not None, any(id(ei.bufs[w.out].base) in param_memory for w in ei.writes)))
+    order.append(_launch_kind(ei, param_memory))
     return orig(ei)
   def finish(finish_collectives):
-    # at the end of each realize and replay: the optimizer's updates read gradients' allreduces, so they run when
-    # nothing else is left to do (schedule.py: DDP's order), after the last collective has started
-    def check_order():
-      colls = [i for i, (is_coll, _) in enumerate(order) if is_coll]
-      assert not colls or all(i > colls[-1] for i, (_, update) in enumerate(order) if update), "a parameter was updated before the last allreduce"
+    def check_order():   # (at the end of each realize and replay)
+      _updates_after_allreduces("".join(order))
       order.clear()
       finish_collectives()
     return check_order
@@ -118,7 +124,7 @@ def update_order() -> None:
     return loss.realize()
   order, orig = [], realize.ExecItem.run
   def spy(ei):
-    order.append("C" if ei.collective is not None else "U" if any(id(ei.bufs[w.out].base) in memory for w in ei.writes) else ".")
+    order.append(_launch_kind(ei, memory))
     return orig(ei)
   rng = np.random.default_rng(4)
   realize.ExecItem.run = spy
@@ -129,7 +135,8 @@ def update_order() -> None:
         order.clear()
         step(Tensor(tok[:, :-1]).shard(devs, 0), Tensor(tok[:, 1:]).shard(devs, 0)).item()
         seq = "".join(order)
-        assert seq.rfind("C") < seq.find("U"), f"a parameter was updated before the last collective started: {seq}"
+        assert "U" in seq, f"no launch updated a parameter: {seq}"
+        _updates_after_allreduces(seq)
         assert "C." in seq.split("U")[0], f"no kernel ran after a gradient's allreduce started: {seq}"
   finally: realize.ExecItem.run = orig
 

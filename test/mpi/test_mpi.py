@@ -56,7 +56,10 @@ def test_a_rank_that_stops_answering_is_named(what, extra):
 # pairs to a bridge, ranks 0-1 in one and 2-3 in the other; mpirun starts them through netns_rsh.sh (not ssh) and MPI
 # talks TCP across the veth links (shared memory is off: the namespaces share /dev/shm and one hostname). The
 # hierarchical allreduce groups the ranks by machine from MPI's shared-memory split: two groups here.
-SUBNET = "10.231.77"
+# one subnet per pytest-xdist worker: two workers' jobs side by side on one subnet reached each other's daemons (Open MPI
+# then failed with "File exists" on its session directory)
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+SUBNET = f"10.231.{77 + int(_WORKER[2:]) if _WORKER[2:].isdigit() else 77}"
 
 def _sh(cmd: str) -> subprocess.CompletedProcess: return subprocess.run(cmd, shell=True, capture_output=True, text=True)
 
