@@ -71,6 +71,10 @@ class Allocator:
   def copyin(self, dest: Any, src: memoryview) -> None: raise NotImplementedError
   def copyout(self, dest: memoryview, src: Any) -> None: raise NotImplementedError
   def free(self, raw: Any, nbytes: int) -> None: """Memory a Buffer no longer uses (default: let it go)."""
+  def transfer(self, dest: Any, src: Any, nbytes: int, source: Allocator) -> bool:
+    """Copy nbytes from src (memory of `source`) to dest (this allocator's) directly, if this allocator knows how: True
+    when it did (default: False, and the copy goes through the host)."""
+    return False
   def wrap(self, ptr: int, nbytes: int) -> tuple[Any, Any]:
     """nbytes of memory someone else owns at address ptr, as this allocator's raw buffer, and an object to keep alive
     with it (or None). Only devices whose kernels read host memory can (Tensor.from_blob)."""
@@ -117,8 +121,20 @@ class HostAllocator(Allocator):
     if nbytes < (1 << 16) or self._pooled + nbytes > POOL_BYTES or SANITIZE: return
     self._pool.setdefault(nbytes, []).append(raw)
     self._pooled += nbytes
-  def copyin(self, dest: Any, src: memoryview) -> None: memoryview(dest).cast('B')[:src.nbytes] = src
-  def copyout(self, dest: memoryview, src: Any) -> None: dest[:] = memoryview(src).cast('B')[:dest.nbytes]
+  def sync(self) -> None:
+    """Wait until the host may read and write this memory (a device that runs its launches on a thread of its own:
+    until they ran)."""
+  def copyin(self, dest: Any, src: memoryview) -> None:
+    self.sync()
+    memoryview(dest).cast('B')[:src.nbytes] = src
+  def copyout(self, dest: memoryview, src: Any) -> None:
+    self.sync()
+    dest[:] = memoryview(src).cast('B')[:dest.nbytes]
+  def transfer(self, dest: Any, src: Any, nbytes: int, source: Allocator) -> bool:
+    if not isinstance(source, HostAllocator): return False
+    source.sync(); self.sync()
+    ctypes.memmove(dest, src, nbytes)   # (host to host: one copy, not two through a bytes object)
+    return True
   def wrap(self, ptr: int, nbytes: int) -> tuple[Any, Any]:
     """A ctypes byte array over ptr's nbytes (kernels get ptr itself). Memory that is not mapped at all raises
     ValueError (Linux: mincore tells). Kernels may read MARGIN bytes either side (see MARGIN): where such a byte lies in
@@ -213,7 +229,7 @@ class DeviceSpec:
   name: str
   allocator: Allocator
   compiler: Compiler
-  program: type[Program]
+  program: Callable[..., Program]   # (name, lib, meta) -> a Program
   renderer: Any   # petagrad.renderer.Renderer
   sync: Callable[[], None] | None = None   # waits for the device's queued work (None: a launch returns when its kernel is done)
   @property
@@ -226,6 +242,11 @@ class DeviceSpec:
     >>> Device[Device.DEFAULT].synchronize()
     """
     if self.sync is not None: self.sync()
+
+# waits for the devices whose launches run on threads of their own (the CPU devices of a process with several:
+# runtime/ops_cpu.py); the engine calls each at the end of every realize and JIT replay, so that a realize returns with
+# its results written, as on one device
+launch_waits: list[Callable[[], None]] = []
 
 class _Device:
   """`Device["CPU"]` gives the device's parts, importing runtime/ops_cpu.py on first use.
@@ -344,6 +365,13 @@ class Buffer:
     data = memoryview(data).cast('B') if memoryview(data).format != 'B' or memoryview(data).ndim != 1 else memoryview(data)
     if data.nbytes != self.nbytes: raise ValueError(f"copyin of {data.nbytes} bytes into a buffer of {self.nbytes} bytes")
     Device[self.device].allocator.copyin(self.raw, data)
+    return self
+  def copy_from(self, src: Buffer) -> Buffer:
+    """Copy src's contents (same byte size, any device) into this buffer: directly where the devices allow it, else
+    through the host."""
+    if src.nbytes != self.nbytes: raise ValueError(f"copy of {src!r} into {self!r}: {src.nbytes} bytes into {self.nbytes}")
+    if self.nbytes and not Device[self.device].allocator.transfer(self.raw, src.raw, self.nbytes, Device[src.device].allocator):
+      self.copyin(memoryview(src.as_bytes()))
     return self
   def as_bytes(self) -> bytes:
     if SANITIZE and self.released: raise RuntimeError(f"reading {self!r}, whose memory was given back after its last reader (an early-free bug)")

@@ -39,7 +39,7 @@ and are not replayed (tinygrad's CAPTURING).
 from __future__ import annotations
 import functools, weakref
 from typing import Any, Callable, Generic, TypeVar
-from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks, finish_collectives
+from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks, finish_launches
 from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
 from petagrad.device import Buffer
 from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, TRAINING
@@ -194,7 +194,7 @@ class TinyJit(Generic[R]):
         buf.copyin(memoryview(last[1]))
       if binds: write_vars(binds)
       for ei in self.captured: ei.run()
-      finish_collectives()
+      finish_launches()
       for buf, exc, msg in self.checks:   # the data checks the captured call made (an index out of range, ...)
         if not buf.as_bytes()[0]: raise exc(msg)
       self.cnt += 1

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, pretty, multi_seen, sint_str
-from petagrad.device import Device, Program, Buffer
+from petagrad.device import Device, Program, Buffer, launch_waits
 from petagrad.dtype import DType, dtypes
 from petagrad.helpers import (DEBUG, NOOPT, BEAM, OMP, SANITIZE, EARLY_FREE, COMPILE_ALSO, GlobalCounters, code_cache_dir, content_hash,
                               cpu_threads, read_cached, write_cached)
@@ -262,7 +262,7 @@ class ExecItem:
       return 0.0
     if self.kernel is None:
       out, src = self.bufs
-      out.ensure_allocated().copyin(memoryview(src.as_bytes()))
+      out.copy_from(src)
       GlobalCounters.global_mem += out.nbytes
       if DEBUG.value >= 2: print(f"*** {out.device:7s} copy {out.nbytes:>10d} bytes from {src.device}")
       return 0.0
@@ -304,9 +304,11 @@ def _settle(bufs: list[Buffer]) -> None:
     elif moved or not entry[0].test(): keep.append(entry); moved = True
   _in_flight[:] = keep
 
-def finish_collectives() -> None:
-  """Wait for every collective still under way (the end of a realize or a JIT replay)."""
+def finish_launches() -> None:
+  """Wait for every collective still under way and every device's queued launches (the end of a realize or a JIT
+  replay)."""
   while _in_flight: _in_flight.pop(0)[0].wait()
+  for wait in launch_waits: wait()
 
 # a JIT capturing a function's launches registers a callback here
 capture_hooks: list[Callable[[ExecItem], None]] = []
@@ -506,7 +508,7 @@ def _realize_single(targets: list[UOp], agree_on: Callable[[], tuple] | None = N
       if len(_plans) >= 4096: _plans.clear()
       _plans[key] = p
     n = len(items)
-  finish_collectives()
+  finish_launches()
   if DEBUG.value >= 1 and n:
     print(f"realize: {len(sched.template.items)} items, {GlobalCounters.kernel_count - k0} kernels in {GlobalCounters.launch_count - l0} launches, "
           f"{GlobalCounters.compile_count - c0} compiled, {(time.perf_counter() - st)*1e3:.2f} ms")

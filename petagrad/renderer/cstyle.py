@@ -50,6 +50,7 @@ class CStyleRenderer(Renderer):
   thread_pragma = ""   # emitted before a loop over a `thread` range
   simd_pragma = ""     # emitted before an innermost loop; {reduction} is filled in
   thread_pool = False  # thread loops outlined into functions the CPU thread pool runs (C only)
+  argv_entry = False   # also a <name>_argv(void **) entry point, for the CPU device's launch queues (C only)
   can_sanitize = False # SANITIZE=1 bounds-checks this dialect's kernels, with these arguments and helper (pg_ok)
   sanitize_args: list[str] = []
   sanitize_decl = ""
@@ -143,8 +144,11 @@ class CStyleRenderer(Renderer):
     args = ", ".join([f"{self.buffer_prefix}{self.types[d]}* data{i}" for i, d in enumerate(params)] + (self.sanitize_args if self.sanitize else []))
     pool = POOL_DECL if self._outlined else ""
     check = self.sanitize_decl.format(params=" ".join(d.name for d in params)) if self.sanitize else ""
+    nargs = len(params) + (len(self.sanitize_args) if self.sanitize else 0)
+    # an entry point taking the buffer pointers as one array: a launch queue's thread calls every kernel the same way
+    argv = f"void {name}_argv(void **a) {{ {name}({', '.join(f'a[{i}]' for i in range(nargs))}); }}\n" if self.argv_entry else ""
     return (f"{self.preamble}{pool}{check}{self.vector_typedefs()}{''.join(self._outlined)}"
-            f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(self._locals + lines) + "\n}\n")
+            f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(self._locals + lines) + "\n}\n" + argv)
 
   def _body(self, name: str, uops: list[UOp], names: dict[UOp, str], params: list[DType], mode: str, need: set[UOp] | None = None) -> list[str]:
     """The kernel's statements. mode: plain; checked (every access bounds-checked); probe (only the loops and the index
@@ -685,6 +689,7 @@ class CRenderer(CStyleRenderer):
   # libm calls stop loops from vectorizing; these become polynomials (float16 and bfloat16: float32's, rounded back)
   decompose_ops = frozenset((op, dt) for op in (Ops.EXP2, Ops.LOG2) for dt in (dtypes.float32, dtypes.float16, dtypes.bfloat16))
   supports_threads = True
+  argv_entry = True
   can_sanitize, sanitize_args, sanitize_decl, sanitize_two_pass = True, SANITIZE_ARGS, SANITIZE_DECL, True
   preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS + REG_HELPER
   thread_pragma = "#pragma omp parallel for"

@@ -13,7 +13,7 @@ per machine, then broadcasts on each machine.
 from __future__ import annotations
 import functools, hashlib, os, time
 from typing import Any, Callable
-from petagrad.device import Buffer
+from petagrad.device import Buffer, Device
 from petagrad.device.world import comm, hosts, FIX
 from petagrad.helpers import ALLREDUCE, MPI_TIMEOUT, cpu_threads
 from petagrad.uop.ops import Ops
@@ -87,7 +87,9 @@ _OPS = {Ops.ADD: "SUM", Ops.MAX: "MAX", Ops.MUL: "PROD"}
 
 def _host_view(buf: Buffer) -> memoryview | None:
   """The buffer's memory as a writable memoryview when it is host memory (CPU, PYTHON: MPI reads and writes it in
-  place), else None (a GPU's: staged through a host copy)."""
+  place), else None (a GPU's: staged through a host copy). Waits for the device's queued launches (MPI then reads or
+  writes the memory beside them)."""
+  Device[buf.device].synchronize()
   try: mv = memoryview(buf.ensure_allocated().raw)
   except TypeError: return None
   return None if mv.readonly else mv.cast("B")[:buf.nbytes]

@@ -1,9 +1,10 @@
 """CPU device: C source compiled by the system compiler into a shared object, called through ctypes."""
 from __future__ import annotations
-import atexit, ctypes, functools, math, os, pathlib, re, shutil, subprocess, tempfile, threading, uuid, warnings
-from typing import Callable
-from petagrad.device import Compiler, CompileError, DeviceSpec, HostAllocator, Program, out_of_bounds
-from petagrad.helpers import CC, CFLAGS, COMPILE_TIMEOUT, DEBUG, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, mark_used
+import atexit, collections, ctypes, functools, math, os, pathlib, re, shutil, subprocess, tempfile, threading, uuid, warnings
+from typing import Any, Callable
+from petagrad.device import Allocator, Compiler, CompileError, DeviceSpec, HostAllocator, Program, launch_waits, out_of_bounds
+from petagrad.helpers import (CC, CFLAGS, COMPILE_TIMEOUT, CPU_ASYNC, DEBUG, OMP, POOL_SPIN_US, atomic_write, content_hash, cache_dir, cpu_threads,
+                              mark_used)
 from petagrad.renderer.cstyle import CRenderer
 from petagrad.dtype import DTYPES_BY_NAME
 
@@ -134,9 +135,141 @@ class _CompileTooSlow(Exception): pass
 # how gcc and clang report a compiler process killed by the CPU-time limit (SIGXCPU, then SIGKILL)
 _KILLED = ("signal terminated program", "unable to execute command", "CPU time limit", "Killed")
 
+class LaunchQueue:
+  """The launches of one CPU device, run in order on a thread of its own while the process has several CPU devices
+  (CPU_ASYNC=1): the devices' kernels run side by side, each on its own pool of worker threads, with an equal share of
+  the cores among the devices running a kernel at that moment (one working alone has them all). The queue is C
+  (runtime/threadpool.c: pg_queue_*), so its thread never waits for Python's lock. A launch returns once queued, like
+  a GPU's; the host waits for the queue before it reads or writes the device's memory
+  (QueuedHostAllocator) and at the end of every realize and JIT replay (launch_waits).
+
+  A copy to another CPU device runs on the source's queue (after the launches that wrote its source, before those
+  that write it again), and of the destination's launches only those that use the copied memory wait for it: two
+  devices wait for each other where one needs what the other made, not at every copy. Memory is tracked by address:
+  per queue, the last launch that used each buffer, and the buffers a copy from another queue is writing.
+
+  Memory is reused safely: the engine allocates and frees on the launching thread, a freed buffer's memory goes back
+  to its own device's pool, and only that device's queue (in order), a copy that first waits for the launches here
+  that used the memory last, or a host copy (which waits) writes it again; the queue holds the buffers of each launch
+  until it ran."""
+  def __init__(self, device: str, index: int):
+    self.device, self.index, self.pid = device, index, -1   # index: of its queue and (plus one) its pool in threadpool.c
+    self.held: collections.deque = collections.deque()   # (job number, what to keep alive until the queue ran it)
+    self.checks: list[tuple[int, Any, str, list[str]]] = []   # (job, error record, kernel, dtypes): read at the next wait
+    self.last_use: dict[int, int] = {}                   # address -> the last job here that used the memory there
+    self.incoming: dict[int, tuple[LaunchQueue, int]] = {}   # address -> (queue, job): a copy from there writes it
+  def _lib(self) -> ctypes.CDLL:
+    if self.pid != os.getpid():   # first use, or a forked child (the parent's queue thread is not there)
+      self.lib = _queue_api(thread_pool().wait())
+      self.pid = os.getpid()
+      self.held.clear(); self.checks.clear(); self.last_use.clear(); self.incoming.clear()
+      _share_cores()
+    return self.lib
+  def _hold(self, n: int, keep: Any) -> None:
+    if n < 0: raise RuntimeError(f"device {self.device}: could not queue a launch (its thread did not start, or no memory)")
+    self.held.append((n, keep))
+    done = self.lib.pg_queue_done(self.index)
+    while self.held and self.held[0][0] <= done: self.held.popleft()
+  def _after(self, other: LaunchQueue, job: int) -> None:
+    """Later jobs here wait until `other` has run its job number `job`."""
+    if other is not self and other.lib.pg_queue_done(other.index) < job: self._hold(self.lib.pg_queue_after(self.index, other.index, job), None)
+  def _ready(self, addrs: list[int]) -> None:
+    """Before a job here that uses the memory at addrs: wait for the copies from other queues that write it."""
+    for a in addrs:
+      if (w := self.incoming.pop(a, None)) is not None: self._after(*w)
+  def kernel(self, entry: int, args: tuple, err: tuple[Any, str, list[str]] | None = None) -> None:
+    """Queue a kernel: entry, the address of its argv entry point; args, its buffers (ctypes objects); err, a
+    bounds-checked kernel's error record (with its name and parameter dtypes), read at the next wait."""
+    addrs = list(map(ctypes.addressof, args))
+    with _LOCK:
+      lib = self._lib()
+      _share_cores()
+      if self.incoming: self._ready(addrs)
+      n = lib.pg_queue_kernel(self.index, entry, (ctypes.c_void_p * len(addrs))(*addrs), len(addrs))
+      self._hold(n, args)
+      for a in addrs: self.last_use[a] = n
+      if err is not None: self.checks.append((n, *err))
+  def copy(self, dst: Any, src: Any, nbytes: int, target: LaunchQueue) -> None:
+    """Queue a copy of nbytes from src (this device's memory) to dst (memory of the device with queue `target`)."""
+    d, s = ctypes.addressof(dst), ctypes.addressof(src)
+    with _LOCK:
+      lib = self._lib()
+      target._lib()
+      self._ready([s] if target is self else [s, d])
+      if target is not self:
+        # the destination's launches that used its memory last, and a copy still writing it, come first
+        if (t := target.last_use.get(d)) is not None: self._after(target, t)
+        if (w := target.incoming.get(d)) is not None: self._after(*w)
+      n = lib.pg_queue_copy(self.index, d, s, nbytes)
+      self._hold(n, (dst, src))
+      self.last_use[s] = n
+      if target is self: self.last_use[d] = n
+      else: target.incoming[d] = (self, n)
+  @property
+  def busy(self) -> bool:
+    return self.pid == os.getpid() and (self.lib.pg_queue_done(self.index) != self.lib.pg_queue_queued(self.index) or bool(self.incoming))
+  def wait(self) -> None:
+    """Return when every launch queued so far has run, and every copy into this device's memory; raise
+    OutOfBoundsError for the first bounds-checked kernel among them that made a bad access."""
+    if self.pid != os.getpid(): return
+    with _LOCK:
+      incoming, self.incoming = list(self.incoming.values()), {}
+      upto = self.lib.pg_queue_queued(self.index)
+    for q, job in incoming: q.lib.pg_queue_wait(q.index, job)
+    self.lib.pg_queue_wait(self.index, upto)   # (ctypes lets Python's lock go meanwhile)
+    with _LOCK:
+      done = self.lib.pg_queue_done(self.index)
+      while self.held and self.held[0][0] <= done: self.held.popleft()
+      self.last_use = {a: n for a, n in self.last_use.items() if n > done}
+      bad = [c for c in self.checks if c[0] <= done and c[1][0]]
+      self.checks = [c for c in self.checks if c[0] > done]
+    if bad: raise out_of_bounds(bad[0][2], list(bad[0][1]), bad[0][3])
+
+# held while a queue's bookkeeping changes (several Python threads may launch at once)
+_LOCK = threading.Lock()
+
+def _queue_api(lib: ctypes.CDLL) -> ctypes.CDLL:
+  """lib with the argument and result types of the launch-queue functions set."""
+  ll, i, p = ctypes.c_longlong, ctypes.c_int, ctypes.c_void_p
+  for name, args in (("pg_queue_kernel", [i, p, p, i]), ("pg_queue_copy", [i, p, p, ctypes.c_size_t]), ("pg_queue_after", [i, i, ll]),
+                     ("pg_queue_queued", [i]), ("pg_queue_done", [i])):
+    f = getattr(lib, name)
+    f.argtypes, f.restype = args, ll
+  lib.pg_queue_wait.argtypes, lib.pg_queue_wait.restype = [i, ll], None
+  return lib
+
+# the CPU devices opened in this process, in order: their launch queues (used while there are several)
+_QUEUES: dict[str, LaunchQueue] = {}
+MAX_DEVICES = 63   # (queues and pools of runtime/threadpool.c; pool 0 is the launching threads')
+
+def _queued() -> bool: return bool(CPU_ASYNC.value) and len(_QUEUES) > 1
+
+_shared = [0]   # the threads the queues were last told they share
+
+def _share_cores() -> None:
+  """Tell the queues the threads they share (THREADS or the cores; each running queue gets an equal part: a device
+  working alone gets them all), once the pool library is loaded; again when THREADS changes."""
+  if (n := cpu_threads()) == _shared[0] or (lib := thread_pool().lib) is None: return
+  lib.pg_queue_threads(n)
+  _shared[0] = n
+
+class QueuedHostAllocator(HostAllocator):
+  """A CPU device's memory: the host waits for the device's queued launches before it touches it; a copy from another
+  CPU device is queued (LaunchQueue.copy)."""
+  def __init__(self, launches: LaunchQueue):
+    super().__init__()
+    self.launches = launches
+  def sync(self) -> None: self.launches.wait()
+  def transfer(self, dest: Any, src: Any, nbytes: int, source: Allocator) -> bool:
+    if isinstance(source, QueuedHostAllocator) and _queued():   # between two CPU devices: queued on the source's
+      source.launches.copy(dest, src, nbytes, self.launches)
+      return True
+    return super().transfer(dest, src, nbytes, source)
+
 class CPUProgram(Program):
-  def __init__(self, name: str, lib: bytes, meta=None):
+  def __init__(self, name: str, lib: bytes, meta=None, launches: LaunchQueue | None = None):
     super().__init__(name, lib, meta)
+    self.launches = launches   # its device's queue (None: always run on the calling thread)
     # dlopen needs a file: the compile cache keeps one per distinct library
     path = cache_dir() / "so" / f"{content_hash(lib)[:40]}.so"
     if not path.exists(): atomic_write(path, lib)   # written whether or not the disk caches are on: dlopen needs a file
@@ -144,6 +277,8 @@ class CPUProgram(Program):
     dll = ctypes.CDLL(str(path))
     self.fxn = getattr(dll, name)
     self.fxn.restype = None
+    # the entry point a launch queue calls (C renderer's argv_entry; 0 for a library without one: runs unqueued)
+    self.argv = ctypes.cast(getattr(dll, f"{name}_argv"), ctypes.c_void_p).value if hasattr(dll, f"{name}_argv") else 0
     # a kernel with thread loops calls the pool through its own pointer, null (loops run on the calling thread)
     # until the pool is loaded
     self.uses_workers = b"pg_parallel_for" in lib
@@ -157,20 +292,33 @@ class CPUProgram(Program):
     if (entry := thread_pool().entry): self._pool_ptr.value, self._pool_ptr = entry, None   # type: ignore[union-attr]
   def __call__(self, *bufs, sizes: list[int] | None = None) -> None:
     """Run on the buffers (ctypes arrays pass as pointers). A bounds-checked kernel takes `sizes`, the buffers' element
-    counts (default: their byte sizes over the dtypes), and raises OutOfBoundsError after a launch with a bad access."""
+    counts (default: their byte sizes over the dtypes), and raises OutOfBoundsError after a launch with a bad access
+    (a queued launch: at the device's next wait)."""
     if self._pool_ptr is not None: self._link_pool()
-    if not self.sanitized: self.fxn(*bufs); return
+    args, err = (bufs, None) if not self.sanitized else self._checked_args(bufs, sizes)
+    if self.launches is not None:
+      if _queued() and self.argv: return self.launches.kernel(self.argv, args, None if err is None else (err, self.name, self.param_dtypes))
+      if self.launches.busy: self.launches.wait()   # (CPU_ASYNC turned off with launches still queued)
+    self.fxn(*args)
+    if err is not None and err[0]: raise out_of_bounds(self.name, list(err), self.param_dtypes)
+  def _checked_args(self, bufs: tuple, sizes: list[int] | None) -> tuple[tuple, Any]:
+    """A bounds-checked kernel's arguments: the buffers, their element counts, a zeroed error record (also returned)."""
     dts = [DTYPES_BY_NAME[d] for d in self.param_dtypes]
     if len(bufs) != len(dts): raise TypeError(f"kernel {self.name} takes {len(dts)} buffers, got {len(bufs)}")
     n = list(sizes) if sizes is not None else [ctypes.sizeof(b) // d.itemsize for b, d in zip(bufs, dts)]
     err = (ctypes.c_longlong * 6)()
-    self.fxn(*bufs, (ctypes.c_longlong * max(len(n), 1))(*n), err)
-    if err[0]: raise out_of_bounds(self.name, list(err), [d.name for d in dts])
+    return (*bufs, (ctypes.c_longlong * max(len(n), 1))(*n), err), err
   def wake(self) -> None:
-    if self.uses_workers and (prewake := thread_pool().prewake) is not None: prewake()
+    if self.uses_workers and not (self.launches is not None and _queued()) and (prewake := thread_pool().prewake) is not None: prewake()
 
 def make_device(name: str) -> DeviceSpec:
   compiler = ClangCompiler()
   renderer = CRenderer(vector_bytes=compiler.vector_bytes)
   if renderer.thread_pool: thread_pool(compiler)   # start building the pool now, next to the first kernels' compiles
-  return DeviceSpec(name, HostAllocator(), compiler, CPUProgram, renderer)
+  _, _, rest = name.partition(":")
+  if rest and not rest.isdigit(): raise RuntimeError(f"device {name} does not exist: CPU devices are CPU, CPU:1, CPU:2, ...")
+  if len(_QUEUES) >= MAX_DEVICES: raise RuntimeError(f"device {name}: at most {MAX_DEVICES} CPU devices in one process")
+  launches = _QUEUES[name] = LaunchQueue(name, len(_QUEUES))
+  launch_waits.append(launches.wait)
+  _share_cores()
+  return DeviceSpec(name, QueuedHostAllocator(launches), compiler, functools.partial(CPUProgram, launches=launches), renderer, launches.wait)

@@ -78,16 +78,16 @@ def train(jit: bool) -> None:
     overlapped[0] += bool(realize._in_flight) and ei.kernel is not None
     order.append(_launch_kind(ei, param_memory))
     return orig(ei)
-  def finish(finish_collectives):
+  def finish(finish_launches):
     def check_order():   # (at the end of each realize and replay)
       _updates_after_allreduces("".join(order))
       order.clear()
-      finish_collectives()
+      finish_launches()
     return check_order
-  saved = realize.finish_collectives, jit_engine.finish_collectives
-  realize.ExecItem.run, realize.finish_collectives, jit_engine.finish_collectives = spy, finish(saved[0]), finish(saved[1])
+  saved = realize.finish_launches, jit_engine.finish_launches
+  realize.ExecItem.run, realize.finish_launches, jit_engine.finish_launches = spy, finish(saved[0]), finish(saved[1])
   try: ln, pn = run(world.devices())
-  finally: realize.ExecItem.run, (realize.finish_collectives, jit_engine.finish_collectives) = orig, saved
+  finally: realize.ExecItem.run, (realize.finish_launches, jit_engine.finish_launches) = orig, saved
   assert overlapped[0] > 0, "no kernel ran while a gradient's allreduce was under way"
   check(f"losses (jit={jit})", ln, l1)
   for a, b in zip(pn, p1): check(f"weights after 4 Adam steps (jit={jit})", a, b)
