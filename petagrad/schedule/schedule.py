@@ -396,12 +396,19 @@ def _cluster_shapes(members: list[int], after: list[set[int]], items: list[Sched
     placed.add(i); order.append(i)
   return order
 
+def _between_devices(it: ScheduleItem) -> bool:
+  """A copy from one compute device to another (not a file's bytes, DISK, going in)."""
+  src, dst = it.value.device, it.out.device
+  return src != dst and not any(isinstance(d, str) and d.startswith("DISK") for d in (src, dst))
+
 def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: set[UOp]) -> list[ScheduleItem]:
   """Dependency order, plus: a kernel that reads a buffer's old value runs before the ASSIGN that overwrites it
   (unless it consumes that ASSIGN's result). Groupable kernels that are ready together get one group number:
   kernels that must wait for nothing else run first, so the groups collect as many kernels as they can."""
   groupable = [int(GROUP_MAX) > 1 and _groupable(u, realize) for u in producers]
-  if not any(it.kind == "assign" for it in items) and sum(groupable) < 2: return items
+  # what another device sends: a copy between two compute devices of this process (1), a collective between MPI ranks (2)
+  sent = [2 if it.kind == "collective" else 1 if it.kind == "copy" and _between_devices(it) else 0 for it in items]
+  if not any(it.kind == "assign" for it in items) and sum(groupable) < 2 and not any(sent): return items
   pos = {u: i for i, u in enumerate(producers)}
   after: list[set[int]] = []
   for u in producers:   # the realized nodes each kernel consumes directly
@@ -425,14 +432,16 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
     for d in a: users[d].append(i)
   ready_alone: list[tuple[bool, int]] = []
   ready_group: list[int] = []
-  # a kernel that reads a collective's result waits until nothing else is ready: the collective then has the rest of
-  # the work's time to complete (a gradient's allreduce beside the rest of the backward pass, the optimizer's updates
-  # after it, as DDP orders them), and the ranks' skew is absorbed instead of waited for at each update
-  on_network: list[int] = []
+  # a kernel that reads what another device sent waits until nothing else is ready. A collective's readers: it then has
+  # the rest of the work's time to complete (a gradient's allreduce beside the rest of the backward pass, the
+  # optimizer's updates after it, as DDP orders them), and the ranks' skew is absorbed instead of waited for at each
+  # update. A copy's readers (released first): each device of this process gets the work it can do alone before the
+  # work that waits for another (devices that run their launches side by side: the CPU devices' queues, GPUs)
+  on_network: list[list[int]] = [[], [], []]   # by what they wait for: (nothing), a copy, a collective
   delayed = [False] * len(items)   # released from on_network: nothing else was ready
   def release(i: int) -> None:
     # a collective first: it runs while the kernels after it do (engine/realize.py)
-    if not delayed[i] and any(items[j].kind == "collective" for j in after[i]): on_network.append(i)
+    if not delayed[i] and (wait := max((sent[j] for j in after[i]), default=0)): on_network[wait].append(i)
     elif groupable[i]: heapq.heappush(ready_group, i)
     else: heapq.heappush(ready_alone, (items[i].kind != "collective", i))
   for i, w in enumerate(waiting):
@@ -443,9 +452,10 @@ def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: s
       if waiting[u] == 0: release(u)
   out: list[ScheduleItem] = []
   groups = 0
-  while ready_alone or ready_group or on_network:
+  while ready_alone or ready_group or on_network[1] or on_network[2]:
     if not ready_alone and not ready_group:
-      waited, on_network[:] = on_network[:], []
+      k = 1 if on_network[1] else 2
+      waited, on_network[k] = on_network[k], []
       for i in waited:
         delayed[i] = True
         release(i)
