@@ -14,6 +14,12 @@ if "PYTEST_XDIST_WORKER" in os.environ and "THREADS" not in os.environ:
 
 DEVICES = [d for d in os.environ.get("TEST_DEVICES", "CPU,PYTHON").split(",") if d]
 
+# TEST_CPU_QUEUES=1: a second CPU device is open in every test process, so every CPU kernel runs on the devices' launch
+# queues (docs/multi.md, "Several CPU devices in one process"; CI runs part of the suite this way)
+if os.environ.get("TEST_CPU_QUEUES") == "1":
+  from petagrad.device import Device
+  Device["CPU:1"]
+
 @pytest.fixture(params=DEVICES)
 def device(request):
   """Run the test with Device.DEFAULT set to each test device in turn."""
