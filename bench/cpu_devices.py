@@ -30,14 +30,14 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.dirname(HERE))
 import numpy as np
 import machine
-from train import GPT, make_data, tg_like_models, torch_models
+from train import GPT, make_data, petagrad_train_step, tg_like_models, torch_models
 
 DEVS = ("CPU:0", "CPU:1")
 CASES = {"mlp_adam": "MLP 784-512-512-10, batch 128, Adam", "mlp_bn": "the MLP with BatchNorm1d after each hidden layer, Adam",
          "gpt_adamw": "GPT 2 layers, dim 128, 4 heads, seq 64, batch 16, vocab 256, AdamW"}
 
 def petagrad_step(case: str, data, devices: tuple[str, ...] | None):
-  from petagrad import Tensor, TinyJit, nn
+  from petagrad import Tensor, nn
   from petagrad.nn import optim
   from petagrad.nn.state import get_parameters
   MLP, GPTModel = tg_like_models(Tensor, nn, lambda x: x.gelu(approximate="tanh"))
@@ -55,15 +55,7 @@ def petagrad_step(case: str, data, devices: tuple[str, ...] | None):
     for t in state.values(): t.to_(devices)
   params = get_parameters(model)
   opt = optim.AdamW(params, lr=3e-4, weight_decay=0.01) if case == "gpt_adamw" else optim.Adam(params, lr=1e-3)
-  vocab = GPT["vocab"] if case == "gpt_adamw" else 10
-  @TinyJit
-  def step(x, y):
-    with nn.train():
-      opt.zero_grad()
-      loss = model(x).reshape(-1, vocab).cross_entropy(y.reshape(-1))
-      loss.backward()
-      Tensor.realize_all(loss, *opt.schedule_step())
-    return loss
+  step = petagrad_train_step(model, opt, GPT["vocab"] if case == "gpt_adamw" else 10)
   batches = [(Tensor(x), Tensor(y)) for x, y in data]
   if devices: batches = [(x.shard(devices, 0), y.shard(devices, 0)) for x, y in batches]
   batches = [(x.realize(), y.realize()) for x, y in batches]

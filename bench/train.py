@@ -124,14 +124,20 @@ def setup_petagrad(case: str, data):
   from petagrad import Tensor, nn
   from petagrad.nn import optim
   from petagrad.nn.state import get_parameters
-  from petagrad.engine.jit import TinyJit
   MLP, GPTModel = tg_like_models(Tensor, nn, lambda x: x.gelu(approximate="tanh"))
   Tensor.manual_seed(0)
   model = MLP() if case.startswith("mlp") else GPTModel(**GPT)
   params = get_parameters(model)
   opt = {"mlp_sgd": lambda: optim.SGD(params, lr=0.01, momentum=0.9), "mlp_adam": lambda: optim.Adam(params, lr=1e-3),
          "gpt_adamw": lambda: optim.AdamW(params, lr=3e-4, weight_decay=0.01)}[case]()
-  vocab = 10 if case.startswith("mlp") else GPT["vocab"]
+  step = petagrad_train_step(model, opt, 10 if case.startswith("mlp") else GPT["vocab"])
+  batches = [(Tensor(x).realize(), Tensor(y).realize()) for x, y in data]
+  return (lambda i: step(*batches[i % len(batches)])), (lambda loss: loss.item())
+
+def petagrad_train_step(model, opt, vocab: int):
+  """A petagrad training step under TinyJit: forward, cross-entropy over `vocab` classes, backward and the optimizer's
+  update in one schedule; returns the loss."""
+  from petagrad import Tensor, TinyJit, nn
   @TinyJit
   def step(x, y):
     with nn.train():
@@ -140,8 +146,7 @@ def setup_petagrad(case: str, data):
       loss.backward()
       Tensor.realize_all(loss, *opt.schedule_step())
     return loss
-  batches = [(Tensor(x).realize(), Tensor(y).realize()) for x, y in data]
-  return (lambda i: step(*batches[i % len(batches)])), (lambda loss: loss.item())
+  return step
 
 def setup_tinygrad(case: str, data):
   from tinygrad import Tensor, nn, TinyJit, Device
