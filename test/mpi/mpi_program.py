@@ -60,6 +60,8 @@ def train(jit: bool) -> None:
       return loss.realize()
     if jit: step = TinyJit(step)
     rng, losses, bufs = np.random.default_rng(2), [], [view_buffers(p.uop) for p in params]
+    # (this run's parameters only: the ids of the single-device run's buffers, gone with it, may name new buffers now)
+    param_memory.clear()
     param_memory.update(id(b.base) for bs in bufs for b in bs)
     with Tensor.train():
       for i in range(4):

@@ -16,7 +16,8 @@ def _have_mpi() -> bool:
 pytestmark = pytest.mark.skipif(not _have_mpi(), reason="needs mpirun (openmpi-bin) and mpi4py (pip install -e '.[mpi]')")
 
 def mpirun(n: int, what: str, timeout: float = 600, env: dict | None = None, extra: list[str] | None = None) -> subprocess.CompletedProcess:
-  e = {**os.environ, "MPI_TIMEOUT": "600", "THREADS": "1", "PYTHONPATH": ROOT, **(env or {})}
+  # (MPI_TIMEOUT well under the job's timeout: a rank that fails makes the others raise, naming it, before the job is killed)
+  e = {**os.environ, "MPI_TIMEOUT": str(int(timeout // 2)), "THREADS": "1", "PYTHONPATH": ROOT, **(env or {})}
   # each job its own session folder: jobs run side by side (pytest-xdist), and the namespaces' daemons share /tmp and
   # one hostname with everything else
   with tempfile.TemporaryDirectory(prefix="pg-mpi-") as tmp:
