@@ -207,11 +207,13 @@ class LaunchQueue:
       else: target.incoming[d] = (self, n)
   @property
   def busy(self) -> bool:
-    return self.pid == os.getpid() and (self.lib.pg_queue_done(self.index) != self.lib.pg_queue_queued(self.index) or bool(self.incoming))
+    # (pid -1: never used, the common case of a launch on the only CPU device: no system call)
+    return self.pid != -1 and self.pid == os.getpid() and \
+      (self.lib.pg_queue_done(self.index) != self.lib.pg_queue_queued(self.index) or bool(self.incoming))
   def wait(self) -> None:
     """Return when every launch queued so far has run, and every copy into this device's memory; raise
     OutOfBoundsError for the first bounds-checked kernel among them that made a bad access."""
-    if self.pid != os.getpid(): return
+    if self.pid == -1 or self.pid != os.getpid(): return
     with _LOCK:
       incoming, self.incoming = list(self.incoming.values()), {}
       upto = self.lib.pg_queue_queued(self.index)
