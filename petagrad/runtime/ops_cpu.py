@@ -163,7 +163,6 @@ class LaunchQueue:
       self.lib = _queue_api(thread_pool().wait())
       self.pid = os.getpid()
       self.held.clear(); self.checks.clear(); self.last_use.clear(); self.incoming.clear()
-      _share_cores()
     return self.lib
   def _hold(self, n: int, keep: Any) -> None:
     if n < 0: raise RuntimeError(f"device {self.device}: could not queue a launch (its thread did not start, or no memory)")
@@ -322,5 +321,4 @@ def make_device(name: str) -> DeviceSpec:
   if len(_QUEUES) >= MAX_DEVICES: raise RuntimeError(f"device {name}: at most {MAX_DEVICES} CPU devices in one process")
   launches = _QUEUES[name] = LaunchQueue(name, len(_QUEUES))
   launch_waits.append(launches.wait)
-  _share_cores()
   return DeviceSpec(name, QueuedHostAllocator(launches), compiler, functools.partial(CPUProgram, launches=launches), renderer, launches.wait)

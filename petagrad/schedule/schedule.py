@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, symbolic_arg, binds_in, max_numel
-from petagrad.uop.graph import new_buffer, new_buffer_node, new_buffer_for, substitute, rebind, unbind, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
+from petagrad.uop.graph import is_disk, new_buffer, new_buffer_node, new_buffer_for, substitute, rebind, unbind, reshape_strides, view_strides   # noqa: F401  (some imported from here too)
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod, strides_for_shape, GROUP_MAX, SPLIT_REDUCE
 
@@ -399,7 +399,7 @@ def _cluster_shapes(members: list[int], after: list[set[int]], items: list[Sched
 def _between_devices(it: ScheduleItem) -> bool:
   """A copy from one compute device to another (not a file's bytes, DISK, going in)."""
   src, dst = it.value.device, it.out.device
-  return src != dst and not any(isinstance(d, str) and d.startswith("DISK") for d in (src, dst))
+  return src != dst and not is_disk(src) and not is_disk(dst)
 
 def _order_and_group(items: list[ScheduleItem], producers: list[UOp], realize: set[UOp]) -> list[ScheduleItem]:
   """Dependency order, plus: a kernel that reads a buffer's old value runs before the ASSIGN that overwrites it
