@@ -130,20 +130,21 @@ def _try(k: Kernel, opt: Opt) -> bool:
   except OptError: return False
 
 # A matrix-vector product (a decode step) reads each weight once, row after row: nothing to reuse, so its speed is the
-# memory's. The hardware prefetchers follow a row only a little way ahead; loads that ask for the memory a few rows
-# further on keep more of it in flight (int8 weights, two cores: 7.5 -> 18 GB/s in a C model of the kernel).
-PREFETCH_BYTES, PREFETCH_MIN = 4096, 1 << 18
+# memory's. One row at a time per thread is one sequential stream, which the hardware prefetchers follow best: the
+# rows are not unrolled (2 rows interleaved, with software prefetches 4 KiB ahead, read 8.5-9.5 GB/s on one core where
+# one row reads 13-14, and 15 GB/s on two where one row reads 24: 86 MB of Q8_0 weights read in turn, 2026-12-04).
+STREAM_MIN = 1 << 18
 
 def _streams_weights(k: Kernel, out: list, red: list, st: list[int]) -> bool:
   """Is this a matrix-vector product over a big operand: one load runs along the innermost reduction (stride st) and
-  along the output (a weight, row after row, of at least PREFETCH_MIN elements), another stays put along every output
+  along the output (a weight, row after row, of at least STREAM_MIN elements), another stays put along every output
   range (the vector)?"""
   outs = [loads_stride(k.ast, o) for o in out]
   moving = [i for i, s in enumerate(st[:-1]) if s == 1 and any(o[i] != 0 for o in outs)]
   fixed = [i for i, s in enumerate(st[:-1]) if s == 1 and all(o[i] == 0 for o in outs)]
   if not moving or not fixed: return False
   sizes = [(x.arg[1], sx) for x, sx in zip(out, outs)] + [(x.arg[1], loads_stride(k.ast, x)) for x in red]
-  return any(prod(n for n, sx in sizes if sx[i] != 0) >= PREFETCH_MIN for i in moving)
+  return any(prod(n for n, sx in sizes if sx[i] != 0) >= STREAM_MIN for i in moving)
 
 def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> None:
   # loads the reduction streams through (they depend on a reduce range)
@@ -196,16 +197,14 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> Non
     # (rows of symbolic count reuse the weight: a product over many rows, not a matrix-vector one)
     stream = _streams_weights(k, out, red, st) and not any(0 in loads_stride(k.ast, x)[:-1] for x in k.symbolic_ranges("global"))
     _try(k, Opt(OptOps.VECTOR, _axis(k, r), n))
-    if stream: _try(k, Opt(OptOps.PREFETCH, 0, PREFETCH_BYTES))
     # output ranges some load does not move along (A @ B.T: each row of A meets every row of B):
     # unroll them so each vector load feeds several accumulators, as many as the registers hold (4x4 with
-    # AVX-512; 4x2 with AVX2: a 512^3 A @ B.T on one thread 28 -> 45 GFLOP/s)
+    # AVX-512; 4x2 with AVX2: a 512^3 A @ B.T on one thread 28 -> 45 GFLOP/s); not in a matrix-vector product,
+    # which reads one row at a time (STREAM_MIN)
     accumulators = 2 * tile_rows
-    for o in [o for o in out if o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)[:-1]][-2:]:
+    for o in [] if stream else [o for o in out if o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)[:-1]][-2:]:
       cur = [x for x in k.ranges if x.arg[0] == o.arg[0]]
-      # (a matrix-vector product: 2 rows, whose 2 weight streams the prefetches keep ahead better than 4 interleaved
-      # ones: Q8_0 768 x 768 11 -> 17 GB/s, 32000 x 768 16-17 -> 19 GB/s)
-      amt = min(2 if stream else 4, accumulators)
+      amt = min(4, accumulators)
       if cur and amt > 1 and _try(k, Opt(OptOps.UPCAST, _axis(k, cur[0]), amt)): accumulators //= amt
     # rows of symbolic count (a prefill of any prompt length: x @ W.T) tile too, clamped at the last row
     if accumulators >= 4 and (sym := k.symbolic_ranges("global")) and 0 in loads_stride(k.ast, sym[-1])[:-1]:

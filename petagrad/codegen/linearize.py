@@ -229,28 +229,6 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
     for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
   return LinearProgram(out, flops, global_ranges, frozenset(new[u] for u in index_math if u in new))
 
-def add_prefetches(prog: LinearProgram, distance: int) -> LinearProgram:
-  """Each vector load in the innermost loop of a reduction whose address moves with that loop (a weight row a
-  matrix-vector product streams through) is followed by a PREFETCH of the element `distance` bytes further on: the
-  memory the loop reaches a few iterations (or rows) later is on its way while this block is computed. A matrix-vector
-  product over int8 weights, two cores: 7.5 -> 18 GB/s."""
-  if distance <= 0: return prog
-  out: list[UOp] = []
-  index_math = set(prog.index_math)
-  open_ranges: list[UOp] = []
-  for u in prog.uops:
-    out.append(u)
-    if u.op is Ops.RANGE: open_ranges.append(u)
-    elif u.op is Ops.ENDRANGE: open_ranges.pop()
-    elif (u.op is Ops.LOAD and len(u.src) == 2 and u.dtype.count > 1 and open_ranges and open_ranges[-1].arg[2] == "reduce"
-          and open_ranges[-1] in (idx := u.src[1].toposort()) and any(r.op is Ops.RANGE and r.arg[2] in ("global", "thread") for r in idx)):
-      # (a load that moves along the outputs too: the weight; the vector it multiplies stays in the L1 cache)
-      ahead = UOp(Ops.ADD, u.src[1].dtype, (u.src[1], UOp.const(u.src[1].dtype, max(1, distance // u.dtype.scalar().itemsize))))
-      out += [ahead.src[1], ahead, UOp(Ops.PREFETCH, u.dtype, (u.src[0], ahead))]
-      index_math.update(ahead.src)
-      index_math.add(ahead)
-  return LinearProgram(out, prog.flops, prog.global_ranges, frozenset(index_math))
-
 def concat_programs(progs: list[LinearProgram], params: list[list[int]]) -> LinearProgram:
   """One program that runs `progs` one after another (a launch group): each program's parameter i becomes
   parameter params[k][i] of the whole. Every loop nest closes before the next program starts, so a program

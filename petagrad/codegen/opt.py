@@ -43,8 +43,6 @@ class OptOps(Enum):
                      # nested innermost among the output loops: blocks that stay in cache
   BLOCK = auto()     # long float sums become nested blocks, each from a fresh accumulator (Kernel.block_sums; always
                      # applied last, never searched; amount: the bytes of the SIMD register the compiler fills on its own)
-  PREFETCH = auto()  # the vector loads streamed by the innermost reduce loop prefetch `amount` bytes ahead (on
-                     # renderers that can: linearize.add_prefetches)
   CLAMP = auto()     # an output range of symbolic length (axis: its index among those, by id) in blocks of `amount`
                      # unrolled copies, the last block's extra copies clamped to its last row (Kernel.clamp_upcast)
   def __repr__(self) -> str: return f"OptOps.{self.name}"
@@ -67,7 +65,6 @@ class Kernel:
   applied: list[Opt] = field(default_factory=list)
   next_id: int = 0
   max_local: int = 0   # the most threads a work-group of the target may have (0: no work-groups)
-  prefetch: int = 0    # bytes ahead the streamed loads prefetch (OptOps.PREFETCH; 0: none)
   def __post_init__(self): self.next_id = max((r.arg[0] for r in self.ast.toposort() if r.op is Ops.RANGE), default=-1) + 1
 
   @property
@@ -156,11 +153,6 @@ class Kernel:
   def apply(self, opt: Opt) -> None:
     rs = self.ranges
     if opt.op is OptOps.BLOCK: return self.block_sums(opt.amount)
-    if opt.op is OptOps.PREFETCH:
-      if opt.amount <= 0: raise OptError(f"PREFETCH needs a positive distance, got {opt.amount}")
-      self.prefetch = opt.amount
-      self.applied.append(opt)
-      return
     if opt.op is OptOps.CLAMP:
       sym = self.symbolic_ranges("global")
       if not 0 <= opt.axis < len(sym) or opt.amount < 2: raise OptError(f"CLAMP needs a symbolic output range and an amount >= 2, got {opt}")

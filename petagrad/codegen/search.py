@@ -38,7 +38,7 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Op
   return out
 
 def _clone(k: Kernel) -> Kernel:
-  c = Kernel(k.ast, list(k.applied), max_local=k.max_local, prefetch=k.prefetch)
+  c = Kernel(k.ast, list(k.applied), max_local=k.max_local)
   c.next_id = k.next_id
   return c
 

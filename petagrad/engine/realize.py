@@ -24,7 +24,7 @@ from petagrad.runtime import mpi
 from petagrad.uop.graph import substitute, new_buffer_for, var_buffer, var_buffers, write_vars, unbind
 from petagrad.device.world import is_local
 from petagrad.codegen.lower import lower
-from petagrad.codegen.linearize import linearize, concat_programs, add_prefetches
+from petagrad.codegen.linearize import linearize, concat_programs
 from petagrad.codegen.group import merge_nests
 from petagrad.codegen.opt import Kernel
 from petagrad.codegen.heuristic import hand_coded_optimizations
@@ -77,7 +77,6 @@ def compile_kernels(device: str, todo: list[tuple[Kernel | list[Member], str, li
     try:
       r = dev.renderer
       parts = [linearize(vectorize(expand_unrolled(decompose(k.ast, r.decompose_ops)), bool(r.shuffle)), peel=not r.has_local) for k, _ in members]
-      if r.prefetch: parts = [add_prefetches(p, k.prefetch) for p, (k, _) in zip(parts, members)]
       # a launch group's members (even a single merged nest) number their parameters by launch position
       prog = parts[0] if isinstance(kk, Kernel) else concat_programs(parts, [list(p) for _, p in members])
       src = dev.renderer.render(name, prog, params)

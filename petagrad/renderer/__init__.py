@@ -25,7 +25,6 @@ class Renderer:
   max_local: int = 0
   launch_groups: bool = True        # may several kernels run one after another in one program (a launch group)?
   unsupported: dict = {}            # dtype -> why this device cannot store or compute it (a kernel using one raises)
-  prefetch: str = ""                # a software prefetch of element {idx} of buffer {buf} ({size} bytes each); "": none
   shuffle: str = ""                 # a vector of lanes {lanes} (comma-separated) of the vectors {a}, {b} joined; "": lanes are read one by one
   def render(self, name: str, prog: Any, params: list) -> str: raise NotImplementedError
   def check_dtypes(self, name: str, prog: Any, params: list) -> None:

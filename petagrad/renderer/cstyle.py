@@ -256,9 +256,6 @@ class CStyleRenderer(Renderer):
     if op is Ops.CONST: names[u] = self.const(u.arg, _fv(dt)); return
     if op is Ops.DEFINE_GLOBAL: names[u] = f"data{u.arg}"; return
     if op is Ops.REDUCE: names[u] = self._group_reduce(u, names, lines, ind); return
-    if op is Ops.PREFETCH:   # a hint that reads nothing and never faults (past the buffer, on SANITIZE's guard page)
-      if self.prefetch: lines.append(ind + self.prefetch.format(buf=names[u.src[0]], idx=names[u.src[1]], size=u.dtype.scalar().itemsize))
-      return
     if op is Ops.STORE:
       buf, idx, val = (names[s] for s in u.src)
       vdt = u.src[2].dtype
@@ -694,8 +691,6 @@ class CRenderer(CStyleRenderer):
   preamble = "#include <math.h>\n#include <string.h>\n" + BF16_HELPERS + REG_HELPER
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"
-  # (the address is integer arithmetic: it may lie past the buffer, where a pointer sum would be undefined)
-  prefetch = "__builtin_prefetch((const void *)((unsigned long long)({buf}) + (unsigned long long)({idx}) * {size}ULL));"
   shuffle = "__builtin_shufflevector({a}, {b}, {lanes})"   # (GCC 12+, clang)
   def __init__(self, vector_bytes: int = 64):
     self.vector_bytes = vector_bytes   # the machine's SIMD register (the CPU device asks its compiler)

@@ -55,8 +55,6 @@ class Ops(Enum):
   ENDRANGE = auto()        # src=(RANGE,)
   DEFINE_ACC = auto()      # src=(init CONST,), arg=id
   ACC_UPDATE = auto()      # src=(DEFINE_ACC, value): acc = acc <op> value, arg=op
-  PREFETCH = auto()        # src=(DEFINE_GLOBAL, index): a hint to bring that element's cache line in; reads nothing
-                           # (the index may lie past the buffer: a prefetch never faults). Renderers without one skip it
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
   # members are singletons: identity hashing is exact, and far cheaper than Enum's hash of the name (every

@@ -10,7 +10,7 @@ CASES = {
   "matmul_odd": (lambda a, b: a @ b, [(33, 17), (17, 50)]),
   "matmul_bT": (lambda a, b: a @ b.T, [(32, 64), (48, 64)]),
   "matmul_aT": (lambda a, b: a.T @ b, [(64, 32), (64, 48)]),
-  "gemv_prefetched": (lambda a, b: a @ b.T, [(1, 512), (1024, 512)]),        # a decode step's product (PREFETCH)
+  "gemv": (lambda a, b: a @ b.T, [(1, 512), (1024, 512)]),                    # a decode step's product (one row at a time)
   "gemv_int8": (lambda a, b: a @ ((b * 20).clip(-100, 100).cast("int8").cast("float32") * 0.05).T, [(1, 512), (1024, 512)]),
   "bmm": (lambda a, b: a @ b, [(3, 16, 32), (3, 32, 16)]),
   "matmul_bias_relu": (lambda a, b, c: (a @ b + c).relu(), [(64, 32), (32, 48), (48,)]),
@@ -195,25 +195,22 @@ def _cpu_sources(monkeypatch) -> list[str]:
   monkeypatch.setattr(R, "compile_kernels", spy)
   return srcs
 
-def test_matrix_vector_product_prefetches(monkeypatch):
-  # a product over one row reads its weight once, row after row: its streamed loads prefetch a few rows ahead (past
-  # the buffer's end too, where SANITIZE=1 puts a guard page: a prefetch never faults); a product with reuse (many
-  # rows) does not prefetch
-  import petagrad.engine.realize as R
-  srcs = _cpu_sources(monkeypatch)
+def test_matrix_vector_product_reads_one_row_at_a_time(applied_opts):
+  # a product over one row reads its weight once, row after row: no output rows unrolled (one sequential stream per
+  # thread; heuristic.py STREAM_MIN), float and Q8_0 alike; a product with reuse (64 rows) gets a register tile
+  from petagrad.codegen.opt import OptOps
+  from petagrad.models.quant import quantize
   rng = np.random.default_rng(3)
   x, x64, w = (rng.standard_normal(s).astype(np.float32) for s in ((1, 512), (64, 512), (1024, 512)))
   wt = Tensor(w, device="CPU")
+  q = quantize(wt, "q8_0")[1]
   np.testing.assert_allclose((Tensor(x, device="CPU") @ wt.T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
-  assert any("__builtin_prefetch" in s for s in srcs)
-  srcs.clear()
+  np.testing.assert_allclose((Tensor(x, device="CPU") @ q.T).numpy(), x @ q.numpy().T, rtol=1e-4, atol=1e-4)
+  products = [a for a in applied_opts if any(o.op is OptOps.VECTOR for o in a)][-2:]
+  assert len(products) == 2 and all(not any(o.op is OptOps.UPCAST for o in a) for a in products), applied_opts
+  applied_opts.clear()
   np.testing.assert_allclose((Tensor(x64, device="CPU") @ wt.T).numpy(), x64 @ w.T, rtol=1e-4, atol=1e-4)
-  assert srcs and not any("__builtin_prefetch" in s for s in srcs)
-  srcs.clear()
-  monkeypatch.setattr(R, "_kernel_cache", {})   # (built again, bounds-checked: under SANITIZE=1 already, it would not be)
-  with Context(SANITIZE=1):
-    np.testing.assert_allclose((Tensor(x, device="CPU") @ wt.T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
-  assert any("__builtin_prefetch" in s for s in srcs)
+  assert any(o.op is OptOps.UPCAST for a in applied_opts for o in a), applied_opts
 
 def test_every_other_element_is_two_vector_loads_and_a_shuffle(monkeypatch):
   # a load of elements 2 apart along the vector (a 2x2 pool's window, the input of a stride-2 convolution over a padded input) is two vector loads
