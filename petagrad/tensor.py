@@ -78,6 +78,25 @@ def _computed(view: UOp, graph: UOp) -> UOp:
   if graph.op is Ops.CUSTOM_GRAD and graph.arg[0] == COMPUTED: graph = graph.src[1]   # computed again: one wrapper
   return UOp(Ops.CUSTOM_GRAD, graph.dtype, (view, graph), (COMPUTED, _writes(view)))
 
+def _expands_memory(n: UOp) -> bool:
+  """Is n an elementwise function (ALU ops, casts, movement ops, constants: no reduce) of memory on its own device that
+  holds fewer bytes than n's value (a quantized weight's decoded view: 34 bytes of Q8_0 blocks for 128 bytes of
+  float32)? Then reading that memory again costs less than reading n's value, and keeping the value costs memory: a
+  realize that computed n (a prefill decodes a weight once for its many rows) does not hand it to the live graphs,
+  which go on reading the packed bytes."""
+  if not isinstance(n.device, str) or any(not isinstance(d, int) for d in n.shape): return False
+  stack, seen, read = [n], set(), 0
+  while stack:
+    u = stack.pop()
+    if u in seen: continue
+    seen.add(u)
+    if u.op is Ops.BUFFER:
+      if u.device != n.device or u.buffer is None: return False
+      read += u.buffer.nbytes
+    elif u.op in GroupOp.Elementwise or u.op in GroupOp.Movement or u.op in (Ops.CONST, Ops.DEVICE): stack.extend(u.src)
+    else: return False
+  return read < prod(n.shape) * n.dtype.itemsize
+
 def _rebuild(root: UOp, memo: dict[UOp, UOp], stop: Callable[[UOp], UOp | None], make: Callable[[UOp, tuple], UOp]) -> UOp:
   """root's graph rebuilt children first into memo (node -> new node; shared by several roots, whose graphs then
   are walked once): stop(n) is n's new node without looking below it, or None; make(n, new sources) builds the
@@ -579,10 +598,11 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
     unset_grad = not NO_GRAD.value
     modes = [bool(t._requires_grad) or (unset_grad and t._requires_grad is None and t.dtype.is_float) for t in others]
     values: list[dict[UOp, UOp]] = []   # node -> what it became, made once (before the launches when the engine asks)
+    todo_uops = {t.uop for t in todo}   # (asked for: kept even where recomputing would read less, _expands_memory)
     def computed(becomes: dict[UOp, UOp]) -> dict[UOp, UOp]:
       # (a detach() of a buffer view is a view too: it keeps reading the buffer, as torch's shares the memory)
       if not values: values.append({n: v for n, fwd in done.items() if (v := becomes.get(fwd)) is not None and n.base.op is not Ops.BUFFER
-                                    and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER)})
+                                    and not (n.op is Ops.DETACH and n.src[0].base.op is Ops.BUFFER) and (n in todo_uops or not _expands_memory(n))})
       return values[0]
     def handed(becomes: dict[UOp, UOp]) -> set[int]:
       # what this realize computed that the graphs kept below will read: the buffers the engine must not free early

@@ -124,6 +124,24 @@ def test_realized_tensor_is_not_recomputed(device):
   assert kernels(y + 1) == 1
   assert kernels(y) == 0
 
+def test_decoded_weight_stays_packed(device):
+  # a realize that computes an elementwise expansion of memory (a Q8_0 weight decoded once for a product over many
+  # rows, as a prefill's) does not hand that value to the live graphs: they keep reading the packed bytes (a decode
+  # step after a short prompt read float32 weights instead: 3.8x the bytes and the memory). A reduce's value is
+  # still handed over.
+  from petagrad import Variable
+  from petagrad.models.quant import quantize
+  w = quantize(Tensor.randn(64, 64), "q8_0")[1]
+  x = Tensor.randn(512, 64).realize()
+  y = x[:Variable("n", 1, 512).bind(300)] @ w.T
+  assert kernels(y) == 2   # the decoded weight gets a kernel of its own
+  assert [u.dtype.name for u in w.uop.toposort() if u.op is Ops.BUFFER] == ["uint8"]
+  np.testing.assert_allclose(y.numpy(), x.numpy()[:300] @ w.numpy().T, rtol=1e-4, atol=1e-4)
+  s = x.sum(1)
+  t = s + 1
+  assert kernels(s * 2, s + 3) == 3   # s, then the two outputs
+  assert any(u.op is Ops.CUSTOM_GRAD for u in t.uop.toposort())   # (t reads s's buffer: "computed")
+
 def test_views_of_buffers_need_no_kernel(device):
   x = Tensor.rand(4, 4).realize()
   assert kernels(x.T.reshape(16)) == 0
