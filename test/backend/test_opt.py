@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 from petagrad import Tensor, Context, Device
 from petagrad.helpers import DISABLE_DISK_CACHE
+from petagrad.models.quant import quantize
 
 CASES = {
   "matmul": (lambda a, b: a @ b, [(64, 48), (48, 80)]),
@@ -12,6 +13,7 @@ CASES = {
   "matmul_aT": (lambda a, b: a.T @ b, [(64, 32), (64, 48)]),
   "gemv": (lambda a, b: a @ b.T, [(1, 512), (1024, 512)]),                    # a decode step's product (one row at a time)
   "gemv_int8": (lambda a, b: a @ ((b * 20).clip(-100, 100).cast("int8").cast("float32") * 0.05).T, [(1, 512), (1024, 512)]),
+  "gemv_q8_0": (lambda a, b: a @ quantize(b, "q8_0")[1].T, [(1, 512), (1024, 512)]),
   "bmm": (lambda a, b: a @ b, [(3, 16, 32), (3, 32, 16)]),
   "matmul_bias_relu": (lambda a, b, c: (a @ b + c).relu(), [(64, 32), (32, 48), (48,)]),
   "sum0": (lambda a: a.sum(0), [(64, 128)]),
@@ -199,7 +201,6 @@ def test_matrix_vector_product_reads_one_row_at_a_time(applied_opts):
   # a product over one row reads its weight once, row after row: no output rows unrolled (one sequential stream per
   # thread; heuristic.py STREAM_MIN), float and Q8_0 alike; a product with reuse (64 rows) gets a register tile
   from petagrad.codegen.opt import OptOps
-  from petagrad.models.quant import quantize
   rng = np.random.default_rng(3)
   x, x64, w = (rng.standard_normal(s).astype(np.float32) for s in ((1, 512), (64, 512), (1024, 512)))
   wt = Tensor(w, device="CPU")
@@ -211,6 +212,22 @@ def test_matrix_vector_product_reads_one_row_at_a_time(applied_opts):
   applied_opts.clear()
   np.testing.assert_allclose((Tensor(x64, device="CPU") @ wt.T).numpy(), x64 @ w.T, rtol=1e-4, atol=1e-4)
   assert any(o.op is OptOps.UPCAST for a in applied_opts for o in a), applied_opts
+
+def test_unrolled_products_share_their_common_factor():
+  # an unrolled sum whose copies multiply by the same node (the two 16-lane halves of a Q8_0 block, both times the
+  # block's scale) multiplies by it once: a*d + b*d + c*e + f*e -> (a + b)*d + (c + f)*e; a copy without a shared
+  # factor stays as it is
+  from petagrad.codegen.expand import UNROLLED, _combine, _factor_shared, _terms
+  from petagrad.uop.ops import Ops
+  from petagrad.uop.uop import UOp
+  from petagrad.dtype import dtypes
+  buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0)
+  a, b, c, d, e, f, g = (UOp(Ops.LOAD, dtypes.float32, (buf, UOp.const(dtypes.index, i))) for i in range(7))
+  out = _factor_shared(_combine(Ops.ADD, [a * d, b * d, c * e, e * f, g], UNROLLED))
+  terms = _terms(out, Ops.ADD, UNROLLED)
+  assert len(terms) == 3 and terms[2] is g
+  assert [(set(_terms(t.src[0], Ops.ADD)), t.src[1]) for t in terms[:2]] == [({a, b}, d), ({c, f}, e)]
+  assert _factor_shared(_combine(Ops.ADD, [a * b, c * d], UNROLLED)) is _combine(Ops.ADD, [a * b, c * d], UNROLLED)
 
 def test_every_other_element_is_two_vector_loads_and_a_shuffle(monkeypatch):
   # a load of elements 2 apart along the vector (a 2x2 pool's window, the input of a stride-2 convolution over a padded input) is two vector loads
