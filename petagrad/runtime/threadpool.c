@@ -32,8 +32,14 @@
 #define PG_MAX_THREADS 256
 #define PG_MAX_POOLS 64
 #define PG_CHUNKS_PER_THREAD 4
-#define PG_BACKOFF_NS 20000000LL   /* after a sign that another process wants this core: no spinning for 20 ms */
-#define PG_GAP_NS 20000LL          /* a spin loop that lost the core for this long was preempted */
+/* after a sign that another process wants this core, no spinning for a while: 1 ms after an isolated sign (a VM's
+   hiccup, a daemon waking: a worker that slept through each kernel for 20 ms after any of them had 60-70% of a decode
+   step's jobs wait for a futex wake-up), doubling up to 20 ms while the signs keep coming (a busy neighbour) */
+#define PG_BACKOFF_MIN_NS 1000000LL
+#define PG_BACKOFF_MAX_NS 20000000LL
+/* a spin loop that lost the core for this long was preempted (shorter gaps are interrupts and the VM's pauses: at 20 us,
+   40-90 false signs in 5 s of decoding here) */
+#define PG_GAP_NS 200000LL
 
 typedef void (*pg_fn)(void *args, long long begin, long long end);
 
@@ -102,6 +108,11 @@ static inline void cpu_relax(void) {
   __asm__ __volatile__("yield");
 #endif
 }
+static inline void back_off(long long t, long long *quiet_after, long long *backoff) {
+  /* a sign less than PG_BACKOFF_MAX_NS after the last quiet time ended: the contention goes on */
+  *backoff = t < *quiet_after + PG_BACKOFF_MAX_NS ? (*backoff * 2 < PG_BACKOFF_MAX_NS ? *backoff * 2 : PG_BACKOFF_MAX_NS) : PG_BACKOFF_MIN_NS;
+  *quiet_after = t + *backoff;
+}
 static inline uint64_t pack(uint64_t tag, uint64_t next, uint64_t end) { return (tag << 40) | (next << 20) | end; }
 
 /* claim one chunk of job `tag` from thread t's share; -1 when it has none left (or the job is over) */
@@ -141,7 +152,7 @@ static void *worker(void *arg) {
   sigset_t all; sigfillset(&all); pthread_sigmask(SIG_BLOCK, &all, NULL);   /* signals go to Python's threads */
   uint32_t seen = atomic_load(&P->gen);
   long last_preempted = 0;
-  long long quiet_after = 0;   /* no spinning before this time */
+  long long quiet_after = 0, backoff = PG_BACKOFF_MIN_NS;   /* no spinning before quiet_after (back_off) */
   for (;;) {
     /* spin a bounded time for the next job, then sleep on the futex. Spinning while another process wants this
        core is what made spinning OpenMP slow on a shared machine: the spin time counts against this thread, so the
@@ -150,7 +161,7 @@ static void *worker(void *arg) {
        (involuntary context switches since the last job) or lost the core while spinning (a gap in the loop). */
     long long t0 = now_ns(), prev = t0;
     struct rusage ru;
-    if (getrusage(RUSAGE_THREAD, &ru) == 0 && ru.ru_nivcsw != last_preempted) { last_preempted = ru.ru_nivcsw; quiet_after = t0 + PG_BACKOFF_NS; }
+    if (getrusage(RUSAGE_THREAD, &ru) == 0 && ru.ru_nivcsw != last_preempted) { last_preempted = ru.ru_nivcsw; back_off(t0, &quiet_after, &backoff); }
     long long until = t0 < quiet_after ? t0 : t0 + spin_ns;
     uint32_t g;
     for (;;) {
@@ -160,7 +171,7 @@ static void *worker(void *arg) {
         if (++spins == 64) {
           spins = 0;
           long long t = now_ns();
-          if (t - prev > PG_GAP_NS) { quiet_after = t + PG_BACKOFF_NS; break; }
+          if (t - prev > PG_GAP_NS) { back_off(t, &quiet_after, &backoff); break; }
           if (t > until) break;
           prev = t;
         }
