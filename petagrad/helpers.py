@@ -5,7 +5,7 @@
 2
 """
 from __future__ import annotations
-import collections, functools, os, sys, operator, time, contextlib, pathlib, hashlib, shutil, threading
+import collections, functools, os, sys, operator, time, contextlib, pathlib, hashlib, shutil, subprocess, threading
 from typing import Any, Callable, Iterable, Iterator, TypeVar, Sequence
 
 T = TypeVar("T")
@@ -76,7 +76,7 @@ CFLAGS = Flag("CFLAGS", "", "Extra flags appended to the CPU compiler command li
 NOOPT = Flag("NOOPT", 0, "1: turn kernel optimizations off (debugging).")
 BEAM = Flag("BEAM", 0, "n >= 1: search kernel optimizations with a beam of width n, timing candidates on the device (results cached on disk).")
 CACHEDIR = Flag("CACHEDIR", "", "Folder of the on-disk caches (compiled kernels, generated code, BEAM results). Empty: $XDG_CACHE_HOME/petagrad or ~/.cache/petagrad.")
-CACHE_MB = Flag("CACHE_MB", 4096, "Megabytes the on-disk caches may take; beyond it each new process removes the least recently used files (in the background). 0: no limit.")
+CACHE_MB = Flag("CACHE_MB", 4096, "Megabytes the on-disk caches may take; beyond it a low-priority process removes the least recently used files (at most hourly). 0: no limit.")
 DISABLE_DISK_CACHE = Flag("DISABLE_DISK_CACHE", 0, "1: never read or write the on-disk caches (compiled libraries, generated programs, lowered kernels).")
 DEFAULT_FLOAT = Flag("DEFAULT_FLOAT", "float32", "dtype of Python floats and of float-producing creation ops (float16, bfloat16, float32, float64).",
                      choices=("float16", "bfloat16", "float32", "float64", "half", "bf16", "float", "double"))
@@ -159,24 +159,46 @@ def _usable_cores() -> int:
 def cache_dir() -> pathlib.Path:
   base = str(CACHEDIR) or os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "petagrad")
   p = pathlib.Path(base); p.mkdir(parents=True, exist_ok=True)
-  if base not in _pruned:   # once per folder and process, in the background and a few seconds late: a short run and
-    _pruned.add(base)        # a cold start do not wait for (or share the interpreter with) a walk over the caches
-    t = threading.Timer(PRUNE_DELAY_S, prune_cache, args=(p,))
+  if base not in _pruned:   # once per folder and process, a few seconds late: a short run and a cold start do not
+    _pruned.add(base)        # wait for it
+    t = threading.Timer(PRUNE_DELAY_S, start_prune, args=(p,))
     t.daemon = True
     t.start()
   return p
 _pruned: set[str] = set()
-PRUNE_DELAY_S = 5.0
+PRUNE_DELAY_S, PRUNE_EVERY_S = 5.0, 3600.0
+
+def start_prune(base: pathlib.Path) -> subprocess.Popen | None:
+  """Run prune_cache over base in a process of its own at the lowest priority, unless one started less than
+  PRUNE_EVERY_S ago (base/.pruned's time). Not a thread: a walk over a big cache (660,000 files here) holds the
+  interpreter for seconds in the middle of the user's work (a decode step's kernels waited up to 13 ms for their
+  launches), and a process that ends first used to kill the walk before it removed anything, so the caches only
+  grew. Returns the process (None when none started)."""
+  if int(CACHE_MB) <= 0: return None
+  marker = base / ".pruned"
+  try:
+    if time.time() - marker.stat().st_mtime < PRUNE_EVERY_S: return None
+  except OSError: pass
+  try: marker.touch()
+  except OSError: return None   # a read-only cache folder: nothing to prune
+  # (helpers.py imports nothing of petagrad: the child loads this file alone, not the whole package)
+  code = ("import importlib.util, os, pathlib, sys; os.nice(19); s = importlib.util.spec_from_file_location('petagrad_prune', sys.argv[1]); "
+          "m = importlib.util.module_from_spec(s); s.loader.exec_module(m); m.prune_cache(pathlib.Path(sys.argv[2]), int(sys.argv[3]))")
+  try:
+    return subprocess.Popen([sys.executable, "-c", code, __file__, str(base), str(int(CACHE_MB))], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+  except OSError: return None
 
 def prune_cache(base: pathlib.Path, limit_mb: int | None = None) -> int:
   """Keep the disk caches under CACHE_MB: remove the least recently used files (a cache hit refreshes a file's
-  time, see read_cached) until they take 3/4 of it. Returns the bytes removed. The thread pool's library stays."""
+  time, see read_cached) until they take 3/4 of it. Returns the bytes removed. The thread pool's library and the
+  marker of the last prune (start_prune) stay."""
   limit = (int(CACHE_MB) if limit_mb is None else limit_mb) * (1 << 20)
   if limit <= 0: return 0
   files = []
   for root, _, names in os.walk(base):
     for n in names:
-      if n.startswith("threadpool_"): continue
+      if n.startswith("threadpool_") or n == ".pruned": continue
       try: st = os.stat(fp := os.path.join(root, n))
       except OSError: continue
       files.append((st.st_mtime, st.st_size, fp))

@@ -82,6 +82,21 @@ def test_cache_pruning_removes_least_recently_used(tmp_path):
   assert [f.exists() for f in files] == [True, False, False, False, True, True] and pool.exists()
   assert prune_cache(tmp_path, limit_mb=2) == 0 and prune_cache(tmp_path, limit_mb=0) == 0
 
+def test_cache_pruning_runs_in_a_process_of_its_own_at_most_hourly(tmp_path):
+  """The prune is a low-priority child process (it outlives a short run and never holds this interpreter), started at
+  most once per PRUNE_EVERY_S per cache folder."""
+  from petagrad.helpers import start_prune
+  (tmp_path / "compile").mkdir()
+  for i in range(6): (tmp_path / "compile" / f"{i}.bin").write_bytes(b"x" * (512 << 10))
+  with Context(CACHE_MB=2):
+    proc = start_prune(tmp_path)
+    assert proc is not None and proc.wait(timeout=60) == 0
+    assert sum(f.stat().st_size for f in (tmp_path / "compile").iterdir()) <= 3 * (512 << 10)
+    assert (tmp_path / ".pruned").exists() and start_prune(tmp_path) is None   # (pruned a moment ago)
+  with Context(CACHE_MB=0):
+    os.utime(tmp_path / ".pruned", (0, 0))
+    assert start_prune(tmp_path) is None   # (no limit)
+
 def test_broken_compiler_fails_clearly(tmp_path):
   bad = tmp_path / "badcc"
   bad.write_text("#!/bin/sh\necho 'this compiler is broken' >&2\nexit 3\n")
