@@ -232,6 +232,9 @@ class DeviceSpec:
   program: Callable[..., Program]   # (name, lib, meta) -> a Program
   renderer: Any   # petagrad.renderer.Renderer
   sync: Callable[[], None] | None = None   # waits for the device's queued work (None: a launch returns when its kernel is done)
+  # (programs, each one's buffers) -> a runner that launches them back to back in one call (a JIT replay), or None
+  # where it cannot; None: the device has none (each launch is a call of its own)
+  launch_list: Callable[[list[Program], list[list[Any]]], Any] | None = None
   @property
   def device(self) -> str: return self.name   # tinygrad's Compiled.device
   def synchronize(self) -> None:

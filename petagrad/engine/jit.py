@@ -37,12 +37,12 @@ and are not replayed (tinygrad's CAPTURING).
 [5.0, 3.0]
 """
 from __future__ import annotations
-import functools, weakref
+import functools, time, weakref
 from typing import Any, Callable, Generic, TypeVar
 from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks, finish_launches
 from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
-from petagrad.device import Buffer
-from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, TRAINING
+from petagrad.device import Buffer, Device
+from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, SANITIZE, TRAINING, GlobalCounters
 from petagrad.uop.ops import Ops, GroupOp
 from petagrad.uop.uop import UOp, binds_in
 from petagrad.uop.graph import new_buffer_node, substitute, reads_other_view, write_vars, var_buffers, unbind, rebind
@@ -127,6 +127,7 @@ class TinyJit(Generic[R]):
     self.out_bufs: list[Buffer] = []               # the returned buffers the captured kernels make, this call's
     self.out_slots: list[list[tuple[int, int]]] = []   # where each sits in the captured launches
     self._from_inputs: _Taint | None = None
+    self.launch_list: Any = None   # the captured launches as one call of their device's (DeviceSpec.launch_list), or None
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list]:
     """The tensor arguments, the other arguments (bound Variables as the Variables: their values may change), and the
@@ -181,19 +182,28 @@ class TinyJit(Generic[R]):
         raise JitError(f"TinyJit({self.__name__}): non-tensor arguments changed from {self.signature[1]} to {consts}; "   # type: ignore[index]
                        "their values are baked into the captured kernels: pass a value that changes as a Tensor, or make a new "
                        "TinyJit (or call .reset()) for each value")
-      for ei, j, i in self.input_slots: self.captured[ei].bufs[j] = bufs[i]
+      for ei, j, i in self.input_slots:
+        self.captured[ei].bufs[j] = bufs[i]
+        if self.launch_list is not None: self.launch_list.set(ei, j, bufs[i])
       # every call returns tensors of its own (as an eager call does): the outputs go into fresh buffers, so results
       # a caller keeps (a list of losses, a lazy running sum) are not overwritten by the next replay
       for k, slots in enumerate(self.out_slots):
         old = self.out_bufs[k]
         self.out_bufs[k] = fresh = Buffer(old.device, old.size, old.dtype)
-        for e, j in slots: self.captured[e].bufs[j] = fresh
+        for e, j in slots:
+          self.captured[e].bufs[j] = fresh
+          if self.launch_list is not None: self.launch_list.set(e, j, fresh)
       last: tuple = (None, b"")
       for buf, n in self.rng_slots:   # (copies of one state on several devices share their start: the same words)
         if rng_state_buffers[buf][0] != last[0]: last = (rng_state_buffers[buf][0], rng_state_bytes(n))
         buf.copyin(memoryview(last[1]))
       if binds: write_vars(binds)
-      for ei in self.captured: ei.run()
+      st = time.perf_counter()
+      if self.launch_list is not None and DEBUG < 2 and not SANITIZE and self.launch_list():
+        for ei in self.captured: ei.ran(0.0)
+        GlobalCounters.time_sum_s += time.perf_counter() - st
+      else:
+        for ei in self.captured: ei.run()
       finish_launches()
       for buf, exc, msg in self.checks:   # the data checks the captured call made (an index out of range, ...)
         if not buf.as_bytes()[0]: raise exc(msg)
@@ -251,11 +261,21 @@ class TinyJit(Generic[R]):
       rng = {id(b): b for ei in self.captured for b in ei.bufs if b in rng_state_buffers}
       self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.out_slots = [[(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if b is ob] for ob in self.out_bufs]
+      self.launch_list = _launch_list(self.captured)
       if DEBUG >= 1:
         pruned = f" (pruned from {n_recorded})" if self.prune else ""
         print(f"jit captured {self.__name__}: {len(self.captured)} kernels{pruned}, {len(self.input_slots)} input slots")
     self.cnt += 1
     return ret
+
+def _launch_list(items: list[ExecItem]) -> Any:
+  """The captured launches as one call of their device (DeviceSpec.launch_list: the CPU's runs them back to back in C,
+  no Python between them), when all are kernels of one such device that free nothing early; else None (launched one
+  by one)."""
+  if not items or any(ei.kernel is None or ei.collective is not None or ei.frees for ei in items): return None
+  devices = {ei.kernel.device for ei in items if ei.kernel is not None}
+  if len(devices) != 1 or (make := Device[devices.pop()].launch_list) is None: return None
+  return make([ei.kernel.program for ei in items if ei.kernel is not None], [list(ei.bufs) for ei in items])
 
 def _prune(items: list[ExecItem], inputs: list[Buffer], outs: list[Buffer]) -> list[ExecItem]:
   """The captured launches whose results can change from one call to the next (TinyJit's prune=True), in order; the

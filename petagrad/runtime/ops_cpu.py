@@ -312,6 +312,37 @@ class CPUProgram(Program):
   def wake(self) -> None:
     if self.uses_workers and not (self.launches is not None and _queued()) and (prewake := thread_pool().prewake) is not None: prewake()
 
+class LaunchList:
+  """CPU kernels launched back to back by one C call (runtime/threadpool.c: pg_run_list): a JIT replay's launches
+  with no Python between them (a Q8_0 decode step's ~130 kernels: ~5 us of Python each). `set(i, j, buf)` points
+  kernel i's parameter j at buf; calling runs them all and returns True, or returns False without running any when the
+  kernels must go through the device's launch queue now (several CPU devices opened since): the caller launches them
+  one by one then."""
+  def __init__(self, lib: ctypes.CDLL, progs: list[CPUProgram], bufs: list[list[Any]]):
+    self.n, self._run = len(progs), lib.pg_run_list
+    self.args = [(ctypes.c_void_p * max(len(b), 1))(*[ctypes.addressof(x.raw) for x in b]) for b in bufs]
+    self.fns = (ctypes.c_void_p * self.n)(*[p.argv for p in progs])
+    self.argv = (ctypes.c_void_p * self.n)(*[ctypes.addressof(a) for a in self.args])
+    self.wakes = any(p.uses_workers for p in progs)
+  def set(self, i: int, j: int, buf: Any) -> None: self.args[i][j] = ctypes.addressof(buf.raw)
+  def __call__(self) -> bool:
+    if _queued(): return False
+    if self.wakes and (prewake := thread_pool().prewake) is not None: prewake()
+    self._run(self.n, self.fns, self.argv)
+    return True
+
+def launch_list(progs: list[Program], bufs: list[list[Any]]) -> LaunchList | None:
+  """A LaunchList of these kernels, or None when one cannot be in one: a bounds-checked kernel (SANITIZE=1: its
+  errors are read after each launch), a library without the argv entry point, or no thread pool library."""
+  if not progs or not all(isinstance(p, CPUProgram) and p.argv and not p.sanitized for p in progs): return None
+  try: lib = thread_pool().wait()
+  except BaseException: return None   # (the pool failed to build: warned once already)
+  for p in progs:
+    if p._pool_ptr is not None: p._link_pool()
+  lib.pg_run_list.restype = None
+  lib.pg_run_list.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+  return LaunchList(lib, progs, bufs)   # type: ignore[arg-type]
+
 def make_device(name: str) -> DeviceSpec:
   compiler = ClangCompiler()
   renderer = CRenderer(vector_bytes=compiler.vector_bytes)
@@ -321,4 +352,5 @@ def make_device(name: str) -> DeviceSpec:
   if len(_QUEUES) >= MAX_DEVICES: raise RuntimeError(f"device {name}: at most {MAX_DEVICES} CPU devices in one process")
   launches = _QUEUES[name] = LaunchQueue(name, len(_QUEUES))
   launch_waits.append(launches.wait)
-  return DeviceSpec(name, QueuedHostAllocator(launches), compiler, functools.partial(CPUProgram, launches=launches), renderer, launches.wait)
+  return DeviceSpec(name, QueuedHostAllocator(launches), compiler, functools.partial(CPUProgram, launches=launches), renderer, launches.wait,
+                    launch_list)

@@ -286,6 +286,10 @@ void pg_pool_prewake(void) {
 int pg_pool_threads(int k) { return pool_pid == getpid() ? pool_at(k)->nworkers + 1 : 1; }
 
 void pg_pool_set_spin_ns(long ns) { spin_ns = ns < 0 ? 0 : ns; }
+
+/* a JIT replay's kernels, back to back on the calling thread (each spreads its loops over the pool as usual): one
+   call from Python instead of one per kernel */
+void pg_run_list(int n, void (**fns)(void **), void ***args) { for (int i = 0; i < n; i++) fns[i](args[i]); }
 int pg_pool_workers(void) { return pool_pid == getpid() ? mine()->nworkers : 0; }
 int pg_pool_sleepers(void) { return pool_pid == getpid() ? atomic_load(&mine()->sleepers) : 0; }
 

@@ -23,6 +23,47 @@ def test_replay_runs_only_captured_kernels():
   f(x)
   assert GlobalCounters.launch_count == len(f.captured)
 
+def test_cpu_replay_is_one_call(monkeypatch):
+  # a CPU capture's launches run back to back in one C call (DeviceSpec.launch_list): each call's inputs and fresh
+  # outputs are pointed at, results equal the one-by-one launches (DEBUG=2 times each launch: one by one)
+  import petagrad.engine.realize as R
+  from petagrad.helpers import SANITIZE
+  from petagrad.runtime.ops_cpu import _queued
+  ws = [Tensor.rand(8, 8).realize() for _ in range(3)]
+  @TinyJit
+  def f(x):
+    for w in ws: x = (x @ w).relu() + 1
+    return x.sum(1), x
+  def ref(xn):
+    for w in ws: xn = np.maximum(xn @ w.numpy(), 0) + 1
+    return xn.sum(1), xn
+  with Context(GROUP_MAX=1):
+    outs = []
+    for i in range(4):
+      xn = np.random.default_rng(i).standard_normal((2, 8)).astype(np.float32)
+      outs.append((xn, f(Tensor(xn))))
+  # (one by one where the device cannot: bounds-checked kernels, SANITIZE=1; launches queued per device, several CPU
+  # devices opened)
+  one_call = not SANITIZE and not _queued()
+  assert (f.launch_list is not None) == (not SANITIZE) and len(f.captured) >= 4
+  runs = []
+  monkeypatch.setattr(R.ExecItem, "run", lambda self: runs.append(self) or 0.0)
+  GlobalCounters.reset()
+  xn = np.ones((2, 8), np.float32)
+  s, x = f(Tensor(xn))
+  assert len(runs) == (0 if one_call else len(f.captured)) and GlobalCounters.launch_count == (len(f.captured) if one_call else 0)
+  monkeypatch.undo()
+  s, x = f(Tensor(xn))
+  for xi, (si, yi) in outs + [(xn, (s, x))]:   # (earlier results kept their own buffers)
+    rs, rx = ref(xi)
+    np.testing.assert_allclose(si.numpy(), rs, rtol=1e-5)
+    np.testing.assert_allclose(yi.numpy(), rx, rtol=1e-5)
+  runs.clear()
+  monkeypatch.setattr(R.ExecItem, "run", lambda self: runs.append(self) or 0.0)
+  with Context(DEBUG=2):
+    f(Tensor(xn))
+  assert len(runs) == len(f.captured)
+
 def test_shape_change_raises():
   f = TinyJit(lambda x: (x + 1).realize())
   for _ in range(3): f(Tensor.rand(4))
