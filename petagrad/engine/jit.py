@@ -39,7 +39,7 @@ and are not replayed (tinygrad's CAPTURING).
 from __future__ import annotations
 import functools, time, weakref
 from typing import Any, Callable, Generic, TypeVar
-from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks, finish_launches
+from petagrad.engine.realize import ExecItem, capture_hooks, check_hooks, finish_launches, write_hooks
 from petagrad.engine.rng import rng_state_buffers, rng_state_bytes
 from petagrad.device import Buffer, Device
 from petagrad.helpers import CAPTURING, DEBUG, JIT, NO_GRAD, SANITIZE, TRAINING, GlobalCounters
@@ -128,6 +128,7 @@ class TinyJit(Generic[R]):
     self.out_slots: list[list[tuple[int, int]]] = []   # where each sits in the captured launches
     self._from_inputs: _Taint | None = None
     self.launch_list: Any = None   # the captured launches as one call of their device's (DeviceSpec.launch_list), or None
+    self.totals = (0, 0, 0)          # their kernels, FLOPs and bytes (GlobalCounters, when they run as one call)
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list]:
     """The tensor arguments, the other arguments (bound Variables as the Variables: their values may change), and the
@@ -200,8 +201,8 @@ class TinyJit(Generic[R]):
       if binds: write_vars(binds)
       st = time.perf_counter()
       if self.launch_list is not None and DEBUG < 2 and not SANITIZE and self.launch_list():
-        for ei in self.captured: ei.ran(0.0)
         GlobalCounters.time_sum_s += time.perf_counter() - st
+        _counted(self.captured, self.totals)
       else:
         for ei in self.captured: ei.run()
       finish_launches()
@@ -261,18 +262,39 @@ class TinyJit(Generic[R]):
       rng = {id(b): b for ei in self.captured for b in ei.bufs if b in rng_state_buffers}
       self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.out_slots = [[(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if b is ob] for ob in self.out_bufs]
-      self.launch_list = _launch_list(self.captured)
+      self.launch_list, self.totals = _launch_list(self.captured), _totals(self.captured)
       if DEBUG >= 1:
         pruned = f" (pruned from {n_recorded})" if self.prune else ""
         print(f"jit captured {self.__name__}: {len(self.captured)} kernels{pruned}, {len(self.input_slots)} input slots")
     self.cnt += 1
     return ret
 
+def _counted(items: list[ExecItem], totals: tuple[int, int, int]) -> None:
+  """What launching items one by one would have told the write hooks (their in-place writes) and GlobalCounters
+  (totals: _totals(items), which a replay's buffer swaps leave as they are)."""
+  for ei in items:
+    for w in ei.writes:
+      if w.in_place:
+        for hook in write_hooks: hook(ei.bufs[w.out])
+  GlobalCounters.kernel_count += totals[0]
+  GlobalCounters.launch_count += len(items)
+  GlobalCounters.global_ops += totals[1]
+  GlobalCounters.global_mem += totals[2]
+
+def _totals(items: list[ExecItem]) -> tuple[int, int, int]:
+  """(kernels, FLOPs, bytes of their buffers) of launches."""
+  return (sum(len(ei.writes) for ei in items), sum(ei.kernel.flops for ei in items if ei.kernel is not None),
+          sum(b.nbytes for ei in items for b in ei.bufs))
+
 def _launch_list(items: list[ExecItem]) -> Any:
   """The captured launches as one call of their device (DeviceSpec.launch_list: the CPU's runs them back to back in C,
-  no Python between them), when all are kernels of one such device that free nothing early; else None (launched one
-  by one)."""
-  if not items or any(ei.kernel is None or ei.collective is not None or ei.frees for ei in items): return None
+  no Python between them), when all are kernels of one such device; else None (launched one by one). The list points
+  at fixed memory, so the buffers a replay would give back early stay allocated: only where they are a small part of
+  the capture's memory (a decode step's 128 KB of logits; not a training step's activations, which the early frees
+  let later launches reuse)."""
+  if not items or any(ei.kernel is None or ei.collective is not None for ei in items): return None
+  freed = sum(b.nbytes for ei in items for b in ei.frees)
+  if freed and freed * 4 > sum(b.nbytes for b in {id(b): b for ei in items for b in ei.bufs}.values()): return None
   devices = {ei.kernel.device for ei in items if ei.kernel is not None}
   if len(devices) != 1 or (make := Device[devices.pop()].launch_list) is None: return None
   return make([ei.kernel.program for ei in items if ei.kernel is not None], [list(ei.bufs) for ei in items])
