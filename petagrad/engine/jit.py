@@ -129,6 +129,7 @@ class TinyJit(Generic[R]):
     self._from_inputs: _Taint | None = None
     self.launch_list: Any = None   # the captured launches as one call of their device's (DeviceSpec.launch_list), or None
     self.totals = (0, 0, 0)          # their kernels, FLOPs and bytes (GlobalCounters, when they run as one call)
+    self.freed_slots: list[tuple[int, int]] = []   # where the buffers a replay frees early sit in the launches
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list]:
     """The tensor arguments, the other arguments (bound Variables as the Variables: their values may change), and the
@@ -199,6 +200,8 @@ class TinyJit(Generic[R]):
         if rng_state_buffers[buf][0] != last[0]: last = (rng_state_buffers[buf][0], rng_state_bytes(n))
         buf.copyin(memoryview(last[1]))
       if binds: write_vars(binds)
+      if self.launch_list is not None:   # (memory given back early by a replay launched one by one is allocated again)
+        for e, j in self.freed_slots: self.launch_list.set(e, j, self.captured[e].bufs[j])
       st = time.perf_counter()
       if self.launch_list is not None and DEBUG < 2 and not SANITIZE and self.launch_list():
         GlobalCounters.time_sum_s += time.perf_counter() - st
@@ -263,6 +266,8 @@ class TinyJit(Generic[R]):
       self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.out_slots = [[(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if b is ob] for ob in self.out_bufs]
       self.launch_list, self.totals = _launch_list(self.captured), _totals(self.captured)
+      freed = {id(b) for ei in self.captured for b in ei.frees}
+      self.freed_slots = [(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in freed or id(b.base) in freed]
       if DEBUG >= 1:
         pruned = f" (pruned from {n_recorded})" if self.prune else ""
         print(f"jit captured {self.__name__}: {len(self.captured)} kernels{pruned}, {len(self.input_slots)} input slots")

@@ -64,6 +64,21 @@ def test_cpu_replay_is_one_call(monkeypatch):
     f(Tensor(xn))
   assert len(runs) == len(f.captured)
 
+def test_replay_after_an_early_free_repoints_the_launch_list():
+  # an intermediate a replay frees early (a small part of the capture's memory) stays allocated while the launch list
+  # runs; a replay launched one by one (DEBUG=2) gives it back, and the next list replay points at its new memory
+  from petagrad.helpers import SANITIZE
+  w1, w2 = Tensor.rand(1024, 2048).realize(), Tensor.rand(2048, 256).realize()   # (8 rows: read as they are, no copies)
+  f = TinyJit(lambda x: ((x @ w1).relu() @ w2).sum(1))
+  xs = [np.random.default_rng(i).standard_normal((8, 1024)).astype(np.float32) for i in range(6)]
+  want = [(np.maximum(x @ w1.numpy(), 0) @ w2.numpy()).sum(1) for x in xs]
+  for i, x in enumerate(xs):
+    with Context(DEBUG=2 if i == 3 else 0):
+      np.testing.assert_allclose(f(Tensor(x)).numpy(), want[i], rtol=1e-4)
+    if i == 3: other = (Tensor.ones(8, 2048) + 0).realize()   # (takes the memory given back, from the allocator's pool)
+  np.testing.assert_equal(other.numpy(), np.ones((8, 2048), np.float32))
+  assert any(ei.frees for ei in f.captured) and (f.launch_list is not None) == (not SANITIZE) and f.freed_slots
+
 def test_shape_change_raises():
   f = TinyJit(lambda x: (x + 1).realize())
   for _ in range(3): f(Tensor.rand(4))
