@@ -128,7 +128,7 @@ class TinyJit(Generic[R]):
     self.out_slots: list[list[tuple[int, int]]] = []   # where each sits in the captured launches
     self._from_inputs: _Taint | None = None
     self.launch_list: Any = None   # the captured launches as one call of their device's (DeviceSpec.launch_list), or None
-    self.totals = (0, 0, 0)          # their kernels, FLOPs and bytes (GlobalCounters, when they run as one call)
+    self.totals: tuple = (0, 0, 0, [])   # their kernels, FLOPs, bytes and in-place writes (when they run as one call)
     self.freed_slots: list[tuple[int, int]] = []   # where the buffers a replay frees early sit in the launches
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list]:
@@ -274,22 +274,20 @@ class TinyJit(Generic[R]):
     self.cnt += 1
     return ret
 
-def _counted(items: list[ExecItem], totals: tuple[int, int, int]) -> None:
+def _counted(items: list[ExecItem], totals: tuple[int, int, int, list[tuple[int, int]]]) -> None:
   """What launching items one by one would have told the write hooks (their in-place writes) and GlobalCounters
   (totals: _totals(items), which a replay's buffer swaps leave as they are)."""
-  for ei in items:
-    for w in ei.writes:
-      if w.in_place:
-        for hook in write_hooks: hook(ei.bufs[w.out])
+  for e, j in totals[3]:
+    for hook in write_hooks: hook(items[e].bufs[j])
   GlobalCounters.kernel_count += totals[0]
   GlobalCounters.launch_count += len(items)
   GlobalCounters.global_ops += totals[1]
   GlobalCounters.global_mem += totals[2]
 
-def _totals(items: list[ExecItem]) -> tuple[int, int, int]:
-  """(kernels, FLOPs, bytes of their buffers) of launches."""
+def _totals(items: list[ExecItem]) -> tuple[int, int, int, list[tuple[int, int]]]:
+  """(kernels, FLOPs, bytes of their buffers, where their in-place writes go: (launch, buffer position)) of launches."""
   return (sum(len(ei.writes) for ei in items), sum(ei.kernel.flops for ei in items if ei.kernel is not None),
-          sum(b.nbytes for ei in items for b in ei.bufs))
+          sum(b.nbytes for ei in items for b in ei.bufs), [(e, w.out) for e, ei in enumerate(items) for w in ei.writes if w.in_place])
 
 def _launch_list(items: list[ExecItem]) -> Any:
   """The captured launches as one call of their device (DeviceSpec.launch_list: the CPU's runs them back to back in C,
