@@ -241,20 +241,6 @@ class ExecItem:
     et = self._run()
     for b in self.frees: b.release()
     return et
-  def ran(self, et: float) -> int:
-    """What follows the launch of a kernel that took et seconds: the write hooks of its in-place writes, the counters.
-    Returns the bytes of its buffers."""
-    assert self.kernel is not None
-    for w in self.writes:
-      if w.in_place:
-        for hook in write_hooks: hook(self.bufs[w.out])
-    mem = sum(b.nbytes for b in self.bufs)
-    GlobalCounters.kernel_count += len(self.writes)
-    GlobalCounters.launch_count += 1
-    GlobalCounters.global_ops += self.kernel.flops
-    GlobalCounters.global_mem += mem
-    GlobalCounters.time_sum_s += et
-    return mem
   def _check_released(self) -> None:
     """SANITIZE=1: no launch reads a buffer whose memory was given back since a kernel last wrote it (the early free's
     safety: such a read would see another value's bytes)."""
@@ -286,7 +272,15 @@ class ExecItem:
     else: k.program(*raw)
     if DEBUG.value >= 2: Device[k.device].synchronize()   # a device that queues launches: time the kernel itself
     et = time.perf_counter() - st
-    mem = self.ran(et)
+    for w in self.writes:
+      if w.in_place:
+        for hook in write_hooks: hook(self.bufs[w.out])
+    mem = sum(b.nbytes for b in self.bufs)
+    GlobalCounters.kernel_count += len(self.writes)
+    GlobalCounters.launch_count += 1
+    GlobalCounters.global_ops += k.flops
+    GlobalCounters.global_mem += mem
+    GlobalCounters.time_sum_s += et
     if DEBUG.value >= 2:
       print(f"*** {k.device:7s} {GlobalCounters.launch_count:4d} {k.name:30s} bufs {len(self.bufs):2d}  tm {et*1e6:9.2f}us  "
             f"{k.flops/max(et,1e-9)/1e9:8.2f} GFLOP/s {mem/max(et,1e-9)/1e9:8.2f} GB/s")

@@ -44,6 +44,7 @@ class ThreadPool:
       atexit.register(lib.pg_pool_shutdown)   # join the workers before the interpreter goes away
       self.entry = ctypes.cast(lib.pg_parallel_for, ctypes.c_void_p).value or 0
       lib.pg_pool_prewake.restype = None
+      lib.pg_run_list.restype, lib.pg_run_list.argtypes = None, [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
       self.prewake = lib.pg_pool_prewake
       self.lib = lib
     except BaseException as e:
@@ -323,12 +324,10 @@ class LaunchList:
     self.args = [(ctypes.c_void_p * max(len(b), 1))(*[ctypes.addressof(x.raw) for x in b]) for b in bufs]
     self.fns = (ctypes.c_void_p * self.n)(*[p.argv for p in progs])
     self.argv = (ctypes.c_void_p * self.n)(*[ctypes.addressof(a) for a in self.args])
-    self.wakes = any(p.uses_workers for p in progs)
   def set(self, i: int, j: int, buf: Any) -> None: self.args[i][j] = ctypes.addressof(buf.raw)
   def __call__(self) -> bool:
     if _queued(): return False
-    if self.wakes and (prewake := thread_pool().prewake) is not None: prewake()
-    self._run(self.n, self.fns, self.argv)
+    self._run(self.n, self.fns, self.argv)   # (a sleeping worker is woken by the first threaded kernel's job itself)
     return True
 
 def launch_list(progs: list[Program], bufs: list[list[Any]]) -> LaunchList | None:
@@ -339,8 +338,6 @@ def launch_list(progs: list[Program], bufs: list[list[Any]]) -> LaunchList | Non
   except BaseException: return None   # (the pool failed to build: warned once already)
   for p in progs:
     if p._pool_ptr is not None: p._link_pool()
-  lib.pg_run_list.restype = None
-  lib.pg_run_list.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
   return LaunchList(lib, progs, bufs)   # type: ignore[arg-type]
 
 def make_device(name: str) -> DeviceSpec:
