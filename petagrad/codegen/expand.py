@@ -30,9 +30,10 @@ def _combine(op: Ops, vals: list[UOp], arg: str | None = None) -> UOp:
     vals = [UOp(op, vals[i].dtype, (vals[i], vals[i + 1]), arg) if i + 1 < len(vals) else vals[i] for i in range(0, len(vals), 2)]
   return vals[0]
 
-def _terms(val: UOp, op: Ops, arg=None) -> list[UOp]:
-  """The leaves of a tree of op nodes (only those whose arg is arg, when one is given), in order."""
-  if val.op is op and (arg is None or val.arg == arg): return _terms(val.src[0], op, arg) + _terms(val.src[1], op, arg)
+def tree_leaves(val: UOp, op: Ops, arg=None) -> list[UOp]:
+  """The leaves of a tree of op nodes (only those whose arg is arg, when one is given), in order: with (ADD, UNROLLED)
+  the copies an unrolled reduce's value adds up."""
+  if val.op is op and (arg is None or val.arg == arg): return tree_leaves(val.src[0], op, arg) + tree_leaves(val.src[1], op, arg)
   return [val]
 
 def _factor_shared(val: UOp) -> UOp:
@@ -40,8 +41,8 @@ def _factor_shared(val: UOp) -> UOp:
   it once: a*d + b*d becomes (a + b)*d (the two 16-lane halves of a Q8_0 block both scaled by the block's d: a decode
   step 5-7% faster on one thread; on two the memory is the limit). Greedy: the factor most copies share first, then
   the others."""
-  terms = _terms(val, Ops.ADD, UNROLLED)
-  factors = [_terms(t, Ops.MUL) for t in terms]
+  terms = tree_leaves(val, Ops.ADD, UNROLLED)
+  factors = [tree_leaves(t, Ops.MUL) for t in terms]
   groups: list[UOp] = []
   left = list(range(len(terms)))
   while left:

@@ -21,7 +21,7 @@ from petagrad.dtype import DType
 from petagrad.helpers import prod
 from petagrad.uop.symbolic import simplify
 from petagrad.uop.graph import substitute
-from petagrad.codegen.expand import UNROLLED
+from petagrad.codegen.expand import UNROLLED, tree_leaves
 
 def reduce_identity(op: Ops, dtype: DType):
   if op is Ops.ADD: return 0
@@ -49,11 +49,6 @@ MAX_PEEL_NODES = 4000   # ...and of its nodes in all (a cat of many tensors, a s
 def _is_index_math(u: UOp, index_math: set[UOp]) -> bool:
   """Is u computed from loop variables and constants only (given the nodes known to be)?"""
   return u.op in (Ops.RANGE, Ops.CONST) or (u.op in GroupOp.ALU and all(s in index_math for s in u.src))
-
-def _unrolled_terms(val: UOp) -> list[UOp]:
-  """The copies an unrolled reduce's value adds up (codegen/expand.py: UNROLLED), in order."""
-  if val.op is Ops.ADD and val.arg == UNROLLED: return _unrolled_terms(val.src[0]) + _unrolled_terms(val.src[1])
-  return [val]
 
 def _peel_points(order: list[UOp], r: UOp) -> list[int]:
   """Where the masks of a kernel change along loop r: the constants r is compared with (r < c holds below c, c < r
@@ -145,7 +140,7 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
       # a register tile (several accumulators, so no add waits on its own accumulator's last one) adds an unrolled
       # sum's copies one by one: each product becomes a fused multiply-add (a 3x3 conv's tile: 3 FMAs, not a
       # multiply, 2 FMAs and an add). One accumulator keeps the copies' tree: one add on the loop-carried chain
-      terms = _unrolled_terms(val) if u.arg is Ops.ADD and len(members) >= 4 else [val]
+      terms = tree_leaves(val, Ops.ADD, UNROLLED) if u.arg is Ops.ADD and len(members) >= 4 else [val]
       for t in terms: out.append(UOp(Ops.ACC_UPDATE, u.dtype, (acc, t), u.arg))
       flops += inner_trip * u.dtype.count
       new[u] = acc

@@ -217,16 +217,16 @@ def test_unrolled_products_share_their_common_factor():
   # an unrolled sum whose copies multiply by the same node (the two 16-lane halves of a Q8_0 block, both times the
   # block's scale) multiplies by it once: a*d + b*d + c*e + f*e -> (a + b)*d + (c + f)*e; a copy without a shared
   # factor stays as it is
-  from petagrad.codegen.expand import UNROLLED, _combine, _factor_shared, _terms
+  from petagrad.codegen.expand import UNROLLED, _combine, _factor_shared, tree_leaves
   from petagrad.uop.ops import Ops
   from petagrad.uop.uop import UOp
   from petagrad.dtype import dtypes
   buf = UOp(Ops.DEFINE_GLOBAL, dtypes.float32, (), 0)
   a, b, c, d, e, f, g = (UOp(Ops.LOAD, dtypes.float32, (buf, UOp.const(dtypes.index, i))) for i in range(7))
   out = _factor_shared(_combine(Ops.ADD, [a * d, b * d, c * e, e * f, g], UNROLLED))
-  terms = _terms(out, Ops.ADD, UNROLLED)
+  terms = tree_leaves(out, Ops.ADD, UNROLLED)
   assert len(terms) == 3 and terms[2] is g
-  assert [(set(_terms(t.src[0], Ops.ADD)), t.src[1]) for t in terms[:2]] == [({a, b}, d), ({c, f}, e)]
+  assert [(set(tree_leaves(t.src[0], Ops.ADD)), t.src[1]) for t in terms[:2]] == [({a, b}, d), ({c, f}, e)]
   assert _factor_shared(_combine(Ops.ADD, [a * b, c * d], UNROLLED)) is _combine(Ops.ADD, [a * b, c * d], UNROLLED)
 
 def test_every_other_element_is_two_vector_loads_and_a_shuffle(monkeypatch):
