@@ -124,6 +124,17 @@ def _every_other(load: UOp, base: UOp, n: int) -> UOp:
   # element base+2i is lane 2i of a while 2i < n, then lane 2i-(n-1) of b: lane 2i+1 of the pair (a, b)
   return UOp(Ops.GEP, load.dtype.vec(n), (a, b), tuple(2 * i if 2 * i < n else 2 * i + 1 for i in range(n)))
 
+_INT32_LANES = (Ops.ADD, Ops.SUB, Ops.MUL, Ops.NEG, Ops.MAX, Ops.IDIV, Ops.MOD, Ops.VECTORIZE)
+
+def _int32_lanes(x: UOp) -> UOp | None:
+  """Index math x (a vector of lanes or a scalar) computed in 32-bit integers, where it and everything it is computed
+  from fits in them (None where not). A lane mask compares vectors of indices: in 64-bit lanes those take several
+  instructions each on x86 (GCC splits or scalarizes them), in 32-bit lanes one."""
+  if not (-(1 << 31) <= x.vmin and x.vmax < (1 << 31)): return None
+  if x.dtype.count == 1: return x if x.dtype == dtypes.int32 else x.cast(dtypes.int32)   # (broadcast by the op reading it)
+  if x.op not in _INT32_LANES or None in (src := tuple(map(_int32_lanes, x.src))): return None
+  return UOp(x.op, dtypes.int32.vec(x.dtype.count), src, x.arg)
+
 def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
   """Turn the (single) vector range into SIMD lanes. shuffles: the renderer can take several lanes of a vector (or
   of a pair of vectors) at once: horizontal reduces of float and int lanes then halve the vector, and loads of every
@@ -177,6 +188,8 @@ def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
       elif shuffles_lanes(val.dtype): new[u] = _halves(u.arg, acc)
       else: new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(n)])
       if not rest and v in u.src[1:]: new[u] = _finished(u.arg, new[u])
+    elif u.op in GroupOp.Comparison and any(x.dtype == dtypes.index.vec(n) for x in src) and None not in (ns := tuple(map(_int32_lanes, src))):
+      new[u] = UOp(u.op, u.dtype.vec(n), ns, u.arg)
     elif u.op in GroupOp.Elementwise:
       new[u] = UOp(u.op, u.dtype.vec(n) if any(x.dtype.count > 1 for x in src) else u.dtype, src, u.arg)
     elif u.op is Ops.SINK:

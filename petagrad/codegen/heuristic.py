@@ -11,6 +11,7 @@
 """
 from __future__ import annotations
 from petagrad.uop.ops import Ops
+from petagrad.uop.uop import UOp
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride
 from petagrad.helpers import prod, NOOPT, cpu_threads
 
@@ -38,7 +39,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   # tiny reduce loops (a 3x3 window) cost more in loop control than in work: unroll them
   if not NOOPT:
     for r in [r for r in k.ranges if r.arg[2] == "reduce" and 1 < r.arg[1] <= 4]:
-      if k.unrolled_size() * r.arg[1] <= 32: _try(k, Opt(OptOps.UNROLL, _axis(k, r), r.arg[1]))
+      if k.unrolled_size() * r.arg[1] <= (72 if _gates_on(k, r) else 32): _try(k, Opt(OptOps.UNROLL, _axis(k, r), r.arg[1]))
   rs = k.ranges
   work = prod(r.arg[1] for r in k.ast.toposort() if r.op is Ops.RANGE)   # (loops of symbolic length at their largest)
   g = [r for r in rs if r.arg[2] == "global"]
@@ -120,6 +121,11 @@ def _axis(k: Kernel, r) -> int: return k.ranges.index(r)
 def _axis_of_id(k: Kernel, rid: int) -> int:
   """The axis of the range with id rid (an optimization rebuilds the ranges: the id is what stays)."""
   return next(i for i, x in enumerate(k.ranges) if x.arg[0] == rid)
+
+def _gates_on(k: Kernel, r: UOp) -> bool:
+  """Does a load's mask depend on range r (a padded convolution's window)? Unrolled, r's masks are fixed per step of
+  the loops around it, which compute them once."""
+  return any(u.op is Ops.LOAD and len(u.src) > 2 and r in u.src[2].toposort() for u in k.ast.toposort())
 
 def _depends_on_reduce(u, red: list) -> bool:
   nodes = u.src[1].toposort()

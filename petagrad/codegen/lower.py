@@ -190,6 +190,8 @@ def _combine(node: UOp, idx: Idx, valid: UOp, vals: list[UOp], extra, ctx: Lower
     if cvalid is valid: return vals[0]
     # padded positions read as 0 (the loads below are also gated, so nothing is read out of bounds)
     mask = simplify(cvalid)
+    # a load gated by this very mask already reads 0 where it does not hold (a pad straight over a buffer)
+    if vals[0].op is Ops.LOAD and vals[0].src[2:] == (mask,): return vals[0]
     return UOp(Ops.WHERE, node.dtype, (mask, vals[0], UOp.const(node.dtype, 0)))
   if op in GroupOp.Movement or op in (Ops.DETACH, Ops.CONTIGUOUS, Ops.CONTIGUOUS_BACKWARD, Ops.CUSTOM_GRAD, Ops.AFTER): return vals[0]
   if op is Ops.REDUCE_AXIS:

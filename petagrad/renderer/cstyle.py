@@ -69,6 +69,7 @@ class CStyleRenderer(Renderer):
   # signed integer +, -, * and << wrap around (torch's and numpy's results) through the unsigned type where the
   # compiler has no -fwrapv (overflow is undefined in OpenCL C and CUDA C++: a compiler folds x * 2 / 2 to x)
   wrap_signed = False
+  masked_loads = False    # vector loads under a lane mask are one instruction (_masked_load): C on AVX-512 machines
 
   # ------------------------------------------------------------ types and constants
   def tname(self, dt: DType) -> str:
@@ -90,7 +91,8 @@ class CStyleRenderer(Renderer):
       out.append(f"typedef {celem} {name}u __attribute__((vector_size({size * n}), aligned({size})));")
     out += [F16_VEC.format(n=n, c=c, m=f"__m{32 * c}",
                            p="_mm256" if c == 8 else "_mm") for n in sorted(self._f16_vec) for c in [8 if n % 8 == 0 else 4]]
-    return ("#ifdef __F16C__\n#include <immintrin.h>\n#endif\n" if self._f16_vec else "") + "\n".join(out) + ("\n" if out else "")
+    include = "#include <immintrin.h>\n" if self._intrinsics else "#ifdef __F16C__\n#include <immintrin.h>\n#endif\n" if self._f16_vec else ""
+    return include + "\n".join(out) + ("\n" if out else "")
 
   def const(self, v, dt: DType) -> str:
     if dt.count > 1:
@@ -118,6 +120,7 @@ class CStyleRenderer(Renderer):
     self._counter = 0
     self._vec_types: dict[str, tuple[str, int]] = {}
     self._f16_vec: set[int] = set()   # lane counts of float16 vectors converted with the F16C helpers (F16_VEC)
+    self._intrinsics = False   # a masked load uses the x86 intrinsics (immintrin.h)
     self._outlined: list[str] = []
     self._locals: list[str] = []   # local memory arrays (work-group reductions), declared at the kernel's top
     # GPU-style (_launch_indices): the step of the thread id from one value of a work-group range to the next, and the
@@ -291,7 +294,9 @@ class CStyleRenderer(Renderer):
         expr = f"*(({self.tname(dt)}u*)({buf} + {idx}))" if dt.count > 1 else f"{buf}[{idx}]"
         expr = self._checked(p, idx, dt.count, expr, f"({self.tname(dt)}){{}}" if dt.count > 1 else "0")
         if _is_half(dt): expr = self._from_store(dt, expr)
-      if len(u.src) == 4:   # a vector load under a lane mask, with a scalar "every lane valid" fast path
+      if len(u.src) == 4 and not self._checks and (masked := self._masked_load(dt, f"{buf} + {idx}", names[u.src[2]])):
+        expr = masked   # one instruction: the masked-off lanes read nothing (and are zero)
+      elif len(u.src) == 4:   # a vector load under a lane mask, with a scalar "every lane valid" fast path
         m, sdt = names[u.src[2]], dt.scalar()
         def lane(i: int) -> str:
           x = self._checked(p, f"{idx} + {i}", 1, f"{buf}[{idx} + {i}]", "0")   # checked only where the lane is valid
@@ -302,6 +307,16 @@ class CStyleRenderer(Renderer):
     elif any(_is_half(x.dtype) for x in (u, *u.src)): expr = self._half_expr(u, names)
     else: expr = self._expr(u, names)
     lines.append(f"{ind}{self.vtype(dt)} {v} = {expr};")
+
+  def _masked_load(self, dt: DType, ptr: str, mask: str) -> str | None:
+    """A vector load of dt's lanes at ptr where mask (one 32-bit lane of all ones or zeros per element) holds, the other
+    lanes zero and not read, as one instruction (AVX-512's masked loads: they never touch a masked-off lane's memory,
+    even past a buffer's end); None where the dialect has none for dt."""
+    suffix, size = MASKED_LOAD.get(dt.scalar()), dt.count * dt.scalar().itemsize
+    if not self.masked_loads or suffix is None or size not in SIMD_PREFIX or dt.count * 4 not in SIMD_PREFIX: return None
+    self._intrinsics = True
+    mp, m = SIMD_PREFIX[dt.count * 4], f"(__m{dt.count * 32}i)({mask})"
+    return f"(({self.tname(dt)}){SIMD_PREFIX[size]}_maskz_loadu_{suffix}({mp}_test_epi32_mask({m}, {m}), {ptr}))"
 
   # ------------------------------------------------------------ SANITIZE: bounds checks (docs/safety.md)
   def _check(self, p: int, idx: str, lanes: int, store: bool, fmt: str = "{}") -> str:
@@ -664,6 +679,11 @@ static inline _Float16_v{n} __f2h_v{n}(float_v{n} x) {{
 }}
 static inline float_v{n} __hround_v{n}(float_v{n} x) {{ return __h2f_v{n}(__f2h_v{n}(x)); }}"""   # noqa: E501 (C source, printed as is)
 
+# AVX-512 masked loads (with AVX512VL for 128- and 256-bit vectors): the element type's suffix, a vector's bytes' prefix
+MASKED_LOAD = {dtypes.float32: "ps", dtypes.float64: "pd", dtypes.int32: "epi32", dtypes.uint32: "epi32", dtypes.int64: "epi64",
+               dtypes.uint64: "epi64"}
+SIMD_PREFIX = {16: "_mm", 32: "_mm256", 64: "_mm512"}
+
 # SANITIZE: a kernel gets each buffer's element count and an error record (the runtime reads it after the launch:
 # hit, parameter, store?, index, lanes, element count). pg_ok checks one access of `lanes` elements; the first bad one
 # (across threads) is recorded, and the caller skips it. pg_params_ names the parameters' dtypes for the error message.
@@ -692,7 +712,8 @@ class CRenderer(CStyleRenderer):
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"
   shuffle = "__builtin_shufflevector({a}, {b}, {lanes})"   # (GCC 12+, clang)
-  def __init__(self, vector_bytes: int = 64):
+  def __init__(self, vector_bytes: int = 64, masked_loads: bool = False):
     self.vector_bytes = vector_bytes   # the machine's SIMD register (the CPU device asks its compiler)
+    self.masked_loads = masked_loads   # AVX-512 with VL: masked vector loads
     # read once, when the CPU device is created: the in-memory kernel cache is not keyed by it
     self.thread_pool = not int(OMP)

@@ -91,8 +91,10 @@ class ClangCompiler(Compiler):
     >>> ClangCompiler().vector_bytes in (16, 32, 64)
     True
     """
-    macros = set(re.findall(r"#define (\w+)", self.target))
-    return 64 if "__AVX512F__" in macros else 32 if "__AVX__" in macros else 16
+    return 64 if self.has("__AVX512F__") else 32 if self.has("__AVX__") else 16
+  def has(self, macro: str) -> bool:
+    """Does the compiler target define macro (an instruction set: `__AVX512VL__`)?"""
+    return macro in set(re.findall(r"#define (\w+)", self.target))
   # Bounded compile time. GCC has loop nests it optimizes for minutes (the one known is avoided by the renderer: see
   # _gather_step in renderer/cstyle.py). So a kernel first compiles with the full flags under a limit of
   # COMPILE_TIMEOUT seconds of the compiler's CPU time (CPU time, not wall time: compiles side by side on a loaded
@@ -342,7 +344,7 @@ def launch_list(progs: list[Program], bufs: list[list[Any]]) -> LaunchList | Non
 
 def make_device(name: str) -> DeviceSpec:
   compiler = ClangCompiler()
-  renderer = CRenderer(vector_bytes=compiler.vector_bytes)
+  renderer = CRenderer(vector_bytes=compiler.vector_bytes, masked_loads=compiler.has("__AVX512VL__"))
   if renderer.thread_pool: thread_pool(compiler)   # start building the pool now, next to the first kernels' compiles
   _, _, rest = name.partition(":")
   if rest and not rest.isdigit(): raise RuntimeError(f"device {name} does not exist: CPU devices are CPU, CPU:1, CPU:2, ...")

@@ -6,7 +6,8 @@ Fusion rules (docs/fusion.md):
     reduce fuses into it; movement ops are index math;
   * a node is realized (gets its own buffer) when it is a target, a CONTIGUOUS, COPY or ASSIGN; a
     reduce is realized when its result is EXPANDed (fusing would recompute it once per expanded
-    element) or when two different kernels would compute it;
+    element) or when two different kernels would compute it; when nothing but an elementwise epilogue
+    reads it (a convolution's bias, normalization, activation), the epilogue is realized instead;
   * an elementwise chain a reduce reads through a large EXPAND (a matmul's prologue: the gradient flowing
     into a weight gradient, an activation feeding the next layer) is realized when recomputing it per
     expanded element would cost more than a few ops (RECOMPUTE_COST);
@@ -69,6 +70,27 @@ def _top_reduces(root: UOp, realized: set[UOp]) -> set[UOp]:
   """The outermost REDUCE_AXIS nodes under root that are not already realized."""
   is_reduce = lambda u: u.op is Ops.REDUCE_AXIS
   return {u for u in _kernel_walk((root,), realized, is_reduce) if is_reduce(u) and u not in realized}
+
+# what may lie between a reduce and the epilogue on top of it (no op that moves or repeats elements)
+_EPILOGUE_OPS = frozenset({Ops.REDUCE_AXIS, Ops.RESHAPE, Ops.PERMUTE, Ops.CONTIGUOUS_BACKWARD, Ops.CUSTOM_GRAD, Ops.DETACH})
+
+def _epilogue(base: UOp, realize: set[UOp], users: dict[UOp, list[UOp]]) -> bool:
+  """Is base elementwise work on top of reduces that nothing else reads (a convolution's bias, normalization and
+  activation), with as many elements as each of them? Then it gets the buffer instead of the reduces: computed once
+  per element in their kernel, not once per element read in the kernel that reads it through an expand."""
+  if base in realize or base.op not in GroupOp.Elementwise: return False
+  nodes = list(_kernel_walk((base,), realize, stop=lambda u: u.op is Ops.REDUCE_AXIS))
+  inside = set(nodes)
+  above: set[UOp] = set()   # the nodes computed from a reduce of this kernel
+  for u in reversed(nodes):   # (the walk is depth first from base: sources come after their users)
+    if u in realize: continue
+    if u.op is Ops.REDUCE_AXIS or any(s in above for s in u.src): above.add(u)
+  reduces = [u for u in above if u.op is Ops.REDUCE_AXIS]
+  if not reduces or any(max_numel(r.shape) != max_numel(base.shape) for r in reduces): return False
+  for u in above:
+    if u.op not in GroupOp.Elementwise and u.op not in _EPILOGUE_OPS: return False
+    if u is not base and any(x not in inside for x in users.get(u, [])): return False
+  return True
 
 def _inputs(srcs: tuple[UOp, ...], realized: set[UOp]) -> set[UOp]:
   """The realized nodes directly under srcs (not looking below them)."""
@@ -229,6 +251,9 @@ def _create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, 
   viewed = {t for t in targets if t.op in GroupOp.Movement and t.base.op in _OWN_BUFFER}
   realize: set[UOp] = {t for t in targets if not _is_buffer_view(t) and t not in viewed}
   has_reduce: dict[UOp, bool] = {}
+  users: dict[UOp, list[UOp]] = {}
+  for u in order:
+    for x in u.src: users.setdefault(x, []).append(u)
   for u in order:
     if u.op in (Ops.CONTIGUOUS, Ops.ASSIGN): realize.add(u)
     if u.op in (Ops.COPY, Ops.ALLREDUCE, Ops.ALLGATHER):   # between buffers: the source gets one too
@@ -237,8 +262,10 @@ def _create_schedule(targets: list[UOp]) -> tuple[list[ScheduleItem], dict[UOp, 
     if (u.op is Ops.EXPAND or (u.op is Ops.PAD and max_numel(u.src[0].shape) > 1)) and has_reduce[u.src[0]]:
       # the reduces under an expand get buffers (fusing would recompute them per expanded element), and
       # so do those under a pad of more than one element (a cat/chunk gradient adds padded pieces: each
-      # element would evaluate every piece); the cheap elementwise work after them is recomputed
-      realize.update(_top_reduces(u.src[0], realize))
+      # element would evaluate every piece); the cheap elementwise work after them is recomputed, unless it is
+      # all their result is for (a convolution's normalization and activation): then it is their kernel's epilogue
+      if _epilogue(u.src[0].base, realize, users): realize.add(u.src[0].base)
+      else: realize.update(_top_reduces(u.src[0], realize))
       has_reduce[u.src[0]] = False
     has_reduce[u] = u not in realize and (u.op is Ops.REDUCE_AXIS or any(has_reduce.get(s, False) for s in u.src))
   _realize_expanded_chains(order, realize)

@@ -272,6 +272,7 @@ def _bounds_of(u: UOp) -> tuple:
     elif clo == chi and hi <= 0 and (-hi) // clo == (-lo) // clo: r = (-((-lo) % clo), -((-hi) % clo))
     else: r = (max(lo, -(chi - 1)) if lo < 0 else 0, min(hi, chi - 1) if hi > 0 else 0)
   elif op is Ops.MAX: r = (max(b[0][0], b[1][0]), max(b[0][1], b[1][1]))
+  elif op is Ops.VECTORIZE: r = (min(x[0] for x in b), max(x[1] for x in b))   # (over the lanes)
   elif op is Ops.CMPLT:
     if b[0][1] < b[1][0]: return (True, True)
     if b[0][0] >= b[1][1]: return (False, False)

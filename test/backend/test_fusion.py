@@ -299,3 +299,28 @@ def test_split_plan_andview_strides():
   ((xs @ ws.T) * Tensor.rand(4, 512, 48).realize()).sum().backward()
   plans = [_split_plan(u) for u in ws.grad.uop.toposort() if u.op is Ops.REDUCE_AXIS]
   assert [p[1] for p in plans if p is not None] == [256]   # (the axis: where the matmul's reduction over the rows is)
+
+def test_epilogue_of_a_contraction_is_computed_in_its_kernel(device, monkeypatch):
+  # a product (or convolution) read by the next one through an expand: when its value is only the input of an
+  # elementwise epilogue (bias, normalization, activation), the epilogue gets the buffer, computed once per element in
+  # the product's own kernel, not once per element read in the next product's (or in a padded copy: a ResNet block's
+  # BatchNorm + ReLU; here 3 kernels became 2). Its value is still the product's when something else reads it
+  import petagrad.schedule.schedule as S
+  scheduled: list = []
+  orig = S.create_schedule
+  monkeypatch.setattr(S, "create_schedule", lambda targets: scheduled.append(r := orig(targets)) or r)
+  def selects() -> list[bool]:   # for each kernel of the last schedule: does it compute a select (the ReLU)?
+    return [any(u.op is Ops.WHERE for u in it.value.toposort()) for it in scheduled[-1][0] if it.kind == "kernel"]
+  Tensor.manual_seed(0)
+  x, w1, w2, c = (Tensor.rand(*s, device=device).realize() for s in ((16, 32), (32, 32), (32, 8), (32,)))
+  out = (x @ w1 + c).relu() @ w2
+  assert kernels(out) == 2 and selects() == [True, False]   # the ReLU in the first product's kernel
+  np.testing.assert_allclose(out.numpy(), np.maximum(x.numpy() @ w1.numpy() + c.numpy(), 0) @ w2.numpy(), rtol=1e-5)
+  h = x @ w1
+  out, twice = (h + c).relu() @ w2, h * 2
+  # h's own buffer first; the ReLU (costly enough to be stored once for the expand) a kernel of its own, as before
+  assert kernels(out, twice) == 4 and selects() == [False, True, False, False]
+  np.testing.assert_allclose(twice.numpy(), h.numpy() * 2, rtol=1e-5)
+  helper_test_op([(6, 2, 10, 10)], lambda x: torch.relu(torch.nn.functional.conv2d(
+    torch.relu(torch.nn.functional.conv2d(x, torch.ones(8, 2, 3, 3) / 9, padding=1) * 0.5 + 0.1), torch.ones(8, 8, 3, 3) / 72, padding=1)),
+    lambda x: (x.conv2d(Tensor.ones(8, 2, 3, 3) / 9, padding=1) * 0.5 + 0.1).relu().conv2d(Tensor.ones(8, 8, 3, 3) / 72, padding=1).relu())

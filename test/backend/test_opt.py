@@ -331,3 +331,26 @@ def test_transposing_copy_moves_8x8_blocks(monkeypatch):
         np.testing.assert_array_equal((Tensor(a, device="CPU").permute(perm) * 2).numpy(), a.transpose(perm) * 2)
       if Device["CPU"].renderer.supports_vector:
         assert len(srcs) == 1 and ("float_v8" in srcs[0]) == tiled, srcs
+
+def test_padded_window_reads_are_masked_vector_loads(monkeypatch):
+  # a vector load whose lanes cross a padding mask (a depthwise convolution's or a padded pool's window at the ends of
+  # a row) is one masked load on AVX-512 machines, its mask compared in 32-bit lanes, and the window unrolled so the
+  # masks are computed once per row (depthwise 3x3 over 16x64x32x32: 524 -> 211 us here). The masked-off lanes are never
+  # read: the first row's window starts one element before the buffer. Same values with bounds checks (lane by lane)
+  import torch
+  import petagrad.engine.realize as R
+  srcs = _cpu_sources(monkeypatch)
+  rng = np.random.default_rng(7)
+  x, w = rng.standard_normal((2, 4, 16, 16)).astype(np.float32), rng.standard_normal((4, 1, 3, 3)).astype(np.float32)
+  want = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), groups=4, padding=1).numpy()
+  pool = torch.nn.functional.max_pool2d(torch.tensor(x), 3, 1, padding=1).numpy()
+  for sanitize in (0, 1):
+    monkeypatch.setattr(R, "_kernel_cache", {})
+    srcs.clear()
+    with Context(SANITIZE=sanitize):
+      np.testing.assert_allclose(Tensor(x, device="CPU").conv2d(Tensor(w, device="CPU"), groups=4, padding=1).numpy(), want, rtol=1e-5, atol=1e-5)
+      np.testing.assert_array_equal(Tensor(x, device="CPU").max_pool2d(3, 1, padding=1).numpy(), pool)
+    if not sanitize and Device["CPU"].renderer.masked_loads:
+      conv = next(s for s in srcs if "void r_" in s)
+      assert "_mm512_maskz_loadu_ps" in conv and "long_long_v" not in conv, conv
+      assert "for (long long ridx" not in conv, conv   # (both window loops unrolled)
