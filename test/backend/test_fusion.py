@@ -321,6 +321,11 @@ def test_epilogue_of_a_contraction_is_computed_in_its_kernel(device, monkeypatch
   # h's own buffer first; the ReLU (costly enough to be stored once for the expand) a kernel of its own, as before
   assert kernels(out, twice) == 4 and selects() == [False, True, False, False]
   np.testing.assert_allclose(twice.numpy(), h.numpy() * 2, rtol=1e-5)
+  # an epilogue of two products (a SwiGLU's gate and up) is not one kernel computing both: neither would get a
+  # register tile (a decode step's Q8_0 products 63 -> 850 us); each product its own kernel, then the activation
+  w3 = Tensor.rand(32, 32, device=device).realize()
+  swiglu = ((x @ w1).silu() * (x @ w3)) @ w2
+  assert kernels(swiglu) == 4
   helper_test_op([(6, 2, 10, 10)], lambda x: torch.relu(torch.nn.functional.conv2d(
     torch.relu(torch.nn.functional.conv2d(x, torch.ones(8, 2, 3, 3) / 9, padding=1) * 0.5 + 0.1), torch.ones(8, 8, 3, 3) / 72, padding=1)),
     lambda x: (x.conv2d(Tensor.ones(8, 2, 3, 3) / 9, padding=1) * 0.5 + 0.1).relu().conv2d(Tensor.ones(8, 8, 3, 3) / 72, padding=1).relu())
