@@ -109,18 +109,21 @@ def measure(quick: bool = False) -> dict:
           "how": "measured: FMA-bound C kernel (16 chains of 16-lane fp32 FMAs per thread; peak = max(all threads, one thread x "
                  "threads)) and 256 MB read-sum / STREAM triad (peak = the faster), compiled with -O3 -march=native -fopenmp; best of %d" % tries}
 
-def median_times(fns: list, reps: int, barrier=None, warmup: int = 4, block: int = 1) -> list[float]:
+def median_times(fns: list, reps: int, barrier=None, warmup: int = 4, block: int = 1, settle: float = 0.0) -> list[float]:
   """The median time of each fn over reps calls, the fns taking turns in blocks of `block` calls (the machine's speed
   drifts: timing one framework's runs after the other's would put the drift into their ratio). With block > 1 the first
-  call of each block is not timed: the previous framework's threads may still hold the cores (onnxruntime's and
-  OpenMP's workers spin a while after their last job). barrier: called before each timed call (MPI ranks start
-  together). BENCH_VERBOSE=1 prints every time."""
+  call of each block is not timed, and `settle` seconds pass before it: the previous framework's threads may still hold
+  the cores (onnxruntime's workers spin for more than 5 ms after a run here: a BERT-style encoder's petagrad calls
+  right after them took 5.6 ms instead of 2.7-3.1), and a user runs one framework at a time. barrier: called before
+  each timed call (MPI ranks start together). BENCH_VERBOSE=1 prints every time."""
   for fn in fns:
     for _ in range(warmup): fn()   # (petagrad: a warm-up call, the capture, then replays until their buffers are recycled)
   times: list[list[float]] = [[] for _ in fns]
   while len(times[0]) < reps:
     for fn, ts in zip(fns, times):
-      if block > 1: fn()
+      if block > 1:
+        time.sleep(settle)
+        fn()
       for _ in range(max(1, block - 1)):
         if barrier is not None: barrier()
         st = time.perf_counter(); fn(); ts.append(time.perf_counter() - st)

@@ -13,8 +13,8 @@ petagrad runs the model under TinyJit (after one eager call that remembers the s
 onnxruntime runs an InferenceSession with intra_op_num_threads = --threads (and inter_op 1, sequential), all graph
 optimizations on; PyTorch runs the module itself in eval mode under torch.inference_mode() with
 torch.set_num_threads(--threads). petagrad's THREADS is set to --threads too. Reported: the median time of one
-inference for each (the three take turns, 5 inferences each, the first not timed, so the machine's drift stays out of the
-ratios), and
+inference for each (the three take turns, 5 inferences each, the first not timed and 0.1 s after the previous one's
+last, so that neither the machine's drift nor the previous framework's spinning threads get into the ratios), and
 the ratios peer time / petagrad time (>1: petagrad is faster). Results are checked against
 onnxruntime once.
 """
@@ -90,7 +90,7 @@ def run_case(name: str, make, shape: tuple, threads: int, reps: int) -> dict:
     with torch.inference_mode(): module(xt)
   # the three take turns in blocks of 5 calls (the shared machine's speed drifts); petagrad's result is read back: the
   # others return host arrays
-  t_ort, t_torch, t_pg = median_times([lambda: sess.run(None, {"x": x}), run_torch, lambda: step(xp).numpy()], reps, warmup=3, block=5)
+  t_ort, t_torch, t_pg = median_times([lambda: sess.run(None, {"x": x}), run_torch, lambda: step(xp).numpy()], reps, warmup=3, block=5, settle=0.1)
   err = float(np.max(np.abs(got - want)) / max(1e-6, float(np.max(np.abs(want)))))
   return {"case": name, "input": list(shape), "petagrad_ms": t_pg * 1e3, "onnxruntime_ms": t_ort * 1e3, "torch_ms": t_torch * 1e3,
           "petagrad_over_onnxruntime": t_ort / t_pg, "petagrad_over_torch": t_torch / t_pg, "max_rel_error_vs_onnxruntime": err}

@@ -17,6 +17,7 @@
    the queues running a job at that moment, so a device working alone has all of them. */
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdatomic.h>
@@ -65,6 +66,7 @@ typedef struct {
 static pg_pool POOLS[PG_MAX_POOLS];
 static pid_t pool_pid;            /* the process the workers belong to (a forked child has none) */
 static long spin_ns = 100000;
+static int pin_workers = 1;   /* pg_pool_set_pin */
 static __thread pg_pool *bound;   /* the pool of this thread's launch queue (NULL: pool 0) */
 static inline pg_pool *mine(void) { return bound ? bound : &POOLS[0]; }
 static pg_pool *pool_at(int k) { return &POOLS[(k < 0 ? 0 : k) % PG_MAX_POOLS]; }
@@ -217,6 +219,21 @@ static void after_fork_child(void) {
   pool_pid = getpid();
 }
 
+/* Worker k of the launching threads' pool stays on the k-th core this process may use, when the pool spans them all
+   (THREADS unset): Linux wakes a sleeping thread on its waker's core when it judges the cache warm there, and a worker
+   woken next to the launching thread took turns with it on one core while another idled, until the load balancer
+   moved one of them (measured here: after a 0.1 s pause a BERT-style encoder's calls ran 2x slower, each with 5-17
+   involuntary context switches, for up to a second; pinned, 2.7 ms every call). The launching thread is not pinned:
+   it settles on the core no worker holds (core 0). A pool over fewer cores (THREADS=2 on a bigger machine, several
+   such processes side by side) is left where the OS puts it, as are the queues' pools (they share the cores). */
+static void pin_worker(pthread_t tid, int k, int nthreads) {
+  cpu_set_t allowed, one;
+  if (!pin_workers || sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) != nthreads) return;
+  CPU_ZERO(&one);
+  for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
+    if (CPU_ISSET(c, &allowed) && seen++ == k) { CPU_SET(c, &one); pthread_setaffinity_np(tid, sizeof one, &one); return; }
+}
+
 static void ensure_workers(pg_pool *P, int want) {
   if (pool_pid != getpid()) after_fork_child();   /* a fork that skipped the atfork handler (e.g. a raw clone) */
   if (want > PG_MAX_THREADS - 1) want = PG_MAX_THREADS - 1;
@@ -226,6 +243,7 @@ static void ensure_workers(pg_pool *P, int want) {
     pthread_attr_destroy(&a);
     if (!ok) break;
     P->nworkers++;
+    if (P == &POOLS[0]) pin_worker(P->tids[P->nworkers], P->nworkers, want + 1);
   }
 }
 
@@ -286,6 +304,7 @@ void pg_pool_prewake(void) {
 int pg_pool_threads(int k) { return pool_pid == getpid() ? pool_at(k)->nworkers + 1 : 1; }
 
 void pg_pool_set_spin_ns(long ns) { spin_ns = ns < 0 ? 0 : ns; }
+void pg_pool_set_pin(int on) { pin_workers = on; }
 
 /* a JIT replay's kernels, back to back on the calling thread (each spreads its loops over the pool as usual): one
    call from Python instead of one per kernel */

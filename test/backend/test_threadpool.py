@@ -3,7 +3,7 @@ exactly once for any size and thread count, threaded kernels match numpy, severa
 run in order, values from outside a thread loop reach it, and the pool survives fork, concurrent launches from
 two Python threads and a shutdown."""
 from __future__ import annotations
-import ctypes, os, subprocess, sys, threading, time
+import ast, ctypes, os, subprocess, sys, threading, time
 import numpy as np
 import pytest
 from petagrad import Tensor, Context
@@ -254,3 +254,22 @@ def test_shutdown_then_reuse():
   assert lib.pg_pool_workers() == 0
   _check_two_loops(); _check_rowsum(threads=3)   # workers are started again on demand
   assert lib.pg_pool_workers() >= 2
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2 or not os.path.exists("/proc/self/task"),
+                    reason="needs Linux and two cores")
+def test_workers_stay_on_cores_of_their_own():
+  # a pool over every core the process may use pins worker k to the k-th of them (Linux woke a sleeping worker on the
+  # launching thread's core, and the two took turns on it: 2x slower calls for up to a second); the launching thread
+  # is not pinned, and POOL_PIN=0 pins nothing
+  code = ("import os, glob; cores = sorted(os.sched_getaffinity(0))[:2]; os.sched_setaffinity(0, cores)\n"
+          "import numpy as np; from petagrad import Tensor\n"
+          "x = np.random.default_rng(0).standard_normal((300, 1000)).astype(np.float32)\n"
+          "np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)\n"
+          "lists = [next(l.split()[1] for l in open(f) if l.startswith('Cpus_allowed_list')) for f in glob.glob('/proc/self/task/*/status')]\n"
+          "print(cores[1], sorted(l for l in lists if l.isdigit()))")
+  for pin, want in (("1", lambda core: [str(core)]), ("0", lambda core: [])):
+    env = {**os.environ, "PYTHONPATH": ROOT, "THREADS": "", "POOL_PIN": pin}
+    p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    core, pinned = p.stdout.split(maxsplit=1)
+    assert ast.literal_eval(pinned) == want(int(core)), (pin, p.stdout)
