@@ -220,15 +220,15 @@ static void after_fork_child(void) {
 }
 
 /* Worker k of the launching threads' pool stays on the k-th core this process may use, when the pool spans them all
-   (THREADS unset): Linux wakes a sleeping thread on its waker's core when it judges the cache warm there, and a worker
+   (THREADS unset: pg_pool_set_pin): Linux wakes a sleeping thread on its waker's core when it judges the cache warm there, and a worker
    woken next to the launching thread took turns with it on one core while another idled, until the load balancer
    moved one of them (measured here: after a 0.1 s pause a BERT-style encoder's calls ran 2x slower, each with 5-17
    involuntary context switches, for up to a second; pinned, 2.7 ms every call). The launching thread is not pinned:
-   it settles on the core no worker holds (core 0). A pool over fewer cores (THREADS=2 on a bigger machine, several
-   such processes side by side) is left where the OS puts it, as are the queues' pools (they share the cores). */
-static void pin_worker(pthread_t tid, int k, int nthreads) {
+   it settles on the core no worker holds (core 0). A pool over a THREADS the user set (several processes side by
+   side) is left where the OS puts it, as are the queues' pools (they share the cores). */
+static void pin_worker(pthread_t tid, int k) {
   cpu_set_t allowed, one;
-  if (!pin_workers || sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) != nthreads) return;
+  if (!pin_workers || sched_getaffinity(0, sizeof allowed, &allowed) != 0 || k >= CPU_COUNT(&allowed)) return;
   CPU_ZERO(&one);
   for (int c = 0, seen = 0; c < CPU_SETSIZE; c++)
     if (CPU_ISSET(c, &allowed) && seen++ == k) { CPU_SET(c, &one); pthread_setaffinity_np(tid, sizeof one, &one); return; }
@@ -243,7 +243,7 @@ static void ensure_workers(pg_pool *P, int want) {
     pthread_attr_destroy(&a);
     if (!ok) break;
     P->nworkers++;
-    if (P == &POOLS[0]) pin_worker(P->tids[P->nworkers], P->nworkers, want + 1);
+    if (P == &POOLS[0]) pin_worker(P->tids[P->nworkers], P->nworkers);
   }
 }
 

@@ -258,17 +258,19 @@ def test_shutdown_then_reuse():
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2 or not os.path.exists("/proc/self/task"),
                     reason="needs Linux and two cores")
 def test_workers_stay_on_cores_of_their_own():
-  # a pool over every core the process may use pins worker k to the k-th of them (Linux woke a sleeping worker on the
-  # launching thread's core, and the two took turns on it: 2x slower calls for up to a second); the launching thread
-  # is not pinned, and POOL_PIN=0 pins nothing
+  # a pool over every core the process may use (THREADS unset) pins worker k to the k-th of them (Linux woke a sleeping
+  # worker on the launching thread's core, and the two took turns on it: 2x slower calls for up to a second); the
+  # launching thread is not pinned; POOL_PIN=0 pins nothing, nor does a THREADS the user chose (processes side by side)
   code = ("import os, glob; cores = sorted(os.sched_getaffinity(0))[:2]; os.sched_setaffinity(0, cores)\n"
           "import numpy as np; from petagrad import Tensor\n"
           "x = np.random.default_rng(0).standard_normal((300, 1000)).astype(np.float32)\n"
-          "np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4)\n"
+          "from petagrad.runtime.ops_cpu import thread_pool\n"
+          "for _ in range(2):   # (the pool is built next to the first kernel: the second one runs on it)\n"
+          "  np.testing.assert_allclose(Tensor(x).sum(1).numpy(), x.astype(np.float64).sum(1), rtol=1e-4, atol=1e-4); thread_pool().wait()\n"
           "lists = [next(l.split()[1] for l in open(f) if l.startswith('Cpus_allowed_list')) for f in glob.glob('/proc/self/task/*/status')]\n"
           "print(cores[1], sorted(l for l in lists if l.isdigit()))")
-  for pin, want in (("1", lambda core: [str(core)]), ("0", lambda core: [])):
-    env = {**os.environ, "PYTHONPATH": ROOT, "THREADS": "", "POOL_PIN": pin}
+  for pin, threads, want in (("1", "", lambda core: [str(core)]), ("0", "", lambda core: []), ("1", "2", lambda core: [])):
+    env = {**os.environ, "PYTHONPATH": ROOT, "THREADS": threads, "POOL_PIN": pin}
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     core, pinned = p.stdout.split(maxsplit=1)
