@@ -354,3 +354,14 @@ def test_padded_window_reads_are_masked_vector_loads(monkeypatch):
       conv = next(s for s in srcs if "void r_" in s)
       assert "_mm512_maskz_loadu_ps" in conv and "long_long_v" not in conv, conv
       assert "for (long long ridx" not in conv, conv   # (both window loops unrolled)
+  # every dtype with a masked load (float64, 32- and 64-bit integers; 256- and 512-bit vectors): a padded 3x3 window sum
+  srcs.clear()
+  for npdt in (np.float32, np.float64, np.int32, np.int64, np.uint32):
+    for w in (8, 16):
+      a = rng.integers(0, 50, (2, 3, 5, w)).astype(npdt)
+      got = Tensor(a, device="CPU").pad((1, 1, 1, 1))._pool((3, 3), (1, 1), (1, 1)).sum((-2, -1)).numpy()
+      ref = sum(np.pad(a, ((0, 0), (0, 0), (1, 1), (1, 1)))[:, :, i:i + 5, j:j + w] for i in range(3) for j in range(3))
+      np.testing.assert_array_equal(got, ref.astype(got.dtype))
+  if Device["CPU"].renderer.masked_loads:
+    used = {m for s in srcs for m in ("_maskz_loadu_ps", "_maskz_loadu_pd", "_maskz_loadu_epi32", "_maskz_loadu_epi64") if m in s}
+    assert len(used) == 4, used
