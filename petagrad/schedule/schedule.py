@@ -81,10 +81,14 @@ def _epilogue(base: UOp, realize: set[UOp], users: dict[UOp, list[UOp]]) -> bool
   if base in realize or base.op not in GroupOp.Elementwise: return False
   nodes = list(_kernel_walk((base,), realize, stop=lambda u: u.op is Ops.REDUCE_AXIS))
   inside = set(nodes)
-  above: set[UOp] = set()   # the nodes computed from a reduce of this kernel
-  for u in reversed(nodes):   # (the walk is depth first from base: sources come after their users)
-    if u in realize: continue
-    if u.op is Ops.REDUCE_AXIS or any(s in above for s in u.src): above.add(u)
+  # the nodes computed from a reduce of this kernel, sources before users. (The walk yields a node shared by two
+  # users after the first of them only, so its reverse is not such an order: passes over it until none joins)
+  above: set[UOp] = set()
+  grew = True
+  while grew:
+    grew = False
+    for u in reversed(nodes):
+      if u not in above and u not in realize and (u.op is Ops.REDUCE_AXIS or any(s in above for s in u.src)): above.add(u); grew = True
   # one reduce: a kernel computing two side by side (a SwiGLU's gate and up products, a residual block's two
   # convolutions) gets no register tile for either (a decode step's 2048 x 768 Q8_0 products: 63 -> 850 us)
   reduces = [u for u in above if u.op is Ops.REDUCE_AXIS]

@@ -329,3 +329,20 @@ def test_epilogue_of_a_contraction_is_computed_in_its_kernel(device, monkeypatch
   helper_test_op([(6, 2, 10, 10)], lambda x: torch.relu(torch.nn.functional.conv2d(
     torch.relu(torch.nn.functional.conv2d(x, torch.ones(8, 2, 3, 3) / 9, padding=1) * 0.5 + 0.1), torch.ones(8, 8, 3, 3) / 72, padding=1)),
     lambda x: (x.conv2d(Tensor.ones(8, 2, 3, 3) / 9, padding=1) * 0.5 + 0.1).relu().conv2d(Tensor.ones(8, 8, 3, 3) / 72, padding=1).relu())
+
+def test_epilogue_check_sees_every_node_above_its_reduce(device):
+  # the epilogue rule checks every node between the reduce and the epilogue for other readers. A node shared by two
+  # users is walked after the first of them only (here exp(r), read by the epilogue's add and by another output):
+  # seen in the walk's reverse order alone it was missed, and the epilogue took the buffer though exp(r) is read
+  # elsewhere
+  from petagrad.schedule.schedule import _epilogue
+  x, w = Tensor.rand(8, 8, device=device).realize(), Tensor.rand(8, 8, device=device).realize()
+  r = (x * w).sum(1)
+  shared = r.exp()
+  base, other = (shared + r.relu()).uop, (shared * 5).uop
+  users: dict = {}
+  for root in (base, other):
+    for u in root.toposort():
+      for s in u.src: users.setdefault(s, []).append(u)
+  assert _epilogue(base, set(), {k: list(dict.fromkeys(v)) for k, v in users.items()}) is False
+  assert _epilogue(base, set(), {k: list(dict.fromkeys(v)) for k, v in users.items() if k is not shared.uop} | {shared.uop: [base]}) is True
