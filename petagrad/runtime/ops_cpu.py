@@ -86,6 +86,7 @@ class ClangCompiler(Compiler):
     # target: CFLAGS may name another -march)
     self.target = _ask_compiler(self.cc, *[f for f in self.flags if f.startswith("-m")], "-dM", "-E", "-x", "c", os.devnull)
     self.cache_key = content_hash(self.cc, " ".join(self.flags), _ask_compiler(self.cc, "--version") or "unknown", self.target)
+    self.macros = frozenset(re.findall(r"#define (\w+)", self.target))
   @property
   def vector_bytes(self) -> int:
     """Bytes of one SIMD register of this machine: 64 with AVX-512, 32 with AVX/AVX2, else 16 (SSE2, NEON).
@@ -95,7 +96,7 @@ class ClangCompiler(Compiler):
     return 64 if self.has("__AVX512F__") else 32 if self.has("__AVX__") else 16
   def has(self, macro: str) -> bool:
     """Does the compiler target define macro (an instruction set: `__AVX512VL__`)?"""
-    return macro in set(re.findall(r"#define (\w+)", self.target))
+    return macro in self.macros
   # Bounded compile time. GCC has loop nests it optimizes for minutes (the one known is avoided by the renderer: see
   # _gather_step in renderer/cstyle.py). So a kernel first compiles with the full flags under a limit of
   # COMPILE_TIMEOUT seconds of the compiler's CPU time (CPU time, not wall time: compiles side by side on a loaded
