@@ -8,10 +8,11 @@ Measured for each: prefill tokens/s (a --prompt-token prompt at start_pos 0) and
 tokens, batch 1, through the KV cache), the fastest of 3 runs after a warm-up run: petagrad's `generate` (one TinyJit
 capture at a Variable position, kept on the model: the timed runs replay the capture the warm-up made); transformers'
 model called with its past_key_values, one token per call. petagrad runs float32, bfloat16 (stored and computed) and
-Q8_0 (every linear layer's weight kept as ggml Q8_0 blocks, decoded inside the matrix-vector kernels); transformers
-float32. Bandwidth: the bytes a decode step must read (every linear weight once, the token's embedding row, and the
-KV cache) per second, next to the machine's read bandwidth (bench/machine.py), for the whole decode and for the fastest
-and the median single step of petagrad's timed runs. Ratios (> 1: petagrad faster).
+Q8_0 (every linear layer's weight kept as ggml Q8_0 blocks, decoded inside the matrix-vector kernels) and Q8_0 with
+int8 activations (q8_0_a8: the decode step's activations quantized to Q8_0 blocks too, as llama.cpp does on CPUs, and
+each block's int8 products summed in int32); transformers float32. Bandwidth: the bytes a decode step must read (every
+linear weight once, the token's embedding row, and the KV cache) per second, next to the machine's read bandwidth
+(bench/machine.py), for the whole decode and for the fastest and the median single step of petagrad's timed runs. Ratios (> 1: petagrad faster).
 The greedy tokens of float32 petagrad and transformers are compared too.
 """
 from __future__ import annotations
@@ -88,7 +89,7 @@ def decode_bytes(model, kind: str, context: int) -> int:
   D, F, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
   hd, kvh = D // cfg.num_attention_heads, cfg.kv_heads
   linear = L * (D * cfg.num_attention_heads * hd + 2 * D * kvh * hd + cfg.num_attention_heads * hd * D + 3 * D * F) + D * V
-  per = {"float32": 4.0, "bfloat16": 2.0, "q8_0": 34 / 32}[kind]
+  per = {"float32": 4.0, "bfloat16": 2.0}.get(kind, 34 / 32)
   emb = D * (2 if kind == "bfloat16" else 4)
   kv = L * 2 * kvh * context * hd * (2 if kind == "bfloat16" else 4)
   return int(linear * per + emb + kv)
@@ -118,10 +119,10 @@ def main() -> None:
         t_pre, t_dec, _ = _best(lambda: torch_run(comp, prompt, new))
         rows["torch_compile_float32"] = {"prefill_tok_s": n_prompt / t_pre, "decode_tok_s": (new - 1) / t_dec}
       except Exception as e: rows["torch_compile_float32"] = {"error": f"{type(e).__name__}: {str(e)[:200]}"}
-    for kind in ("float32", "bfloat16", "q8_0"):
+    for kind in ("float32", "bfloat16", "q8_0", "q8_0_a8"):
       print(f"petagrad {kind}", file=sys.stderr, flush=True)
       model = Llama.from_pretrained(folder, dtype=dtypes.bfloat16 if kind == "bfloat16" else None, max_context=context).realize_weights()
-      if kind == "q8_0": quant.quantize_linears(model, "q8_0")
+      if kind.startswith("q8_0"): quant.quantize_linears(model, "q8_0", int8_activations=kind == "q8_0_a8")
       petagrad_run(model, prompt, new)   # compiles (cached on disk for later runs) and captures the decode step
       STEPS.clear()
       t_pre, t_dec, toks = _best(lambda m=model: petagrad_run(m, prompt, new))

@@ -13,6 +13,7 @@ from petagrad.uop.uop import UOp
 from petagrad.uop.symbolic import simplify
 from petagrad.uop.graph import substitute
 from petagrad.dtype import dtypes
+from petagrad.codegen.opt import int8_product
 
 def _c(v: int) -> UOp: return UOp.const(dtypes.index, v)
 
@@ -135,10 +136,30 @@ def _int32_lanes(x: UOp) -> UOp | None:
   if x.op not in _INT32_LANES or None in (src := tuple(map(_int32_lanes, x.src))): return None
   return UOp(x.op, dtypes.int32.vec(x.dtype.count), src, x.arg)
 
-def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
+def _dot4_lanes(x: UOp) -> UOp | None:
+  """The n-lane vector x, a sum of int8 products (each widened to int32, maybe converted to float or int64 and scaled by
+  a scalar), whose lanes a reduce adds up, as an n/4-lane vector with the same lane sum: every product becomes a DOT4
+  of its int8 operands (exact in int32; the float conversion and the scale then apply to 4 products at once, which
+  is the same sum). None where x has another form."""
+  if x.dtype.count % 4: return None
+  m = x.dtype.count // 4
+  if (ab := int8_product(x)) is not None: return UOp(Ops.DOT4, dtypes.int32.vec(m) if m > 1 else dtypes.int32, ab)
+  if x.op is Ops.ADD and all(s.dtype.count == x.dtype.count for s in x.src):
+    if None in (src := tuple(_dot4_lanes(s) for s in x.src)): return None
+    return UOp(Ops.ADD, src[0].dtype, src, x.arg)
+  if x.op is Ops.MUL and x.dtype.is_float and (scalar := [s for s in x.src if s.dtype.count == 1]) and len(scalar) == 1:
+    if (inner := _dot4_lanes(next(s for s in x.src if s.dtype.count > 1))) is None: return None
+    return UOp(Ops.MUL, x.dtype.scalar().vec(m) if m > 1 else x.dtype.scalar(), (inner, scalar[0]))
+  if x.op is Ops.CAST and x.src[0].dtype.scalar() == dtypes.int32 and (x.dtype.is_float or x.dtype.scalar() in (dtypes.int32, dtypes.int64)):
+    if (inner := _dot4_lanes(x.src[0])) is None: return None
+    return UOp(Ops.CAST, x.dtype.scalar().vec(m) if m > 1 else x.dtype.scalar(), (inner,))
+  return None
+
+def vectorize(ast: UOp, shuffles: bool = False, dot4_lanes: tuple[int, ...] = ()) -> UOp:
   """Turn the (single) vector range into SIMD lanes. shuffles: the renderer can take several lanes of a vector (or
   of a pair of vectors) at once: horizontal reduces of float and int lanes then halve the vector, and loads of every
-  other element (stride 2 along the vector) are two vector loads and a shuffle."""
+  other element (stride 2 along the vector) are two vector loads and a shuffle. dot4_lanes: the vector sizes (int8
+  lanes) the renderer has DOT4 for: a sum over such a vector of int8 products takes 4 products per lane (_dot4_lanes)."""
   vr = _ranges(ast, "vector")
   if not vr: return ast
   v = vr[0]
@@ -182,11 +203,12 @@ def vectorize(ast: UOp, shuffles: bool = False) -> UOp:
     elif u.op is Ops.REDUCE:
       val = src[0]
       rest = tuple(x for x in u.src[1:] if x is not v)
+      if n in dot4_lanes and u.arg is Ops.ADD and v in u.src[1:] and (dot := _dot4_lanes(val)) is not None: val = dot
       acc = UOp(Ops.REDUCE, val.dtype, (val, *rest), u.arg) if rest else val
       # a reduce over the lanes combines them at the end (horizontal reduce)
       if v not in u.src[1:] or val.dtype.count == 1: new[u] = acc
       elif shuffles_lanes(val.dtype): new[u] = _halves(u.arg, acc)
-      else: new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(n)])
+      else: new[u] = _combine(u.arg, [UOp(Ops.GEP, u.dtype, (acc,), i) for i in range(val.dtype.count)])
       if not rest and v in u.src[1:]: new[u] = _finished(u.arg, new[u])
     elif u.op in GroupOp.Comparison and any(x.dtype == dtypes.index.vec(n) for x in src) and None not in (ns := tuple(map(_int32_lanes, src))):
       new[u] = UOp(u.op, u.dtype.vec(n), ns, u.arg)

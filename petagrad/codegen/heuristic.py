@@ -12,7 +12,7 @@
 from __future__ import annotations
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
-from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride
+from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride, int8_product
 from petagrad.helpers import prod, NOOPT, cpu_threads
 
 MIN_THREAD_WORK = 1 << 15   # loop iterations below which threads cost more than they give
@@ -21,7 +21,8 @@ def lanes_for(itemsize: int, vector_bytes: int = 64) -> int:
   """Lanes of one SIMD register (16 float32 in a 512-bit one, 8 in AVX2's 256 bits), at most 16."""
   return max(1, min(16, vector_bytes // itemsize))
 
-def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool, vector_bytes: int = 64) -> Kernel:
+def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool, vector_bytes: int = 64,
+                             dot4_lanes: tuple[int, ...] = ()) -> Kernel:
   k.normalize_ranges()
   if NOOPT: return block_sums(k, supports_vector)   # accuracy, not speed: with NOOPT too
   rs = k.ranges
@@ -34,7 +35,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   sym_red = k.symbolic_ranges("reduce")
   if supports_vector and (red or sym_red):
     # register tiles sized to the register file: 32 vector registers with AVX-512, 16 with AVX2
-    _tile_reduce(k, out, red + sym_red, n, tile_rows=8 if vector_bytes >= 64 else 4)
+    _tile_reduce(k, out, red + sym_red, n, tile_rows=8 if vector_bytes >= 64 else 4, dot4_lanes=dot4_lanes)
   if supports_vector and not red and not sym_red: _tile_transpose(k, out)
   # tiny reduce loops (a 3x3 window) cost more in loop control than in work: unroll them
   if not NOOPT:
@@ -152,7 +153,13 @@ def _streams_weights(k: Kernel, out: list, red: list, st: list[int]) -> bool:
   sizes = [(x.arg[1], sx) for x, sx in zip(out, outs)] + [(x.arg[1], loads_stride(k.ast, x)) for x in red]
   return any(prod(n for n, sx in sizes if sx[i] != 0) >= STREAM_MIN for i in moving)
 
-def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> None:
+def int8_dot_over(k: Kernel, r: UOp) -> bool:
+  """Is there a sum over range r of int8 products (int32(a) * int32(b), both moving with r)?"""
+  return any(u.op is Ops.REDUCE and u.arg is Ops.ADD and r in u.src[1:] and
+             any((ab := int8_product(x)) is not None and all(r in y.toposort() for y in ab) for x in u.src[0].toposort())
+             for u in k.ast.toposort())
+
+def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int, dot4_lanes: tuple[int, ...] = ()) -> None:
   # loads the reduction streams through (they depend on a reduce range)
   streamed = [_depends_on_reduce(u, red) for u in k.ast.toposort() if u.op in (Ops.LOAD, Ops.STORE)]
   # vector lanes along an output range r: a streamed load is contiguous along r (or every other element: a
@@ -199,6 +206,9 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int) -> Non
   if not (fixed := [x for x in red if not x.src]): return
   r = fixed[-1]
   st = loads_stride(k.ast, r)
+  # int8 products (a Q8_0 weight times int8 activations): as many lanes as int8s fill a vector the renderer has DOT4
+  # for, 4 products per int32 lane (a Q8_0 block's 32 in one 256-bit vpdpbusd)
+  if dot4_lanes and int8_dot_over(k, r): n = next((w for w in sorted(dot4_lanes, reverse=True) if r.arg[1] % w == 0), n)
   if r.arg[1] % n == 0 and 1 in st and (len(red) == 1 or all(s in (0, 1) for s in st[:-1])):
     # (rows of symbolic count reuse the weight: a product over many rows, not a matrix-vector one)
     stream = _streams_weights(k, out, red, st) and not any(0 in loads_stride(k.ast, x)[:-1] for x in k.symbolic_ranges("global"))

@@ -327,6 +327,12 @@ def _divmod_count(ast: UOp) -> int: return sum(1 for u in ast.toposort() if u.op
 def _same_reduce(ast: UOp, a: UOp, b: UOp) -> bool:
   return any(u.op is Ops.REDUCE and a in u.src[1:] and b in u.src[1:] for u in ast.toposort())
 
+def int8_product(x: UOp) -> tuple[UOp, UOp] | None:
+  """(a, b) where x is an int32 product of two int8 values widened, int32(a) * int32(b); else None."""
+  if x.op is not Ops.MUL or x.dtype.scalar() != dtypes.int32: return None
+  if not all(s.op is Ops.CAST and s.src[0].dtype.scalar() == dtypes.int8 for s in x.src): return None
+  return x.src[0].src[0], x.src[1].src[0]
+
 def loads_stride(ast: UOp, r: UOp) -> list[int | None]:
   """For each LOAD/STORE, the step of its index when r grows by one (None: not affine in r)."""
   out: list[int | None] = []

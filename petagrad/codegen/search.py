@@ -12,7 +12,7 @@ from petagrad.uop.uop import UOp
 from petagrad.uop.graph import substitute
 from petagrad.uop.symbolic import simplify
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
-from petagrad.codegen.heuristic import block_sums
+from petagrad.codegen.heuristic import block_sums, int8_dot_over
 from petagrad.device import Device, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, read_cached, write_cached
@@ -20,7 +20,7 @@ from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, read_c
 MAX_UNROLLED = 64     # copies of the loop body an unroll/upcast combination may create
 MAX_DEPTH = 5
 
-def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Opt]:
+def actions(k: Kernel, supports_vector: bool, supports_threads: bool, dot4_lanes: tuple[int, ...] = ()) -> list[Opt]:
   out: list[Opt] = []
   for i, r in enumerate(k.ranges):
     kind, size = r.arg[2], r.arg[1]
@@ -31,7 +31,9 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool) -> list[Op
       if k.max_local: out += [Opt(OptOps.LOCAL, i, a) for a in (2, 4, 8, 16, 32, 64, 128, 256) if size % a == 0 and a <= k.max_local]
       out += [Opt(OptOps.UNROLL, i, a) for a in (2, 4) if size % a == 0 and size > a]
       if k.max_local: out += [Opt(OptOps.GROUP, i, a) for a in (16, 32, 64, 128, 256) if size % a == 0 and a <= k.max_local]
-      if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16) if size % a == 0]
+      # (a sum of int8 products: as many int8 lanes as the renderer's DOT4 vectors hold, 4 products per int32 lane)
+      wide = tuple(w for w in dot4_lanes if w > 16) if dot4_lanes and int8_dot_over(k, r) else ()
+      if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16, *wide) if size % a == 0]
   g = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global"]
   out += [Opt(OptOps.SWAP, a, b) for a, b in zip(g, g[1:])]   # loop order: adjacent output loops exchanged
   if supports_threads and cpu_threads() > 1: out.append(Opt(OptOps.THREAD, 0))
@@ -102,7 +104,7 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int, compile
   for _ in range(MAX_DEPTH):
     cands: list[Kernel] = []
     for _, kk in beam:
-      for a in actions(kk, dev.renderer.supports_vector, dev.renderer.supports_threads):
+      for a in actions(kk, dev.renderer.supports_vector, dev.renderer.supports_threads, dev.renderer.dot4_lanes):
         c = _clone(kk)
         try: c.apply(a)
         except OptError: continue

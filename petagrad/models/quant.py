@@ -10,6 +10,10 @@ a float matmul.
 * Q8_0: blocks of 32 weights, one float16 scale d = max|w| / 127 and 32 int8 q = round(w / d): 34 bytes.
 * Q4_0: blocks of 32 weights, d = m / -8 with m the weight of largest magnitude (its sign kept), 32 4-bit
   q = min(15, floor(w / d + 8.5)) (w = (q - 8) * d), two per byte (the first 16 in the low nibbles): 18 bytes.
+* Q8_0 with int8 activations (`quantize_linears(model, "q8_0", int8_activations=True)`, `Q8_0Linear`): a
+  matrix-vector product quantizes its row of activations to Q8_0 blocks too, as llama.cpp does on CPUs, and sums
+  the int8 products of each block exactly in int32 (`q8_0_matvec`; on CPUs with AVX-512 VNNI one instruction per 128
+  products). Error: the activations' rounding (half a step of max|x| / 127 per block) on top of the weights'.
 * int8 ("int8", `Int8Linear`): per output row a scale s = max|w| / 127 and q = round(w / s) as int8; w = q * s. The
   layer holds `weight` (int8) and `weight_scale` (out, 1) as its state, under those names: a compressed-tensors
   "int-quantized" checkpoint (8-bit symmetric int weights, strategy "channel", no activation quantization) loads
@@ -27,7 +31,9 @@ import re
 from typing import Any
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
-from petagrad.nn.state import ggml_dequantize, get_state_dict
+from petagrad.helpers import prod
+from petagrad import nn
+from petagrad.nn.state import ggml_dequantize, get_state_dict, _f16
 
 GGML_TYPE = {"q8_0": 8, "q4_0": 2}   # ggml's type ids (nn/state.py GGML_TYPES)
 KINDS = (*GGML_TYPE, "int8")
@@ -62,6 +68,49 @@ class Int8Linear:
     if layer.bias is not None: out.bias = layer.bias.detach().realize()
     return out
 
+def q8_0_matvec(x: Tensor, packed: Tensor, out_features: int) -> Tensor:
+  """x @ W.T for x with one row ((..., in_features), the leading dims multiplying to 1) and W (out_features,
+  in_features) as the Q8_0 blocks `packed`, x quantized to Q8_0 blocks too: per block of 32, dx = max|x| / 127 and
+  qx = round(x / dx) as int8; y = the sum over blocks of dw * dx * (the int32 sum of qw * qx). qx and dx are
+  computed once (two small kernels); the product reads the packed weight and qx as int8.
+
+  >>> packed, w = quantize(Tensor([[0.5, -1.0] * 16]), "q8_0")
+  >>> x = Tensor([[0.25] * 32])   # (its blocks hold one value: exact in Q8_0)
+  >>> round(q8_0_matvec(x, packed, 1).item(), 4), round((x @ w.T).item(), 4)
+  (-1.9841, -1.9841)
+  """
+  k = x.shape[-1]
+  if not isinstance(k, int) or k % BLOCK or prod(x.shape[:-1]) != 1 or packed.numel() != out_features * k // BLOCK * 34:
+    raise ValueError(f"q8_0_matvec: x {x.shape} (one row, a multiple of {BLOCK} wide) and {packed.numel()} bytes of Q8_0 blocks do not "
+                     f"make a ({out_features}, {k}) weight")
+  nb = k // BLOCK
+  blocks = packed.reshape(out_features, nb, 34)
+  qw, dw = blocks[:, :, 2:].bitcast(dtypes.int8), _f16(blocks[:, :, :2]).reshape(out_features, nb, 1)
+  xb = x.reshape(nb, BLOCK).float()
+  dx = (xb.abs().amax(-1, keepdim=True) / 127).contiguous()
+  qx = (xb / (dx > 0).where(dx, 1)).round().cast(dtypes.int8).contiguous()
+  # (the int32 products of a block summed before their float scale: the code generator makes them DOT4s)
+  y = ((qw.cast(dtypes.int32) * qx.cast(dtypes.int32)).cast(dtypes.float32) * (dw * dx.reshape(1, nb, 1))).sum((1, 2))
+  return y.reshape(*x.shape[:-1], out_features).cast(x.dtype)
+
+class Q8_0Linear(nn.Linear):
+  """An nn.Linear whose weight is kept as Q8_0 blocks (`weight` is their lazy decoded view, as quantize_linears
+  gives) and whose matrix-vector products (one row of x: a decode step) quantize x to Q8_0 too (q8_0_matvec, as
+  llama.cpp does on CPUs); products over more rows (a prefill) decode the weight and keep x in float.
+
+  >>> lin = nn.Linear(64, 8); q = Q8_0Linear(lin); x = Tensor.ones(1, 64)
+  >>> bool((q(x) - lin(x)).abs().max().item() < 0.05)
+  True
+  """
+  def __init__(self, layer: nn.Linear):   # (no nn.Linear.__init__: its float weight is not wanted)
+    self.packed, self.weight = quantize(layer.weight.detach(), "q8_0")
+    self.bias = layer.bias
+  def _state_dict_items(self) -> dict[str, Tensor]: return {"weight": self.weight, **({"bias": self.bias} if self.bias is not None else {})}
+  def forward(self, x: Tensor) -> Tensor:
+    if not isinstance(n := prod(x.shape[:-1]), int) or n != 1 or x.shape[-1] != self.weight.shape[1]: return super().forward(x)
+    y = q8_0_matvec(x, self.packed, self.weight.shape[0])
+    return y if self.bias is None else y + self.bias
+
 def _f16_bytes(d: Tensor) -> Tensor:
   """(n, 1) float scales -> (n, 2) uint8: their float16 bits, little-endian."""
   u = d.cast(dtypes.float16).bitcast(dtypes.uint16)
@@ -92,10 +141,11 @@ def quantize(w: Tensor, kind: str = "q8_0") -> tuple[Tensor, Tensor]:
   view = ggml_dequantize(packed, GGML_TYPE[kind], w.numel()).reshape(w.shape)
   return packed, view if view.dtype == w.dtype else view.cast(w.dtype)
 
-def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = ()) -> int:
+def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = (), int8_activations: bool = False) -> int:
   """Quantize every nn.Linear of model (found through its state dict), in place: "q8_0"/"q4_0" replace the weight of
   each whose size is a multiple of 32 by its quantized view (the view holds the packed bytes; the float weight is freed
-  when nothing else holds it); "int8" replaces each layer by an Int8Linear. Layers whose state-dict name starts with
+  when nothing else holds it); with int8_activations (q8_0 only) each such layer becomes a Q8_0Linear, whose
+  matrix-vector products quantize the activations too; "int8" replaces each layer by an Int8Linear. Layers whose state-dict name starts with
   one of skip are left as they are. Returns how many were quantized. The model's weights must be in memory (a model
   from from_pretrained: call realize_weights() first). Inference only: a quantized weight has no gradient.
 
@@ -105,10 +155,12 @@ def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = ())
   (2, (1, 4))
   """
   _check_kind(kind)
+  if int8_activations and kind != "q8_0": raise ValueError(f"int8_activations: only with q8_0 weights, not {kind!r}")
   n = 0
   for name, layer in _linears(model):
     if any(name.startswith(s) for s in skip) or (kind != "int8" and layer.weight.numel() % BLOCK): continue
     if kind == "int8": _set_layer(model, name, Int8Linear.from_linear(layer))
+    elif int8_activations: _set_layer(model, name, Q8_0Linear(layer))
     else: layer.weight = quantize(layer.weight.detach(), kind)[1]
     n += 1
   return n

@@ -334,7 +334,17 @@ class CStyleRenderer(Renderer):
     if u.op is Ops.GEP and isinstance(u.arg, tuple):   # lanes of one vector, or of a pair (the second's lanes numbered after the first's)
       return self.shuffle.format(a=names[u.src[0]], b=names[u.src[-1]], lanes=", ".join(map(str, u.arg)))
     if u.op is Ops.GEP: return f"(({names[u.src[0]]})[{u.arg}] != 0)" if dt.is_bool else f"({names[u.src[0]]})[{u.arg}]"
+    if u.op is Ops.DOT4: return self._dot4(u, names)
     return self.alu_expr(u, names)
+
+  def _dot4(self, u: UOp, names: dict[UOp, str]) -> str:
+    """Ops.DOT4 of two int8 vectors of 16, 32 or 64 lanes, with AVX-512 VNNI's vpdpbusd (unsigned x signed bytes): a
+    as unsigned a + 128 (its sign bit flipped), then minus 128 * the sum of b's four. Exact for every int8 (the sign
+    trick, |a| times b with a's sign, is wrong where b is -128)."""
+    nbytes = u.src[0].dtype.count
+    p, bits = SIMD_PREFIX[nbytes], nbytes * 8
+    self._intrinsics = True
+    return DOT4_VNNI.format(t=f"__m{bits}i", p=p, bits=bits, a=names[u.src[0]], b=names[u.src[1]], out=self.tname(u.dtype))
 
   # ------------------------------------------------------------ half types (see the module doc)
   def _half_expr(self, u: UOp, names: dict[UOp, str]) -> str:
@@ -683,6 +693,8 @@ static inline float_v{n} __hround_v{n}(float_v{n} x) {{ return __h2f_v{n}(__f2h_
 MASKED_LOAD = {dtypes.float32: "ps", dtypes.float64: "pd", dtypes.int32: "epi32", dtypes.uint32: "epi32", dtypes.int64: "epi64",
                dtypes.uint64: "epi64"}
 SIMD_PREFIX = {16: "_mm", 32: "_mm256", 64: "_mm512"}
+DOT4_VNNI = ("({{{t} a_ = ({t})({a}), b_ = ({t})({b}), k_ = {p}_set1_epi8((char)0x80); ({out}){p}_sub_epi32("
+             "{p}_dpbusd_epi32({p}_setzero_si{bits}(), {p}_xor_si{bits}(a_, k_), b_), {p}_dpbusd_epi32({p}_setzero_si{bits}(), k_, b_));}})")
 
 # SANITIZE: a kernel gets each buffer's element count and an error record (the runtime reads it after the launch:
 # hit, parameter, store?, index, lanes, element count). pg_ok checks one access of `lanes` elements; the first bad one
@@ -712,8 +724,10 @@ class CRenderer(CStyleRenderer):
   thread_pragma = "#pragma omp parallel for"
   simd_pragma = "#pragma omp simd"
   shuffle = "__builtin_shufflevector({a}, {b}, {lanes})"   # (GCC 12+, clang)
-  def __init__(self, vector_bytes: int = 64, masked_loads: bool = False):
+  def __init__(self, vector_bytes: int = 64, masked_loads: bool = False, dot4: bool = False):
     self.vector_bytes = vector_bytes   # the machine's SIMD register (the CPU device asks its compiler)
     self.masked_loads = masked_loads   # AVX-512 with VL: masked vector loads
+    # AVX-512 VNNI (with VL): int8 dot products in 128-, 256- and 512-bit vectors (within the machine's width)
+    self.dot4_lanes = tuple(b for b in (16, 32, 64) if b <= vector_bytes) if dot4 else ()
     # read once, when the CPU device is created: the in-memory kernel cache is not keyed by it
     self.thread_pool = not int(OMP)

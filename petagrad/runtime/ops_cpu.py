@@ -346,7 +346,8 @@ def launch_list(progs: list[Program], bufs: list[list[Any]]) -> LaunchList | Non
 
 def make_device(name: str) -> DeviceSpec:
   compiler = ClangCompiler()
-  renderer = CRenderer(vector_bytes=compiler.vector_bytes, masked_loads=compiler.has("__AVX512VL__"))
+  renderer = CRenderer(vector_bytes=compiler.vector_bytes, masked_loads=compiler.has("__AVX512VL__"),
+                       dot4=compiler.has("__AVX512VL__") and compiler.has("__AVX512VNNI__"))
   if renderer.thread_pool: thread_pool(compiler)   # start building the pool now, next to the first kernels' compiles
   _, _, rest = name.partition(":")
   if rest and not rest.isdigit(): raise RuntimeError(f"device {name} does not exist: CPU devices are CPU, CPU:1, CPU:2, ...")

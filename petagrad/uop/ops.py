@@ -51,6 +51,9 @@ class Ops(Enum):
   VECTORIZE = auto()       # src=scalars: a vector of them
   GEP = auto()             # src=(vector,), arg=lane: one lane of a vector; arg=(lanes...): a vector of lanes of the
                            # vector, or with src=(a, b) of the pair (b's lanes numbered after a's: a shuffle)
+  DOT4 = auto()            # src=(a, b): int8 vectors of 4m lanes -> int32 vector of m lanes, lane g = the exact sum over
+                           # j < 4 of a[4g+j] * b[4g+j]: an int8 dot product whose lanes a reduce adds up anyway, where the
+                           # renderer has one instruction for it (vectorize: x86 VNNI's vpdpbusd)
   # linear program only
   ENDRANGE = auto()        # src=(RANGE,)
   DEFINE_ACC = auto()      # src=(init CONST,), arg=id

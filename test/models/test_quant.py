@@ -4,6 +4,7 @@ import doctest
 import numpy as np
 import pytest
 from petagrad import Tensor, Variable, TinyJit, GlobalCounters, dtypes
+from petagrad.nn.state import get_state_dict
 from petagrad.models import quant
 from petagrad.models.llama import Llama, LlamaConfig
 
@@ -43,6 +44,44 @@ def test_decode_reads_packed_bytes():
     assert GlobalCounters.global_mem < 512 * 1024 // 32 * nbytes + 64 * 1024   # the packed bytes and x, not 2 MB of floats
     np.testing.assert_allclose(out.numpy(), x @ view.numpy().T, rtol=1e-4, atol=1e-3)
 
+def ggml_q8_0_dot(w_packed: np.ndarray, x: np.ndarray, n_out: int) -> np.ndarray:
+  """llama.cpp's Q8_0 x Q8_0 product, written from its definition in numpy: x quantized per block of 32 (d = max|x| /
+  127, q = round(x / d)), each block's int products summed exactly, then scaled by both blocks' d."""
+  b = w_packed.reshape(n_out, -1, 34)
+  dw, qw = b[:, :, :2].copy().view(np.float16).astype(np.float64), b[:, :, 2:].view(np.int8).astype(np.int64)
+  xb = x.reshape(-1, 32).astype(np.float32)
+  dx = (np.abs(xb).max(1, keepdims=True) / np.float32(127)).astype(np.float32)
+  qx = np.round(xb / np.where(dx > 0, dx, 1)).astype(np.int64)
+  return ((qw * qx).sum(2) * dw[:, :, 0] * dx[:, 0].astype(np.float64)).sum(1)
+
+def test_q8_0_int8_activations():
+  # a decode step's product quantizes its activations to Q8_0 too (llama.cpp's CPU scheme): the same numbers as a numpy
+  # reference of that scheme, reading the packed weight's bytes and the activations' int8s (two small kernels quantize
+  # x), while a product over several rows (a prefill) stays the float one over the decoded weight
+  from petagrad import nn
+  rng = np.random.default_rng(6)
+  net = nn.Sequential(nn.Linear(1024, 512))
+  net[0].weight = Tensor(rng.standard_normal((512, 1024)).astype(np.float32))
+  net[0].bias.realize()
+  assert quant.quantize_linears(net, "q8_0", int8_activations=True) == 1
+  lin = net[0]
+  assert isinstance(lin, quant.Q8_0Linear) and list(get_state_dict(net)) == ["0.weight", "0.bias"]
+  x = rng.standard_normal((1, 1, 1024)).astype(np.float32)
+  x[0, 0, :32] = 0.0   # a block of zeros: scale 0
+  xt = Tensor(x).realize()
+  GlobalCounters.reset()
+  out = lin(xt).realize()
+  assert out.shape == (1, 1, 512) and GlobalCounters.kernel_count == 3
+  assert GlobalCounters.global_mem < 512 * 1024 // 32 * 34 + 64 * 1024   # bytes, not 2 MB of float weights
+  want = ggml_q8_0_dot(lin.packed.numpy(), x, 512) + lin.bias.numpy()
+  np.testing.assert_allclose(out.numpy()[0, 0], want, rtol=1e-5, atol=1e-4)
+  # (close to the float activations' product: the activations' rounding only)
+  full = x[0] @ lin.weight.numpy().T + lin.bias.numpy()
+  assert np.abs(out.numpy()[0] - full).max() < 0.02 * np.abs(full).max()
+  rows = rng.standard_normal((4, 1024)).astype(np.float32)
+  np.testing.assert_allclose(lin(Tensor(rows)).numpy(), rows @ lin.weight.numpy().T + lin.bias.numpy(), rtol=1e-4, atol=1e-3)
+  with pytest.raises(ValueError, match="only with q8_0"): quant.quantize_linears(net, "q4_0", int8_activations=True)
+
 def test_int8_linear_reads_int8():
   w = np.random.default_rng(4).standard_normal((512, 1024)).astype(np.float32)
   x = np.random.default_rng(5).standard_normal((1, 1024)).astype(np.float32)
@@ -80,6 +119,17 @@ def test_quantized_llama_decodes_close_to_float():
   step = TinyJit(lambda t, p: model(t, p).realize())
   for i in range(3): out = step(Tensor([[7 + i]], dtype=dtypes.int32), v.bind(4 + i))
   assert out.shape == (1, 1, 96) and np.isfinite(out.numpy()).all()
+  # int8 activations in the decode steps: the same tokens' logits, close to the float model's
+  Tensor.manual_seed(0)
+  a8 = Llama(cfg).realize_weights()
+  assert quant.quantize_linears(a8, "q8_0", int8_activations=True) == 2 * 7 + 1
+  a8(ids, 0).realize()
+  model.clear_cache(); model(ids, 0).realize()
+  step8 = TinyJit(lambda t, p: a8(t, p).realize())
+  for i in range(3):
+    tok, p = Tensor([[7 + i]], dtype=dtypes.int32), v.bind(4 + i)
+    got, want = step8(tok, p).numpy(), model(tok, p).numpy()
+    assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
 
 def test_bad_quantization():
   with pytest.raises(ValueError, match="not supported"): quant.pack(Tensor.ones(32), "q5_1")
