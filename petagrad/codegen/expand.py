@@ -144,6 +144,9 @@ def _dot4_lanes(x: UOp) -> UOp | None:
   if x.dtype.count % 4: return None
   m = x.dtype.count // 4
   if (ab := int8_product(x)) is not None: return UOp(Ops.DOT4, dtypes.int32.vec(m) if m > 1 else dtypes.int32, ab)
+  if x.op is Ops.REDUCE and x.arg is Ops.ADD:   # (a long sum in blocks, Kernel.block_sums: the blocks' sums add up too)
+    if (inner := _dot4_lanes(x.src[0])) is None: return None
+    return UOp(Ops.REDUCE, inner.dtype, (inner, *x.src[1:]), x.arg)
   if x.op is Ops.ADD and all(s.dtype.count == x.dtype.count for s in x.src):
     if None in (src := tuple(_dot4_lanes(s) for s in x.src)): return None
     return UOp(Ops.ADD, src[0].dtype, src, x.arg)

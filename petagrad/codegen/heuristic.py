@@ -136,10 +136,9 @@ def _try(k: Kernel, opt: Opt) -> bool:
   try: k.apply(opt); return True
   except OptError: return False
 
-# A matrix-vector product (a decode step) reads each weight once, row after row: nothing to reuse, so its speed is the
-# memory's. One row at a time per thread is one sequential stream, which the hardware prefetchers follow best: the
-# rows are not unrolled (2 rows interleaved, with software prefetches 4 KiB ahead, read 8.5-9.5 GB/s on one core where
-# one row reads 13-14, and 15 GB/s on two where one row reads 24: 86 MB of Q8_0 weights read in turn, 2026-12-04).
+# A matrix-vector product (a decode step) reads each weight once: nothing to reuse, so its speed is the memory's. Its
+# rows are read as a few long sequential streams per thread (_far_streams), never as adjacent rows interleaved (2 rows
+# with software prefetches 4 KiB ahead read 8.5-9.5 GB/s on one core where one row reads 13-14, 2026-12-04).
 STREAM_MIN = 1 << 18
 
 def _streams_weights(k: Kernel, out: list, red: list, st: list[int]) -> bool:
@@ -158,6 +157,21 @@ def int8_dot_over(k: Kernel, r: UOp) -> bool:
   return any(u.op is Ops.REDUCE and u.arg is Ops.ADD and r in u.src[1:] and
              any((ab := int8_product(x)) is not None and all(r in y.toposort() for y in ab) for x in u.src[0].toposort())
              for u in k.ast.toposort())
+
+FAR_STREAMS = 4   # rows a matrix-vector product's thread reads side by side, each from its own part of the weight
+
+def _far_streams(k: Kernel, out: list) -> None:
+  """A matrix-vector product's rows in FAR_STREAMS parts, a row of each computed side by side (the parts unrolled,
+  the rows within a part the loop the threads share): each thread reads FAR_STREAMS long sequential streams instead
+  of one, so more cache misses are in flight. Adjacent rows would not do (2 or 4 rows interleaved: streams of one row,
+  816 bytes of Q8_0, that the prefetchers learn anew every row; read 15 GB/s where one row reads 24). Far apart, on two
+  threads (2026-12-05, 16384 x 16384 weights): Q8_0 18 -> 28-30 GB/s, with int8 activations 28 -> 29-40, float32 at
+  the machine's read bandwidth either way."""
+  o = out[-1] if out else None
+  if FAR_STREAMS < 2 or o is None or o.src or o.arg[1] % FAR_STREAMS or o.arg[1] // FAR_STREAMS < 64: return
+  rid = o.arg[0]
+  if not _try(k, Opt(OptOps.TILE, _axis(k, o), o.arg[1] // FAR_STREAMS)): return
+  _try(k, Opt(OptOps.UPCAST, _axis_of_id(k, rid), FAR_STREAMS))   # (the outer part keeps o's id)
 
 def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int, dot4_lanes: tuple[int, ...] = ()) -> None:
   # loads the reduction streams through (they depend on a reduce range)
@@ -218,6 +232,7 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int, dot4_l
     # AVX-512; 4x2 with AVX2: a 512^3 A @ B.T on one thread 28 -> 45 GFLOP/s); not in a matrix-vector product,
     # which reads one row at a time (STREAM_MIN)
     accumulators = 2 * tile_rows
+    if stream: _far_streams(k, out)
     for o in [] if stream else [o for o in out if o.arg[1] % 4 == 0 and 0 in loads_stride(k.ast, o)[:-1]][-2:]:
       cur = [x for x in k.ranges if x.arg[0] == o.arg[0]]
       amt = min(4, accumulators)

@@ -203,10 +203,12 @@ def _cpu_sources(monkeypatch) -> list[str]:
   monkeypatch.setattr(R, "compile_kernels", spy)
   return srcs
 
-def test_matrix_vector_product_reads_one_row_at_a_time(applied_opts):
-  # a product over one row reads its weight once, row after row: no output rows unrolled (one sequential stream per
-  # thread; heuristic.py STREAM_MIN), float and Q8_0 alike; a product with reuse (64 rows) gets a register tile
+def test_matrix_vector_product_reads_far_apart_rows(applied_opts):
+  # a product over one row reads its weight once: each thread reads rows from 4 parts of the weight side by side, 4
+  # long sequential streams (heuristic.py _far_streams: the output range tiled in 4 parts, the parts unrolled), never
+  # adjacent rows (streams of one row each), float and Q8_0 alike; a product with reuse (64 rows) gets a register tile
   from petagrad.codegen.opt import OptOps
+  from petagrad.codegen.heuristic import FAR_STREAMS
   rng = np.random.default_rng(3)
   x, x64, w = (rng.standard_normal(s).astype(np.float32) for s in ((1, 512), (64, 512), (1024, 512)))
   wt = Tensor(w, device="CPU")
@@ -214,7 +216,10 @@ def test_matrix_vector_product_reads_one_row_at_a_time(applied_opts):
   np.testing.assert_allclose((Tensor(x, device="CPU") @ wt.T).numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
   np.testing.assert_allclose((Tensor(x, device="CPU") @ q.T).numpy(), x @ q.numpy().T, rtol=1e-4, atol=1e-4)
   products = [a for a in applied_opts if any(o.op is OptOps.VECTOR for o in a)][-2:]
-  assert len(products) == 2 and all(not any(o.op is OptOps.UPCAST for o in a) for a in products), applied_opts
+  def far(a) -> bool:
+    tile = [o for o in a if o.op is OptOps.TILE]
+    return [o.amount for o in a if o.op is OptOps.UPCAST] == [FAR_STREAMS] and len(tile) == 1 and tile[0].amount == 1024 // FAR_STREAMS
+  assert len(products) == 2 and all(far(a) for a in products), applied_opts
   applied_opts.clear()
   np.testing.assert_allclose((Tensor(x64, device="CPU") @ wt.T).numpy(), x64 @ w.T, rtol=1e-4, atol=1e-4)
   assert any(o.op is OptOps.UPCAST for a in applied_opts for o in a), applied_opts
@@ -387,11 +392,15 @@ def test_int8_dot_products_are_dot4s(monkeypatch):
       with Context(**flags):
         got = (Tensor(a, device="CPU").cast("int32") * Tensor(b, device="CPU").cast("int32")).sum(1).numpy()
       np.testing.assert_array_equal(got, ref, err_msg=f"{n} with {flags}")
-  s = rng.standard_normal((8, 8, 1)).astype(np.float32)
-  a, b = rng.integers(-128, 128, (8, 8, 32)).astype(np.int8), rng.integers(-128, 128, (1, 8, 32)).astype(np.int8)
-  ref = ((a.astype(np.int64) * b).sum(2, keepdims=True) * s.astype(np.float64)).sum((1, 2))
-  got = ((Tensor(a).cast("int32") * Tensor(b).cast("int32")).cast("float32") * Tensor(s)).sum((1, 2)).numpy()
-  np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-3)
+  # (512 blocks of 32 make a long float sum, computed in nested blocks: Kernel.block_sums)
+  for rows, nb in ((8, 8), (256, 512)):
+    s = rng.standard_normal((rows, nb, 1)).astype(np.float32)
+    a, b = rng.integers(-128, 128, (rows, nb, 32)).astype(np.int8), rng.integers(-128, 128, (1, nb, 32)).astype(np.int8)
+    ref = ((a.astype(np.int64) * b).sum(2, keepdims=True) * s.astype(np.float64)).sum((1, 2))
+    got = ((Tensor(a).cast("int32") * Tensor(b).cast("int32")).cast("float32") * Tensor(s)).sum((1, 2)).numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-2)
   if Device["CPU"].renderer.dot4_lanes:
     used = {w for s in srcs for w, f in ((16, "_mm_dpbusd_epi32"), (32, "_mm256_dpbusd_epi32"), (64, "_mm512_dpbusd_epi32")) if f in s}
     assert used == {16, 32, 64}, used
+    # (no kernel of int8 products is left with int32 lanes of products)
+    assert not [s for s in srcs if "void r_" in s and "int_v32" in s], [s for s in srcs if "int_v32" in s][:1]
