@@ -94,6 +94,21 @@ def _best(fn, tries: int) -> float:
     st = time.perf_counter(); fn(); best = min(best, time.perf_counter() - st)
   return best
 
+def _read_gbs(lib, buf, n: int, tries: int) -> float:
+  """GB/s of reading n floats at buf: the faster of one stream per thread and several (the limit is the best the
+  machine does)."""
+  t = min(_best(lambda: lib.read_sum(buf, n), tries), *(_best(lambda s=s: lib.read_streams(buf, n, s), tries) for s in (4, 8)))
+  return n * 4 / t / 1e9
+
+class ReadBandwidth:
+  """The read bandwidth measured again whenever it is called (256 MB, best of `tries`): a benchmark measures it next to
+  each of its runs, since a shared machine's bandwidth moves by 1.5x within minutes."""
+  def __init__(self, tries: int = 3):
+    self.lib, self.n, self.tries = _compile(), 64 << 20, tries
+    self.buf = ctypes.create_string_buffer(self.n * 4)
+    self.lib.fill(self.buf, 1.0, self.n)
+  def __call__(self) -> float: return _read_gbs(self.lib, self.buf, self.n, self.tries)
+
 def cpu_model() -> str:
   try:
     with open("/proc/cpuinfo") as f:
@@ -121,10 +136,9 @@ def measure(quick: bool = False) -> dict:
   n = 64 << 20
   bufs = [ctypes.create_string_buffer(n * 4) for _ in range(3)]   # zeroed pages
   for b in bufs: lib.fill(b, 1.0, n)                                 # touch every page first
-  # (the faster of one stream per thread and several: the limit is the best the machine does)
-  t_read = min(_best(lambda: lib.read_sum(bufs[0], n), tries), *(_best(lambda s=s: lib.read_streams(bufs[0], n, s), tries) for s in (4, 8)))
+  read_gbs = _read_gbs(lib, bufs[0], n, tries)
   t_triad = _best(lambda: lib.triad(bufs[0], bufs[1], bufs[2], 3.0, n), tries)
-  read_gbs, triad_gbs = n * 4 / t_read / 1e9, 3 * n * 4 / t_triad / 1e9   # triad counted as STREAM does: 2 reads + 1 write
+  triad_gbs = 3 * n * 4 / t_triad / 1e9   # triad counted as STREAM does: 2 reads + 1 write
   return {"cpu": cpu_model(), "cores": os.cpu_count(), "threads": threads,
           "peak_gflops": gflops, "all_threads_gflops": all_gflops, "one_thread_gflops": one_gflops, "read_gbs": read_gbs, "triad_gbs": triad_gbs,
           "peak_gbs": max(read_gbs, triad_gbs),
