@@ -20,6 +20,7 @@ from petagrad import Tensor
 from petagrad.models.generate import generate
 from petagrad.models.gpt2 import GPT2, GPT2Config
 from petagrad.models.llama import Llama, LlamaConfig
+from petagrad.models import quant
 from petagrad.models.tokenizer import BPETokenizer
 
 def load_tokenizer(folder: str | None, model: str) -> BPETokenizer:
@@ -55,6 +56,8 @@ def main() -> None:
   ap.add_argument("--seed", type=int, default=0)
   ap.add_argument("--max-context", type=int, default=None, help="KV cache positions (default: prompt + new tokens)")
   ap.add_argument("--dtype", default=None, help="compute dtype, e.g. float32 or float16 (default: the checkpoint's)")
+  ap.add_argument("--quantize", choices=("q8_0", "q8_0_a8", "q4_0", "int8"), default=None,
+                  help="keep the linear layers' weights quantized (q8_0_a8: Q8_0 with int8 activations in the decode steps)")
   ap.add_argument("--layers", type=int, default=2, help="random model: layers")
   ap.add_argument("--dim", type=int, default=128, help="random model: width (a multiple of 64)")
   args = ap.parse_args()
@@ -79,6 +82,9 @@ def main() -> None:
     stop = config_ids(args.weights, "eos_token_id")
     print(f"model: {args.model} from {args.weights} ({model.config.vocab_size} tokens, {model.dtype}), loaded in {time.perf_counter() - t0:.2f}s",
           flush=True)
+  if args.quantize:
+    n_q = quant.quantize_linears(model, args.quantize.removesuffix("_a8"), int8_activations=args.quantize.endswith("_a8"))
+    print(f"quantized {n_q} linear layers to {args.quantize}", flush=True)
   print(f"device {model.device}, prompt {len(ids)} tokens, context {model.max_context}", flush=True)
 
   utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")   # a token may end inside a character

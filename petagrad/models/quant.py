@@ -107,7 +107,9 @@ class Q8_0Linear(nn.Linear):
     self.bias = layer.bias
   def _state_dict_items(self) -> dict[str, Tensor]: return {"weight": self.weight, **({"bias": self.bias} if self.bias is not None else {})}
   def forward(self, x: Tensor) -> Tensor:
-    if not isinstance(n := prod(x.shape[:-1]), int) or n != 1 or x.shape[-1] != self.weight.shape[1]: return super().forward(x)
+    # (blocks that straddle rows, in_features not a multiple of 32, stay on the float path)
+    if not isinstance(n := prod(x.shape[:-1]), int) or n != 1 or x.shape[-1] != self.weight.shape[1] or x.shape[-1] % BLOCK:
+      return super().forward(x)
     y = q8_0_matvec(x, self.packed, self.weight.shape[0])
     return y if self.bias is None else y + self.bias
 
@@ -144,10 +146,11 @@ def quantize(w: Tensor, kind: str = "q8_0") -> tuple[Tensor, Tensor]:
 def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = (), int8_activations: bool = False) -> int:
   """Quantize every nn.Linear of model (found through its state dict), in place: "q8_0"/"q4_0" replace the weight of
   each whose size is a multiple of 32 by its quantized view (the view holds the packed bytes; the float weight is freed
-  when nothing else holds it); with int8_activations (q8_0 only) each such layer becomes a Q8_0Linear, whose
-  matrix-vector products quantize the activations too; "int8" replaces each layer by an Int8Linear. Layers whose state-dict name starts with
-  one of skip are left as they are. Returns how many were quantized. The model's weights must be in memory (a model
-  from from_pretrained: call realize_weights() first). Inference only: a quantized weight has no gradient.
+  when nothing else holds it); with int8_activations (q8_0 only) each such layer whose in_features is a multiple of 32
+  becomes a Q8_0Linear instead, whose matrix-vector products quantize the activations too; "int8" replaces each layer
+  by an Int8Linear. Layers whose state-dict name starts with one of skip are left as they are. Returns how many were
+  quantized. The model's weights must be in memory (a model from from_pretrained: call realize_weights() first).
+  Inference only: a quantized weight has no gradient.
 
   >>> from petagrad import nn
   >>> net = nn.Sequential(nn.Linear(64, 32), nn.Linear(32, 4))
@@ -160,7 +163,7 @@ def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = (),
   for name, layer in _linears(model):
     if any(name.startswith(s) for s in skip) or (kind != "int8" and layer.weight.numel() % BLOCK): continue
     if kind == "int8": _set_layer(model, name, Int8Linear.from_linear(layer))
-    elif int8_activations: _set_layer(model, name, Q8_0Linear(layer))
+    elif int8_activations and layer.weight.shape[1] % BLOCK == 0: _set_layer(model, name, Q8_0Linear(layer))
     else: layer.weight = quantize(layer.weight.detach(), kind)[1]
     n += 1
   return n

@@ -438,3 +438,8 @@ def test_example_generate_runs():
                      capture_output=True, text=True, timeout=300, cwd=repo)
   assert r.returncode == 0, r.stderr[-3000:]
   assert "RANDOM weights" in r.stdout and "prefill: 1 tokens" in r.stdout and "decode: 2 tokens" in r.stdout, r.stdout
+  # (greedy, the linear layers in Q8_0 with int8 activations)
+  r = subprocess.run([sys.executable, os.path.join(repo, "examples", "generate.py"), "--model", "llama", "--layers", "1", "--dim", "64",
+                      "--prompt", "Hello", "--max-new-tokens", "3", "--quantize", "q8_0_a8"], capture_output=True, text=True, timeout=300, cwd=repo)
+  assert r.returncode == 0, r.stderr[-3000:]
+  assert "quantized 8 linear layers to q8_0_a8" in r.stdout and "decode: 2 tokens" in r.stdout, r.stdout

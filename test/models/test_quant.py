@@ -81,6 +81,12 @@ def test_q8_0_int8_activations():
   rows = rng.standard_normal((4, 1024)).astype(np.float32)
   np.testing.assert_allclose(lin(Tensor(rows)).numpy(), rows @ lin.weight.numpy().T + lin.bias.numpy(), rtol=1e-4, atol=1e-3)
   with pytest.raises(ValueError, match="only with q8_0"): quant.quantize_linears(net, "q4_0", int8_activations=True)
+  # rows of 48 (Q8_0 blocks straddle them): the weight's view, float activations
+  odd = nn.Sequential(nn.Linear(48, 64))
+  xo = rng.standard_normal((1, 48)).astype(np.float32)
+  want = odd(Tensor(xo)).numpy()
+  assert quant.quantize_linears(odd, "q8_0", int8_activations=True) == 1 and not isinstance(odd[0], quant.Q8_0Linear)
+  np.testing.assert_allclose(odd(Tensor(xo)).numpy(), want, rtol=0.05, atol=0.05)
 
 def test_int8_linear_reads_int8():
   w = np.random.default_rng(4).standard_normal((512, 1024)).astype(np.float32)
