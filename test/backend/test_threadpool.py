@@ -257,7 +257,7 @@ def test_shutdown_then_reuse():
 
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2 or not os.path.exists("/proc/self/task"),
                     reason="needs Linux and two cores")
-def test_workers_stay_on_cores_of_their_own():
+def test_workers_stay_on_cores_of_their_own(tmp_path):
   # a pool over every core the process may use (THREADS unset) pins worker k to the k-th of them (Linux woke a sleeping
   # worker on the launching thread's core, and the two took turns on it: 2x slower calls for up to a second); the
   # launching thread is not pinned; POOL_PIN=0 pins nothing, nor does a THREADS the user chose (processes side by side)
@@ -270,7 +270,8 @@ def test_workers_stay_on_cores_of_their_own():
           "lists = [next(l.split()[1] for l in open(f) if l.startswith('Cpus_allowed_list')) for f in glob.glob('/proc/self/task/*/status')]\n"
           "print(cores[1], sorted(l for l in lists if l.isdigit()))")
   for pin, threads, want in (("1", "", lambda core: [str(core)]), ("0", "", lambda core: []), ("1", "2", lambda core: [])):
-    env = {**os.environ, "PYTHONPATH": ROOT, "THREADS": threads, "POOL_PIN": pin}
+    # (caches of its own: a row sum some other process compiled unthreaded, under these flags, starts no worker)
+    env = {**os.environ, "PYTHONPATH": ROOT, "THREADS": threads, "POOL_PIN": pin, "CACHEDIR": str(tmp_path)}
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     core, pinned = p.stdout.split(maxsplit=1)
