@@ -153,6 +153,7 @@ def apply_rope(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
   return (x1 * c - x2 * s).cat(x2 * c + x1 * s, dim=-1)
 
 class LlamaAttention:
+  FUSED_LINEARS = (("q_proj", "k_proj", "v_proj"),)   # read the same input (quant.fuse_siblings)
   def __init__(self, cfg: LlamaConfig, max_context: int, dtype: DType, device: str):
     self.heads, self.kv_heads, self.head_dim = cfg.num_attention_heads, cfg.kv_heads, cfg.head_size
     D, hd = cfg.hidden_size, cfg.head_size
@@ -163,20 +164,25 @@ class LlamaAttention:
     self.cache = KVCache(max_context, self.kv_heads, hd, dtype, device)
   def __call__(self, x: Tensor, pos: Positions, cos: Tensor, sin: Tensor) -> Tensor:
     B, T, _ = x.shape
-    q = apply_rope(self.q_proj(x).reshape(B, T, self.heads, self.head_dim), cos, sin).transpose(1, 2)
-    k = apply_rope(self.k_proj(x).reshape(B, T, self.kv_heads, self.head_dim), cos, sin).transpose(1, 2)
-    v = self.v_proj(x).reshape(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
+    # (Q8_0 layers with int8 activations: one kernel for the three in a decode step)
+    qkv = quant.fused_matvec(x, (self.q_proj, self.k_proj, self.v_proj)) or [self.q_proj(x), self.k_proj(x), self.v_proj(x)]
+    q = apply_rope(qkv[0].reshape(B, T, self.heads, self.head_dim), cos, sin).transpose(1, 2)
+    k = apply_rope(qkv[1].reshape(B, T, self.kv_heads, self.head_dim), cos, sin).transpose(1, 2)
+    v = qkv[2].reshape(B, T, self.kv_heads, self.head_dim).transpose(1, 2)
     out = self.cache.attention(q, k, v, pos)
     return self.o_proj(out.transpose(1, 2).reshape(B, T, self.heads * self.head_dim))
 
 class LlamaMLP:
+  FUSED_LINEARS = (("gate_proj", "up_proj"),)
   def __init__(self, cfg: LlamaConfig, dtype: DType, device: str):
     D, F = cfg.hidden_size, cfg.intermediate_size
     self.gate_proj = nn.Linear(D, F, bias=cfg.mlp_bias, dtype=dtype, device=device)
     self.up_proj = nn.Linear(D, F, bias=cfg.mlp_bias, dtype=dtype, device=device)
     self.down_proj = nn.Linear(F, D, bias=cfg.mlp_bias, dtype=dtype, device=device)
     self.act = activation(cfg.hidden_act, "hidden_act")
-  def __call__(self, x: Tensor) -> Tensor: return self.down_proj(self.act(self.gate_proj(x)) * self.up_proj(x))
+  def __call__(self, x: Tensor) -> Tensor:
+    gate, up = quant.fused_matvec(x, (self.gate_proj, self.up_proj)) or (self.gate_proj(x), self.up_proj(x))
+    return self.down_proj(self.act(gate) * up)
 
 class LlamaDecoderLayer:
   def __init__(self, cfg: LlamaConfig, max_context: int, dtype: DType, device: str):

@@ -105,6 +105,7 @@ class Q8_0Linear(nn.Linear):
   def __init__(self, layer: nn.Linear):   # (no nn.Linear.__init__: its float weight is not wanted)
     self.packed, self.weight = quantize(layer.weight.detach(), "q8_0")
     self.bias = layer.bias
+    self.fused: tuple[Tensor, int] | None = None   # (the blocks of a group of layers it is part of, its first row there)
   def _state_dict_items(self) -> dict[str, Tensor]: return {"weight": self.weight, **({"bias": self.bias} if self.bias is not None else {})}
   def forward(self, x: Tensor) -> Tensor:
     # (blocks that straddle rows, in_features not a multiple of 32, stay on the float path)
@@ -112,6 +113,43 @@ class Q8_0Linear(nn.Linear):
       return super().forward(x)
     y = q8_0_matvec(x, self.packed, self.weight.shape[0])
     return y if self.bias is None else y + self.bias
+
+def fuse_siblings(layers: list[Q8_0Linear]) -> None:
+  """Keep the Q8_0 blocks of layers that read the same activations (a transformer's q, k and v projections, an MLP's
+  gate and up) in one buffer, each layer's rows a part of it, so that `fused_matvec` computes them in one kernel."""
+  if len(layers) < 2 or len({l.weight.shape[1] for l in layers}) != 1: return
+  group = Tensor.cat(*[l.packed for l in layers]).realize()
+  row = layers[0].weight.shape[1] // BLOCK * 34
+  first = 0
+  for l in layers:
+    n, dt = l.weight.shape[0], l.weight.dtype
+    l.packed = group[first * row:(first + n) * row]
+    view = ggml_dequantize(l.packed, GGML_TYPE["q8_0"], n * l.weight.shape[1]).reshape(l.weight.shape)
+    l.weight = view if view.dtype == dt else view.cast(dt)
+    l.fused = (group, first)
+    first += n
+
+def fused_matvec(x: Tensor, layers: tuple[Any, ...]) -> list[Tensor] | None:
+  """The outputs of layers (Q8_0Linears made siblings by fuse_siblings, in their order there) for one row of x, from
+  one matrix-vector kernel over their common buffer (a decode step: one kernel's threads and memory streams instead
+  of several short ones); None where that does not apply (other layers, several rows): call each layer then.
+
+  >>> from petagrad import nn
+  >>> a, b = Q8_0Linear(nn.Linear(64, 32)), Q8_0Linear(nn.Linear(64, 16)); fuse_siblings([a, b])
+  >>> x = Tensor.ones(1, 64); ya, yb = fused_matvec(x, (a, b))
+  >>> ya.shape, yb.shape, bool((ya - a(x)).abs().max().item() < 1e-5)
+  ((1, 32), (1, 16), True)
+  """
+  if not all(isinstance(l, Q8_0Linear) and l.fused is not None for l in layers): return None
+  group, first = layers[0].fused
+  sizes = [l.weight.shape[0] for l in layers]
+  if any(l.fused != (group, first + sum(sizes[:i])) for i, l in enumerate(layers)) or first != 0: return None
+  if not isinstance(n := prod(x.shape[:-1]), int) or n != 1 or x.shape[-1] != layers[0].weight.shape[1]: return None
+  total = group.numel() // (x.shape[-1] // BLOCK * 34)
+  if sum(sizes) != total: return None
+  y = q8_0_matvec(x, group, total)
+  outs = list(y.split(sizes, dim=-1))
+  return [o if l.bias is None else o + l.bias for o, l in zip(outs, layers)]
 
 def _f16_bytes(d: Tensor) -> Tensor:
   """(n, 1) float scales -> (n, 2) uint8: their float16 bits, little-endian."""
@@ -166,7 +204,22 @@ def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = (),
     elif int8_activations and layer.weight.shape[1] % BLOCK == 0: _set_layer(model, name, Q8_0Linear(layer))
     else: layer.weight = quantize(layer.weight.detach(), kind)[1]
     n += 1
+  if int8_activations:   # the layers a module declares as reading the same input (FUSED_LINEARS) share one buffer
+    for parent in _modules(model):
+      for names in getattr(type(parent), "FUSED_LINEARS", ()):
+        group = [getattr(parent, nm, None) for nm in names]
+        if all(isinstance(l, Q8_0Linear) for l in group): fuse_siblings(group)
   return n
+
+def _modules(model: Any) -> list[Any]:
+  """The objects holding model's state-dict tensors, each once (the modules and layers along their paths)."""
+  seen: dict[int, Any] = {}
+  for key in get_state_dict(model):
+    parts = key.split(".")
+    for i in range(len(parts)):
+      obj = _module_at(model, parts[:i])
+      seen.setdefault(id(obj), obj)
+  return list(seen.values())
 
 def _set_layer(model: Any, name: str, layer: Any) -> None:
   """Put layer at the state-dict path name ("model.layers.0.mlp.up_proj") of model."""

@@ -88,6 +88,32 @@ def test_q8_0_int8_activations():
   assert quant.quantize_linears(odd, "q8_0", int8_activations=True) == 1 and not isinstance(odd[0], quant.Q8_0Linear)
   np.testing.assert_allclose(odd(Tensor(xo)).numpy(), want, rtol=0.05, atol=0.05)
 
+def test_fused_siblings_decode_in_one_kernel():
+  # a LLaMA's q/k/v and gate/up layers with int8 activations share one buffer each (their FUSED_LINEARS), and a decode
+  # step computes each group in one matrix-vector kernel: the same logits as layer by layer, 3 kernels fewer per layer
+  Tensor.manual_seed(0)
+  cfg = LlamaConfig(vocab_size=96, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, max_position_embeddings=32)
+  model = Llama(cfg).realize_weights()
+  quant.quantize_linears(model, "q8_0", int8_activations=True)
+  attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
+  group = attn.q_proj.fused[0]
+  assert attn.k_proj.fused == (group, 64) and attn.v_proj.fused == (group, 96) and mlp.up_proj.fused == (mlp.gate_proj.fused[0], 128)
+  assert group.numel() == (64 + 32 + 32) * 2 * 34 and attn.k_proj.packed.numel() == 32 * 2 * 34
+  ids = Tensor([[5, 17, 33, 2]], dtype=dtypes.int32)
+  model(ids, 0).realize()
+  tok = Tensor([[7]], dtype=dtypes.int32)
+  GlobalCounters.reset()
+  fused = model(tok, 4).numpy()
+  n_fused = GlobalCounters.kernel_count
+  for layer in model.model.layers:
+    for l in (layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj, layer.mlp.gate_proj, layer.mlp.up_proj): l.fused = None
+  model.clear_cache(); model(ids, 0).realize()
+  GlobalCounters.reset()
+  apart = model(tok, 4).numpy()
+  assert GlobalCounters.kernel_count - n_fused == 3 * cfg.num_hidden_layers, (n_fused, GlobalCounters.kernel_count)
+  np.testing.assert_allclose(fused, apart, rtol=1e-5, atol=1e-5)
+
 def test_int8_linear_reads_int8():
   w = np.random.default_rng(4).standard_normal((512, 1024)).astype(np.float32)
   x = np.random.default_rng(5).standard_normal((1, 1024)).astype(np.float32)
