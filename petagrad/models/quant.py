@@ -143,7 +143,8 @@ def fused_matvec(x: Tensor, layers: tuple[Any, ...]) -> list[Tensor] | None:
   if not all(isinstance(l, Q8_0Linear) and l.fused is not None for l in layers): return None
   group, first = layers[0].fused
   sizes = [l.weight.shape[0] for l in layers]
-  if any(l.fused != (group, first + sum(sizes[:i])) for i, l in enumerate(layers)) or first != 0: return None
+  # (the same buffer, the layers one after another from its first row: compared by identity, == of Tensors is elementwise)
+  if first != 0 or any(l.fused[0] is not group or l.fused[1] != sum(sizes[:i]) for i, l in enumerate(layers)): return None
   if not isinstance(n := prod(x.shape[:-1]), int) or n != 1 or x.shape[-1] != layers[0].weight.shape[1]: return None
   total = group.numel() // (x.shape[-1] // BLOCK * 34)
   if sum(sizes) != total: return None

@@ -98,7 +98,11 @@ def test_fused_siblings_decode_in_one_kernel():
   quant.quantize_linears(model, "q8_0", int8_activations=True)
   attn, mlp = model.model.layers[0].self_attn, model.model.layers[0].mlp
   group = attn.q_proj.fused[0]
-  assert attn.k_proj.fused == (group, 64) and attn.v_proj.fused == (group, 96) and mlp.up_proj.fused == (mlp.gate_proj.fused[0], 128)
+  assert [(l.fused[0] is group, l.fused[1]) for l in (attn.q_proj, attn.k_proj, attn.v_proj)] == [(True, 0), (True, 64), (True, 96)]
+  assert mlp.up_proj.fused[0] is mlp.gate_proj.fused[0] and mlp.up_proj.fused[1] == 128
+  # (layers of two groups, or out of order, are computed one by one)
+  assert quant.fused_matvec(Tensor.ones(1, 1, 64), (attn.q_proj, mlp.up_proj)) is None
+  assert quant.fused_matvec(Tensor.ones(1, 1, 64), (attn.k_proj, attn.v_proj)) is None
   assert group.numel() == (64 + 32 + 32) * 2 * 34 and attn.k_proj.packed.numel() == 32 * 2 * 34
   ids = Tensor([[5, 17, 33, 2]], dtype=dtypes.int32)
   model(ids, 0).realize()
