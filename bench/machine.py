@@ -1,7 +1,7 @@
 """Measure this machine's limits: peak fp32 FLOP/s (an FMA-bound C kernel) and memory bandwidth (read-only, one and
 several streams per thread, and STREAM-style triad), with the same compiler and threads petagrad uses. Nothing here is
-typed in: every number is measured on the machine the benchmark runs on (best of a few tries, since the limit is the best the
-machine can do, and shared machines only ever make it look slower)."""
+typed in: every number is measured on the machine the benchmark runs on (best of a few tries, since the limit is the
+best the machine can do, and shared machines only ever make it look slower)."""
 from __future__ import annotations
 import ctypes, json, os, platform, shutil, statistics, subprocess, sys, tempfile, time
 

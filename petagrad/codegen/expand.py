@@ -143,7 +143,7 @@ def _dot4_lanes(x: UOp) -> UOp | None:
   is the same sum). None where x has another form."""
   if x.dtype.count % 4: return None
   m = x.dtype.count // 4
-  if (ab := int8_product(x)) is not None: return UOp(Ops.DOT4, dtypes.int32.vec(m) if m > 1 else dtypes.int32, ab)
+  if (ab := int8_product(x)) is not None: return UOp(Ops.DOT4, dtypes.int32.vec(m), ab)
   if x.op is Ops.REDUCE and x.arg is Ops.ADD:   # (a long sum in blocks, Kernel.block_sums: the blocks' sums add up too)
     if (inner := _dot4_lanes(x.src[0])) is None: return None
     return UOp(Ops.REDUCE, inner.dtype, (inner, *x.src[1:]), x.arg)
@@ -152,10 +152,10 @@ def _dot4_lanes(x: UOp) -> UOp | None:
     return UOp(Ops.ADD, src[0].dtype, src, x.arg)
   if x.op is Ops.MUL and x.dtype.is_float and (scalar := [s for s in x.src if s.dtype.count == 1]) and len(scalar) == 1:
     if (inner := _dot4_lanes(next(s for s in x.src if s.dtype.count > 1))) is None: return None
-    return UOp(Ops.MUL, x.dtype.scalar().vec(m) if m > 1 else x.dtype.scalar(), (inner, scalar[0]))
+    return UOp(Ops.MUL, x.dtype.scalar().vec(m), (inner, scalar[0]))
   if x.op is Ops.CAST and x.src[0].dtype.scalar() == dtypes.int32 and (x.dtype.is_float or x.dtype.scalar() in (dtypes.int32, dtypes.int64)):
     if (inner := _dot4_lanes(x.src[0])) is None: return None
-    return UOp(Ops.CAST, x.dtype.scalar().vec(m) if m > 1 else x.dtype.scalar(), (inner,))
+    return UOp(Ops.CAST, x.dtype.scalar().vec(m), (inner,))
   return None
 
 def vectorize(ast: UOp, shuffles: bool = False, dot4_lanes: tuple[int, ...] = ()) -> UOp:

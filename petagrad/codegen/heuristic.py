@@ -168,7 +168,7 @@ def _far_streams(k: Kernel, out: list) -> None:
   threads (2026-12-05, 16384 x 16384 weights): Q8_0 18 -> 28-30 GB/s, with int8 activations 28 -> 29-40, float32 at
   the machine's read bandwidth either way."""
   o = out[-1] if out else None
-  if FAR_STREAMS < 2 or o is None or o.src or o.arg[1] % FAR_STREAMS or o.arg[1] // FAR_STREAMS < 64: return
+  if o is None or o.src or o.arg[1] % FAR_STREAMS or o.arg[1] // FAR_STREAMS < 64: return
   rid = o.arg[0]
   if not _try(k, Opt(OptOps.TILE, _axis(k, o), o.arg[1] // FAR_STREAMS)): return
   _try(k, Opt(OptOps.UPCAST, _axis_of_id(k, rid), FAR_STREAMS))   # (the outer part keeps o's id)

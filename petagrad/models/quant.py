@@ -108,11 +108,14 @@ class Q8_0Linear(nn.Linear):
     self.fused: tuple[Tensor, int] | None = None   # (the blocks of a group of layers it is part of, its first row there)
   def _state_dict_items(self) -> dict[str, Tensor]: return {"weight": self.weight, **({"bias": self.bias} if self.bias is not None else {})}
   def forward(self, x: Tensor) -> Tensor:
-    # (blocks that straddle rows, in_features not a multiple of 32, stay on the float path)
-    if not isinstance(n := prod(x.shape[:-1]), int) or n != 1 or x.shape[-1] != self.weight.shape[1] or x.shape[-1] % BLOCK:
-      return super().forward(x)
+    if not _one_row(x, self.weight.shape[1]): return super().forward(x)
     y = q8_0_matvec(x, self.packed, self.weight.shape[0])
     return y if self.bias is None else y + self.bias
+
+def _one_row(x: Tensor, in_features: int) -> bool:
+  """Is x one row of in_features (a decode step's activations) that q8_0_matvec takes? (Blocks that straddle rows,
+  in_features not a multiple of 32, and several rows stay on the float path.)"""
+  return isinstance(n := prod(x.shape[:-1]), int) and n == 1 and x.shape[-1] == in_features and in_features % BLOCK == 0
 
 def fuse_siblings(layers: list[Q8_0Linear]) -> None:
   """Keep the Q8_0 blocks of layers that read the same activations (a transformer's q, k and v projections, an MLP's
@@ -122,10 +125,9 @@ def fuse_siblings(layers: list[Q8_0Linear]) -> None:
   row = layers[0].weight.shape[1] // BLOCK * 34
   first = 0
   for l in layers:
-    n, dt = l.weight.shape[0], l.weight.dtype
+    n = l.weight.shape[0]
     l.packed = group[first * row:(first + n) * row]
-    view = ggml_dequantize(l.packed, GGML_TYPE["q8_0"], n * l.weight.shape[1]).reshape(l.weight.shape)
-    l.weight = view if view.dtype == dt else view.cast(dt)
+    l.weight = _decoded(l.packed, "q8_0", l.weight.shape, l.weight.dtype)
     l.fused = (group, first)
     first += n
 
@@ -145,7 +147,7 @@ def fused_matvec(x: Tensor, layers: tuple[Any, ...]) -> list[Tensor] | None:
   sizes = [l.weight.shape[0] for l in layers]
   # (the same buffer, the layers one after another from its first row: compared by identity, == of Tensors is elementwise)
   if first != 0 or any(l.fused[0] is not group or l.fused[1] != sum(sizes[:i]) for i, l in enumerate(layers)): return None
-  if not isinstance(n := prod(x.shape[:-1]), int) or n != 1 or x.shape[-1] != layers[0].weight.shape[1]: return None
+  if not _one_row(x, layers[0].weight.shape[1]): return None
   total = group.numel() // (x.shape[-1] // BLOCK * 34)
   if sum(sizes) != total: return None
   y = q8_0_matvec(x, group, total)
@@ -179,8 +181,12 @@ def pack(w: Tensor, kind: str) -> Tensor:
 def quantize(w: Tensor, kind: str = "q8_0") -> tuple[Tensor, Tensor]:
   """(packed bytes, realized; the lazy dequantized view of them, shaped like w, in w's dtype)."""
   packed = pack(w, kind).realize()
-  view = ggml_dequantize(packed, GGML_TYPE[kind], w.numel()).reshape(w.shape)
-  return packed, view if view.dtype == w.dtype else view.cast(w.dtype)
+  return packed, _decoded(packed, kind, w.shape, w.dtype)
+
+def _decoded(packed: Tensor, kind: str, shape: tuple, dtype) -> Tensor:
+  """The lazy dequantized view of packed blocks, shaped `shape`, in dtype."""
+  view = ggml_dequantize(packed, GGML_TYPE[kind], prod(shape)).reshape(shape)
+  return view if view.dtype == dtype else view.cast(dtype)
 
 def quantize_linears(model: Any, kind: str = "q8_0", skip: tuple[str, ...] = (), int8_activations: bool = False) -> int:
   """Quantize every nn.Linear of model (found through its state dict), in place: "q8_0"/"q4_0" replace the weight of
