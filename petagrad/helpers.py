@@ -86,6 +86,12 @@ TRAINING = Flag("TRAINING", 0, "1: training mode, tinygrad's Context(TRAINING=1)
 NO_GRAD = Flag("NO_GRAD", 0, "1: ops record no gradient (their results need no grad), like torch.no_grad(); Tensor.no_grad reads and writes it, `with Tensor.no_grad():` sets it for a block.")
 NO_COLOR = Flag("NO_COLOR", 0, "1: helpers.colored returns text without ANSI color codes (https://no-color.org).")
 GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small independent kernels that are ready together run as one program (1: every kernel is launched alone, e.g. to time each with DEBUG=2).")
+WINO = Flag("WINO", 0, "1: every 3x3 stride-1 conv2d that fits (mixin/conv.py winograd_fits) runs as Winograd F(4x4, 3x3), transforming its "
+            "weight each call (tinygrad's WINO; training too). A conv2d given the transformed weight (winograd=) takes that path whatever "
+            "this says. Results differ from the direct convolution by rounding (~4e-6 of the output's largest value; docs/optimizations.md).")
+ONNX_WINO = Flag("ONNX_WINO", 0, "1: the ONNX importer transforms each constant 3x3 Conv weight that fits once (winograd_weight) and runs the Conv "
+                 "as Winograd F(4x4, 3x3): 1.8x faster on a ResNet-style CNN, but each new convolution shape's first run builds its kernels "
+                 "for ~13 s (docs/onnx.md). 0: direct convolutions.")
 SPLIT_REDUCE = Flag("SPLIT_REDUCE", 1024, "A contraction that reads both operands along strided rows (a weight gradient: a sum over batch x tokens) and reduces at least this many elements is computed in chunks of about 256 (partial sums in a buffer, then summed: the K blocking of a BLAS). 0: never split.")
 EARLY_FREE = Flag("EARLY_FREE", 1, "1: a realize gives an intermediate buffer's memory back after the last kernel that reads it (a training step holds the activations still needed, not all of them at once; TinyJit replays do the same). 0: every buffer a realize makes lives until the realize ends.")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")
@@ -119,8 +125,6 @@ CHECK_OOB = Flag("CHECK_OOB", 0, "tinygrad: prove every load and store in bounds
                  "bounds checks are SANITIZE=1 (at run time).", registry=TINYGRAD_NOOP_FLAGS)
 DEVECTORIZE = Flag("DEVECTORIZE", 1, "older tinygrad (gone in 0.14): 0 keeps vector ops for the LLVM backend. Ignored: petagrad's renderers "
                    "choose the vector width.", registry=TINYGRAD_NOOP_FLAGS)
-WINO = Flag("WINO", 0, "tinygrad: 3x3 stride-1 conv2d by the Winograd F(4x4, 3x3) transform. Ignored: petagrad's conv2d is one way (the "
-            "result is the same up to rounding).", registry=TINYGRAD_NOOP_FLAGS)
 
 def _flag(name: str) -> Flag:
   """The flag called name: one of FLAGS or of the tinygrad flags accepted and ignored (TINYGRAD_NOOP_FLAGS); KeyError otherwise."""

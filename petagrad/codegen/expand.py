@@ -82,6 +82,18 @@ def _monotone_mask(valid: UOp, v: UOp) -> bool:
       if any(v in t.toposort() for t in terms if t is not v): return False
   return True
 
+def _copy_at(root: UOp, r: UOp, i: int) -> UOp:
+  """root with range r at i (substitute), where a select whose condition is then constant is its chosen side: the
+  copy never holds the others (a stack of 36 pieces unrolled along its range: each copy one piece, so the
+  simplification of the copies is 36 pieces' work, not 36 x 36)."""
+  rep: dict[UOp, UOp] = {r: _c(i)}
+  for u in root.toposort():
+    if u in rep or not any(s in rep for s in u.src): continue
+    src = tuple(rep.get(s, s) for s in u.src)
+    if u.op is Ops.WHERE and (cond := simplify(src[0])).op is Ops.CONST: rep[u] = src[1] if cond.arg else src[2]
+    else: rep[u] = u.replace(src=src)
+  return rep.get(root, root)
+
 def expand_unrolled(ast: UOp) -> UOp:
   """Replace unroll (reduce) and upcast (output) ranges by copies of the code."""
   for r in _ranges(ast, "unroll"):
@@ -99,7 +111,7 @@ def expand_unrolled(ast: UOp) -> UOp:
   for r in _ranges(ast, "upcast"):
     stores = []
     for s in ast.src:
-      stores.extend([substitute(s, {r: _c(i)}) for i in range(r.arg[1])] if r in s.toposort() else [s])
+      stores.extend([_copy_at(s, r, i) for i in range(r.arg[1])] if r in s.toposort() else [s])
     ast = UOp(Ops.SINK, ast.dtype, tuple(stores))
   return simplify(ast)
 

@@ -333,15 +333,18 @@ def int8_product(x: UOp) -> tuple[UOp, UOp] | None:
   if not all(s.op is Ops.CAST and s.src[0].dtype.scalar() == dtypes.int8 for s in x.src): return None
   return x.src[0].src[0], x.src[1].src[0]
 
+def _index_step(idx: UOp, r: UOp) -> int | None:
+  """The step of an index when r grows by one (None: not affine in r)."""
+  if r not in idx.toposort(): return 0
+  d = simplify(substitute(idx, {r: r + _c(1)}) - idx)
+  return d.arg if d.op is Ops.CONST else None
+
 def loads_stride(ast: UOp, r: UOp) -> list[int | None]:
   """For each LOAD/STORE, the step of its index when r grows by one (None: not affine in r)."""
-  out: list[int | None] = []
-  for u in ast.toposort():
-    if u.op not in (Ops.LOAD, Ops.STORE): continue
-    idx = u.src[1]
-    if r not in idx.toposort(): out.append(0); continue
-    d = simplify(substitute(idx, {r: r + _c(1)}) - idx)
-    out.append(d.arg if d.op is Ops.CONST else None)
-  return out
+  return [_index_step(u.src[1], r) for u in ast.toposort() if u.op in (Ops.LOAD, Ops.STORE)]
 
-__all__ = ["Opt", "OptOps", "OptError", "Kernel", "loads_stride", "GroupOp"]
+def store_stride(ast: UOp, r: UOp) -> int | None:
+  """The step of the kernel's (last) store's index when r grows by one: loads_stride(ast, r)[-1] without the loads."""
+  return _index_step([u for u in ast.toposort() if u.op is Ops.STORE][-1].src[1], r)
+
+__all__ = ["Opt", "OptOps", "OptError", "Kernel", "loads_stride", "store_stride", "GroupOp"]

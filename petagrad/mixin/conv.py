@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools, itertools
 from typing import Any, Sequence
 from petagrad.dtype import dtypes, promote
-from petagrad.helpers import prod, flatten as flatten_list
+from petagrad.helpers import prod, flatten as flatten_list, WINO
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.uop.gradient import custom_backward, compute_gradient
@@ -42,6 +42,55 @@ def conv_weight_layout(weight: Tensor, groups: int = 1) -> Tensor:
   if not _channels_last(rcout): return weight
   w = weight.reshape(groups, rcout, cin, *HW).permute(0, *range(2, 3 + n), 1).contiguous()   # stored (groups, cin, *HW, rcout)
   return w.permute(0, 2 + n, *range(1, 2 + n)).reshape(weight.shape)
+
+# ------------------------------------------------------------ Winograd F(4x4, 3x3)
+# A 4x4 tile of a 3x3 convolution's output from the 6x6 input tile around it with 36 products per (input, output)
+# channel pair instead of 144 (Lavin & Gray, 2015): Y = AT [(G w GT) * (BT d B)] A, summed over input channels. The
+# rows of BT, G and AT as literal coefficients: the transforms are sums of slices whose constants fold into the kernels.
+WINO_TILE = 4
+WINO_BT = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
+WINO_G = ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6), (1 / 24, -1 / 12, 1 / 6), (0, 0, 1))
+WINO_AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
+
+def _combine(coeffs: Sequence[float], pieces: Sequence[Any]) -> Any:
+  """sum(c * piece) over the nonzero coefficients (1 and -1 without a multiply)."""
+  out = None
+  for c, t in zip(coeffs, pieces):
+    if c == 0: continue
+    term = t if c == 1 else -t if c == -1 else t * c
+    out = term if out is None else out + term
+  return out
+
+def _transform(mat: Sequence[Sequence[float]], grid: list[list[Any]]) -> list[Any]:
+  """out[a][b] = sum_ij mat[a][i] mat[b][j] grid[i][j] (mat @ grid @ mat.T over a grid of tensors), flattened row by
+  row; the columns first, then the rows, so each output is a few adds of the column sums."""
+  cols = [[_combine(row, [grid[i][j] for i in range(len(grid))]) for j in range(len(grid[0]))] for row in mat]
+  return [_combine(row, cols[a]) for a in range(len(mat)) for row in mat]
+
+def winograd_fits(x_shape: Sequence[int], weight_shape: Sequence[int], groups: int = 1, stride: Sequence[int] = (1, 1),
+                  dilation: Sequence[int] = (1, 1), pads: Sequence[tuple[int, int]] = ((0, 0), (0, 0))) -> bool:
+  """Can a convolution of these shapes take the Winograd path (conv2d's winograd=, WINO): a 3x3 kernel, stride 1, no dilation or
+  groups, padding >= 0, an output of at least one 4x4 tile, and channels enough for the products' vector lanes."""
+  if len(weight_shape) != 4 or len(x_shape) != 4 or tuple(weight_shape[2:]) != (3, 3) or groups != 1: return False
+  if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or any(p < 0 for pr in pads for p in pr): return False
+  out = [L + pb + pa - 2 for L, (pb, pa) in zip(x_shape[2:], pads)]
+  return min(out) >= WINO_TILE and weight_shape[1] >= 8 and _channels_last(weight_shape[0])
+
+def winograd_weight(weight: Tensor) -> Tensor:
+  """A 3x3 conv weight (cout, cin, 3, 3) transformed for conv2d's Winograd path: (36, cin, cout), G w GT per channel
+  pair, contiguous. conv2d computes it each call under WINO=1; a weight that never changes (an ONNX initializer) is
+  transformed once and passed as conv2d(..., winograd=u) instead.
+
+  >>> from petagrad import Tensor
+  >>> w = Tensor.ones(8, 8, 3, 3)
+  >>> u = winograd_weight(w).realize()
+  >>> u.shape, Tensor.ones(1, 8, 4, 4).conv2d(w, padding=1, winograd=u).shape
+  ((36, 8, 8), (1, 8, 4, 4))
+  """
+  if weight.ndim != 4 or tuple(weight.shape[2:]) != (3, 3):
+    raise _fail(ValueError, "winograd_weight", f"expected a 3x3 conv weight (cout, cin, 3, 3), got shape {weight.shape}", weight)
+  u = _transform(WINO_G, [[weight[:, :, i, j] for j in range(3)] for i in range(3)])   # 36 x (cout, cin)
+  return type(weight).stack(*u, dim=0).permute(0, 2, 1).contiguous()
 
 def _conv_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]:
   """Gradients of a convolution's input and weight (node = CUSTOM_GRAD(value, x, weight))."""
@@ -145,10 +194,14 @@ class ConvMixin(TensorMixin):
       raise _fail(ValueError, op, f"a {n}-d kernel {weight.shape} needs a {n + 2}-d (batched) or {n + 1}-d input, got {self.ndim}-d", self, weight)
     if not _is_int(groups) or groups < 1: raise _fail(ValueError, op, f"groups must be a positive int, got {groups!r}", self, weight)
     return op, n
-  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
+  def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None,
+             winograd: Tensor | None = None) -> Tensor:
     """N-d convolution (cross-correlation) like torch.nn.functional.conv2d; the number of spatial dims comes from
     the weight (cout, cin/groups, *kernel). Input (N, cin, *spatial) or unbatched (cin, *spatial).
     padding: int, one int per dim, one (before, after) pair per dim, 2n ints in F.pad order, 'same' or 'valid'.
+    winograd: winograd_weight(weight), computed once for a weight that does not change: a convolution that fits
+    (winograd_fits) then runs as Winograd F(4x4, 3x3). WINO=1 takes that path for every conv2d that fits,
+    transforming the weight each call.
 
     >>> from petagrad import Tensor
     >>> Tensor.ones(1, 1, 3, 3).conv2d(Tensor.ones(1, 1, 2, 2)).tolist()
@@ -170,6 +223,14 @@ class ConvMixin(TensorMixin):
     if bias is not None:
       _check_tensor(op, "bias", bias, self)
       if bias.shape != (cout,): raise _fail(ValueError, op, f"bias must have shape ({cout},), got {bias.shape}", self, weight, bias)
+    if winograd is not None: _check_tensor(op, "winograd", winograd, self)
+    if (winograd is not None or WINO) and dtype is None and self.dtype == weight.dtype and self.dtype in (dtypes.float32, dtypes.float64) \
+       and winograd_fits(self.shape, weight.shape, groups, s_, d_, pads):
+      u = winograd_weight(weight) if winograd is None else winograd
+      if u.shape != (36, cin, cout):
+        raise _fail(ValueError, op, f"winograd= must be winograd_weight(weight), of shape {(36, cin, cout)}, got {u.shape}", self, weight, u)
+      ret = self._conv2d_winograd(u.cast(self.dtype), pads)
+      return ret if bias is None else ret + bias.reshape(1, cout, 1, 1)
     rcout, padded = cout // groups, any(p != (0, 0) for p in pads)
     # enough output channels to fill vector lanes: the weight is stored with output channels contiguous, so the
     # kernel computes them as SIMD lanes (a matmul's register tile), and a padded input is written once with
@@ -199,6 +260,31 @@ class ConvMixin(TensorMixin):
       # sliding-window view (index math with divisions per element); the weight's stays that of this graph
       ret = ret._new(UOp(Ops.CUSTOM_GRAD, ret.dtype, (ret.uop, self.uop, weight.uop), ("conv", s_, tuple(pads), d_, groups)), self, weight)
     return ret if bias is None else ret + bias.reshape(1, cout, *[1] * n)
+  def _conv2d_winograd(self, u: Tensor, pads: Sequence[tuple[int, int]]) -> Tensor:
+    """A 3x3, stride-1 convolution as Winograd F(4x4, 3x3) with the transformed weight u (36, cin, cout), in three
+    kernels: the input transform (36 values per 6x6 input tile and channel), 36 matrix products (tiles x cin @ cin x
+    cout) and the output transform. All three work channels-last, channels as vector lanes, and store each tile's 36
+    values side by side: stored 36 planes apart, the transforms' loads or stores (a plane is a multiple of 4 KiB) share
+    the L1 cache's sets and evict each other (the output transform 145 -> 21 us). The output is stored channels-last,
+    so what follows (bias, activation, the next convolution's input transform) reads it with no transform redone."""
+    m, a = WINO_TILE, WINO_TILE + 2
+    (bs, cin, H, W), cout = self.shape, u.shape[2]
+    (pt, pb), (pl, pr) = pads
+    Ho, Wo = H + pt + pb - 2, W + pl + pr - 2
+    ty, tx = -(-Ho // m), -(-Wo // m)
+    # padded to whole tiles and one more, so that input tap (i, j) of tile (y, x) is a slice: row m*y + i of (y + i//m, i%m)
+    xp = self.permute(0, 2, 3, 1).pad(((0, 0), (pt, m * (ty + 1) - H - pt), (pl, m * (tx + 1) - W - pl), (0, 0)))
+    xp = xp.reshape(bs, ty + 1, m, tx + 1, m, cin)
+    taps = [[xp[:, i // m:i // m + ty, i % m, j // m:j // m + tx, j % m] for j in range(a)] for i in range(a)]   # (bs, ty, tx, cin)
+    d = _transform(WINO_BT, taps)
+    # joined as 6 stacks of 6: each copy of the unrolled kernel selects among 6 + 6 pieces, not 36 (it builds faster)
+    v = type(self).stack(*[type(self).stack(*d[i * a:(i + 1) * a], dim=3) for i in range(a)], dim=3)
+    v = v.reshape(bs * ty * tx, a * a, cin).contiguous()
+    prods = (v.permute(1, 0, 2) @ u).permute(1, 0, 2).contiguous().reshape(bs, ty, tx, a, a, cout)
+    ys = _transform(WINO_AT, [[prods[:, :, :, i, j] for j in range(a)] for i in range(a)])   # m*m x (bs, ty, tx, cout)
+    rows = [type(self).stack(*ys[p * m:(p + 1) * m], dim=3) for p in range(m)]              # (bs, ty, tx, m, cout)
+    y = type(self).stack(*rows, dim=2).reshape(bs, ty * m, tx * m, cout)
+    return y[:, :Ho, :Wo].contiguous().permute(0, 3, 1, 2)
   def conv1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
     """conv2d with a 1-d kernel (same signature as conv2d; pass torch's stride/padding/dilation/groups by keyword)."""
     _check_kernel_ndim("conv1d", weight, 3, self)

@@ -342,7 +342,7 @@ class MovementMixin(TensorMixin):
     return x.index_select(d, it)
   @axis_keywords
   def cat(self=None, *others: Tensor, dim: int = 0, tensors=None) -> Tensor:
-    """Concatenate along dim: each piece is padded into place and the pieces added (one kernel). The call forms:
+    """Concatenate along dim: each piece is padded into place and selected where it lies (one kernel). The call forms:
     a.cat(b, c, dim=1) and Tensor.cat(a, b) (tinygrad), Tensor.cat([a, b]), Tensor.cat([a, b], 1) and
     Tensor.cat(tensors=[a, b], dim=1) (torch.cat); axis= for dim=. Mixed dtypes promote (like torch.cat)."""
     if self is None and tensors is not None: self = tensors
@@ -368,13 +368,16 @@ class MovementMixin(TensorMixin):
       for t in others: dt = promote(dt, t.dtype)
     except TypeError as e: raise _fail(TypeError, "cat", str(e), *ts) from None
     total = sum(t.shape[d] for t in ts)
+    # each piece padded into place; from its first index on it replaces what the pieces before it gave (a select, not
+    # a sum of the padded pieces: -0.0 stays -0.0, and in a kernel unrolled along dim d each element is one piece's)
+    at = type(self).arange(total, device=self.device).reshape(tuple(total if a == d else 1 for a in range(self.ndim)))
     out, off = None, 0
     for t in ts:
       pads = [(0, 0)] * self.ndim
       pads[d] = (off, total - off - t.shape[d])
-      off += t.shape[d]
       p = t.cast(dt).pad(pads)
-      out = p if out is None else (out | p if dt.is_bool else out + p)
+      out = p if out is None else (at >= off).where(p, out)
+      off += t.shape[d]
     assert out is not None
     return out
   @axis_keywords

@@ -4,7 +4,8 @@ import math
 from typing import Any, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
-from petagrad.mixin.conv import conv_weight_layout
+from petagrad.helpers import ONNX_WINO
+from petagrad.mixin.conv import conv_weight_layout, winograd_fits, winograd_weight
 from petagrad.onnx.common import NodeContext, ints, scalar, axis_of, axes_of, arange, static_derived
 
 # ------------------------------------------------------------ padding rules shared by conv and pooling
@@ -35,7 +36,10 @@ def Conv(ctx: NodeContext, x: Tensor, w: Tensor, b: Tensor | None = None, auto_p
   k = list(w.shape[2:])
   s, d = _spatial(x, k, strides, dilations)
   p = _pads(auto_pad, pads, x.shape[2:], k, s, d)
-  # an initializer's weight is laid out for the kernel once, not in every run
+  # an initializer's weight is laid out for the kernel once, not in every run: for Winograd (a 3x3 convolution that
+  # fits, under ONNX_WINO=1) transformed, else stored channels-last
+  if ONNX_WINO and winograd_fits(x.shape, w.shape, group, s, d, p) and x.dtype == w.dtype and x.dtype in (dtypes.float32, dtypes.float64):
+    return x.conv2d(w, b, group, s, d, p, winograd=static_derived(w, "winograd", winograd_weight))
   return x.conv2d(static_derived(w, ("conv_weight", group), lambda t: conv_weight_layout(t, group)), b, group, s, d, p)
 
 def ConvInteger(ctx: NodeContext, x: Tensor, w: Tensor, x_zero_point: Tensor | None = None, w_zero_point: Tensor | None = None,

@@ -152,7 +152,7 @@ def test_scatter_same_dtype_and_scalar_ok():
 
 # ------------------------------------------------------------------ tinygrad flags accepted with no effect
 
-@pytest.mark.parametrize("name", ["CHECK_OOB", "DEVECTORIZE", "WINO"])
+@pytest.mark.parametrize("name", ["CHECK_OOB", "DEVECTORIZE"])
 def test_tinygrad_noop_flags(name):
   assert name in TINYGRAD_NOOP_FLAGS
   x = Tensor.arange(6).reshape(2, 3).float()

@@ -90,6 +90,67 @@ def test_kernel_counts(device):
     f().realize()
     assert GlobalCounters.kernel_count == 1
 
+# Winograd F(4x4, 3x3) (WINO): 3x3, stride 1, >= 8 channels in, a multiple of 8 out. Odd sizes cover tiles that
+# overhang the output (cropped), asymmetric and zero padding, an output of exactly one tile row
+WINO_CASES = {
+  "pad1": ((2, 8, 9, 7), (8, 8, 3, 3), {"padding": 1}),
+  "bias": ((1, 16, 12, 12), (16, 16, 3, 3), {"padding": 1, "bias": True}),
+  "no_pad_one_tile_row": ((3, 8, 6, 11), (16, 8, 3, 3), {}),
+  "pad_asymmetric": ((2, 12, 10, 5), (8, 12, 3, 3), {"padding": ((2, 0), (0, 2))}),
+  "pad2_wide": ((1, 9, 5, 17), (24, 9, 3, 3), {"padding": 2}),
+}
+
+@pytest.mark.parametrize("name", list(WINO_CASES))
+def test_conv2d_winograd(device, name):
+  # WINO=1: conv2d transforms the weight itself (every op a Tensor op: the gradients are those of the transforms)
+  from petagrad import Context
+  xs, ws, kw = WINO_CASES[name]
+  kw, bias = dict(kw), kw.get("bias", False)
+  kw.pop("bias", None)
+  tkw = dict(kw)
+  if isinstance(kw.get("padding"), tuple):   # ((top, bottom), (left, right)) -> torch's F.pad order
+    (t, b), (l, r) = kw["padding"]
+    tkw = {"padding": 0}
+    pre = lambda x: F.pad(x, (l, r, t, b))   # noqa: E731
+  else: pre = lambda x: x   # noqa: E731
+  with Context(WINO=1):
+    if bias:
+      helper_test_op([xs, ws, (ws[0],)], lambda x, w, b: F.conv2d(pre(x), w, b, **tkw), lambda x, w, b: x.conv2d(w, b, **kw),
+                     atol=1e-4, rtol=1e-4, grad_atol=1e-4, grad_rtol=1e-4)
+    else:
+      helper_test_op([xs, ws], lambda x, w: F.conv2d(pre(x), w, **tkw), lambda x, w: x.conv2d(w, **kw),
+                     atol=1e-4, rtol=1e-4, grad_atol=1e-4, grad_rtol=1e-4)
+
+def test_conv2d_winograd_kernels(device):
+  # a transformed weight given: 3 kernels (input transform, 36 products, output transform: it
+  # stores the convolution channels-last) and the bias and activation in the kernel that reads it (here the copy of
+  # the result; in a network the next convolution's input transform); WINO=1 transforms the weight too, a plain
+  # conv2d under WINO=0 (the default) and a convolution that does not fit (stride 2, too few channels) take the direct path (the padded input and the
+  # weight's channels-last copy written once, then the reduce with the bias and activation)
+  from petagrad import Context
+  from petagrad.helpers import GlobalCounters
+  from petagrad.mixin.conv import winograd_weight, winograd_fits
+  rng = np.random.default_rng(0)
+  xn, wn, bn = (rng.standard_normal(s).astype(np.float32) for s in ((2, 8, 12, 12), (16, 8, 3, 3), (16,)))
+  x, w, b = Tensor(xn).realize(), Tensor(wn).realize(), Tensor(bn).realize()
+  u = winograd_weight(w).realize()
+  def count(f, mode, stride=1):
+    with Context(WINO=mode):
+      GlobalCounters.reset()
+      out = f().realize()
+      np.testing.assert_allclose(out.numpy(), F.conv2d(torch.tensor(xn), torch.tensor(wn), torch.tensor(bn), stride=stride, padding=1).relu().numpy(),
+                                 rtol=1e-4, atol=1e-4)
+      return GlobalCounters.kernel_count
+  assert count(lambda: x.conv2d(w, b, padding=1, winograd=u).relu(), 0) == 4
+  assert count(lambda: x.conv2d(w, b, padding=1).relu(), 1) == 5
+  assert count(lambda: x.conv2d(w, b, padding=1).relu(), 0) == 3
+  assert count(lambda: x.conv2d(w, b, stride=2, padding=1, winograd=u).relu(), 1, stride=2) == 3
+  assert winograd_fits(x.shape, w.shape, pads=((1, 1), (1, 1))) and not winograd_fits(x.shape, w.shape, stride=(2, 2))
+  assert not winograd_fits((1, 4, 12, 12), (16, 4, 3, 3)) and not winograd_fits((1, 8, 5, 5), (16, 8, 3, 3))   # 3x3 output: no whole tile
+  with pytest.raises(ValueError, match=r"(?s)conv2d: winograd= must be winograd_weight\(weight\), of shape \(36, 8, 16\)"):
+    x.conv2d(w, padding=1, winograd=u[:, :4])
+  with pytest.raises(ValueError, match=r"winograd_weight: expected a 3x3 conv weight"): winograd_weight(Tensor.zeros(8, 8, 5, 5))
+
 CONVT = {
   "basic": ((1, 2, 3, 3), (2, 3, 3, 3), {}),
   "stride2": ((1, 2, 3, 3), (2, 2, 3, 3), {"stride": 2}),

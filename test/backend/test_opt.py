@@ -5,6 +5,7 @@ import pytest
 from petagrad import Tensor, Context, Device
 from petagrad.helpers import DISABLE_DISK_CACHE
 from petagrad.models.quant import quantize, pack, q8_0_matvec
+from petagrad.mixin.conv import winograd_weight
 
 CASES = {
   "matmul": (lambda a, b: a @ b, [(64, 48), (48, 80)]),
@@ -42,6 +43,9 @@ CASES = {
   "conv_pad2_stride": (lambda x, w: x.conv2d(w, padding=2, stride=2), [(2, 4, 13, 17), (8, 4, 5, 5)]),
   "conv_relu_bias": (lambda x, w, b: x.conv2d(w, b, padding=1).relu(), [(1, 3, 16, 32), (16, 3, 3, 3), (16,)]),
   "exp_log_colsum": (lambda a: (a.exp() + (a.abs() + 1).log()).sum(0), [(32, 64)]),
+  "stack_pieces": (lambda a, b: Tensor.stack(a + b, a * b, a - 1, b.exp(), a.relu(), dim=1), [(24, 40), (24, 40)]),   # joined: unrolled
+  "cat_cols": (lambda a, b: a.cat(b * 2, a[:, :3], dim=1), [(16, 13), (16, 5)]),
+  "conv_winograd": (lambda x, w: x.conv2d(w * 0.1, padding=1, winograd=winograd_weight(w * 0.1)), [(2, 8, 9, 11), (16, 8, 3, 3)]),
 }
 
 def _int8(a: Tensor) -> Tensor:
@@ -223,6 +227,23 @@ def test_matrix_vector_product_reads_far_apart_rows(applied_opts):
   applied_opts.clear()
   np.testing.assert_allclose((Tensor(x64, device="CPU") @ wt.T).numpy(), x64 @ w.T, rtol=1e-4, atol=1e-4)
   assert any(o.op is OptOps.UPCAST for a in applied_opts for o in a), applied_opts
+
+def test_joined_pieces_are_unrolled(applied_opts):
+  # a kernel that joins pieces (stack, cat: each piece padded into place, the pieces added) computes one piece per
+  # output, not every piece behind its mask: unrolled along the joined range (a mask compares it with constants), then
+  # vector lanes along the contiguous store. The Winograd input transform joins 36 pieces of 16 loads
+  from petagrad.codegen.opt import OptOps
+  from petagrad.codegen.heuristic import STACKED_MAX
+  rng = np.random.default_rng(5)
+  an, bn = rng.standard_normal((24, 64)).astype(np.float32), rng.standard_normal((24, 64)).astype(np.float32)
+  a, b = Tensor(an, device="CPU"), Tensor(bn, device="CPU")
+  got = Tensor.stack(a + b, a * b, a - 1, dim=1).numpy()
+  np.testing.assert_allclose(got, np.stack([an + bn, an * bn, an - 1], 1), rtol=1e-6)
+  assert [(o.op, o.amount) for o in applied_opts[-1]][:2] == [(OptOps.UPCAST, 3), (OptOps.VECTOR, 16)], applied_opts
+  applied_opts.clear()
+  x, w = (Tensor(rng.standard_normal(s).astype(np.float32), device="CPU") for s in ((2, 8, 12, 12), (16, 8, 3, 3)))
+  x.conv2d(w, padding=1, winograd=winograd_weight(w)).realize()
+  assert STACKED_MAX >= 36 and any((OptOps.UPCAST, 36) in [(o.op, o.amount) for o in a] for a in applied_opts), applied_opts
 
 def test_unrolled_products_share_their_common_factor():
   # an unrolled sum whose copies multiply by the same node (the two 16-lane halves of a Q8_0 block, both times the

@@ -261,12 +261,12 @@ def test_jit_flag():
   with pytest.raises(ValueError, match="JIT"): Context(JIT="x")
 
 def test_jit_and_accepted_flags_match_tinygrad_defaults():
-  # tinygrad 0.14 defines JIT, SPLIT_REDUCEOP, TRANSCENDENTAL and CAPTURING (not FUSE_ARANGE: older tinygrad had it)
-  _same_as_tinygrad(["JIT.value", "SPLIT_REDUCEOP.value", "TRANSCENDENTAL.value", "CAPTURING.value"])
+  # tinygrad 0.14 defines JIT, SPLIT_REDUCEOP, TRANSCENDENTAL, CAPTURING and WINO (not FUSE_ARANGE: older tinygrad had it)
+  _same_as_tinygrad(["JIT.value", "SPLIT_REDUCEOP.value", "TRANSCENDENTAL.value", "CAPTURING.value", "WINO.value"])
 
 def test_tinygrad_flags_accepted_and_ignored():
   from petagrad.helpers import TINYGRAD_NOOP_FLAGS, SPLIT_REDUCEOP, FUSE_ARANGE, TRANSCENDENTAL
-  assert set(TINYGRAD_NOOP_FLAGS) == {"SPLIT_REDUCEOP", "FUSE_ARANGE", "TRANSCENDENTAL", "CHECK_OOB", "DEVECTORIZE", "WINO"} and not set(TINYGRAD_NOOP_FLAGS) & set(FLAGS)
+  assert set(TINYGRAD_NOOP_FLAGS) == {"SPLIT_REDUCEOP", "FUSE_ARANGE", "TRANSCENDENTAL", "CHECK_OOB", "DEVECTORIZE"} and not set(TINYGRAD_NOOP_FLAGS) & set(FLAGS)
   before = {k: f.value for k, f in FLAGS.items()}
   with Context(SPLIT_REDUCEOP=0, FUSE_ARANGE=1, TRANSCENDENTAL=2):
     assert (SPLIT_REDUCEOP.value, FUSE_ARANGE.value, TRANSCENDENTAL.value) == (0, 1, 2)   # reading one gives the value set

@@ -115,10 +115,10 @@ def test_light_model_in_tinyjit():
   np.testing.assert_allclose(step(Tensor(x)).numpy(), want, rtol=1e-5, atol=1e-7)
 
 def test_conv_weights_are_laid_out_once():
-  """A Conv's weight initializer is stored channels-last for its kernel once, at the first call: a TinyJit replay runs
-  the convolutions and nothing that copies a weight."""
+  """A Conv's weight initializer is stored channels-last (or transformed for Winograd) for its kernel once, at the first
+  call: a TinyJit replay runs the convolutions and nothing that copies or transforms a weight."""
   from onnx import helper, TensorProto, numpy_helper
-  from petagrad import Tensor, TinyJit, GlobalCounters
+  from petagrad import Tensor, TinyJit, GlobalCounters, Context
   rng = np.random.default_rng(0)
   w1, w2 = rng.standard_normal((16, 3, 3, 3)).astype(np.float32), rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
   g = helper.make_graph([helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]), helper.make_node("Relu", ["h"], ["r"]),
@@ -127,16 +127,21 @@ def test_conv_weights_are_laid_out_once():
                         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16, 6, 6])],
                         [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
   proto = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
-  model = petagrad.onnx.load(proto)
   x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
   want = ort_run(proto, {"x": x})[0]
-  np.testing.assert_allclose(model(x=x)["y"].numpy(), want, rtol=1e-4, atol=1e-4)
-  step = TinyJit(lambda t: model(x=t)["y"].realize())
-  for _ in range(3): got = step(Tensor(x)).numpy()
-  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
-  GlobalCounters.reset()
-  step(Tensor(x))
-  assert GlobalCounters.kernel_count == 3   # the padded input, two convolutions (the relu fused into the second's input)
+  atol = 1e-5 * float(np.abs(want).max())   # (Winograd's rounding: ~4e-6 of the largest output)
+  # the padded input, two convolutions (the relu fused into the second's input); with Winograd (ONNX_WINO=1) the
+  # second (16 channels) is three kernels: its input transform (with the relu), the products, the output
+  for wino, kernels in ((0, 3), (1, 5)):
+    with Context(ONNX_WINO=wino):
+      model = petagrad.onnx.load(proto)
+      np.testing.assert_allclose(model(x=x)["y"].numpy(), want, rtol=1e-4, atol=atol)
+      step = TinyJit(lambda t: model(x=t)["y"].realize())
+      for _ in range(3): got = step(Tensor(x)).numpy()
+      np.testing.assert_allclose(got, want, rtol=1e-4, atol=atol)
+      GlobalCounters.reset()
+      step(Tensor(x))
+      assert GlobalCounters.kernel_count == kernels, wino
 
 def test_gather_of_constant_consecutive_indices_is_a_view():
   """Gather with constant indices that pick one run (an exported attention's q, k and v out of one projection) is a

@@ -95,12 +95,15 @@ def test_torch_resnet_with_batchnorm():
   _check_torch_model(mod, x, ["y"], {"Conv", "BatchNormalization", "MaxPool", "GlobalAveragePool", "Gemm"},
                      training=torch.onnx.TrainingMode.PRESERVE, do_constant_folding=False)
 
-def test_torch_resnet_folded():
+@pytest.mark.parametrize("wino", [0, 1])
+def test_torch_resnet_folded(wino):
+  # ONNX_WINO=1: the blocks' 3x3 convolutions (8 channels, 4x4) as Winograd F(4x4, 3x3)
+  from petagrad import Context
   torch.manual_seed(0)
   mod = SmallResNet()
   _randomize_batchnorm(mod)
   x = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
-  _check_torch_model(mod, x, ["y"], {"Conv", "MaxPool", "GlobalAveragePool", "Gemm"})
+  with Context(ONNX_WINO=wino): _check_torch_model(mod, x, ["y"], {"Conv", "MaxPool", "GlobalAveragePool", "Gemm"})
 
 def test_torch_transformer_encoder_layer():
   torch.manual_seed(0)
