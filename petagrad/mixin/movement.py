@@ -368,15 +368,14 @@ class MovementMixin(TensorMixin):
       for t in others: dt = promote(dt, t.dtype)
     except TypeError as e: raise _fail(TypeError, "cat", str(e), *ts) from None
     total = sum(t.shape[d] for t in ts)
-    # each piece padded into place; from its first index on it replaces what the pieces before it gave (a select, not
-    # a sum of the padded pieces: -0.0 stays -0.0, and in a kernel unrolled along dim d each element is one piece's)
-    at = type(self).arange(total, device=self.device).reshape(tuple(total if a == d else 1 for a in range(self.ndim)))
+    # each piece padded into place and selected where it lies (not the padded pieces added: -0.0 stays -0.0, and in a
+    # kernel unrolled along dim d each element is one piece's); where it lies is a padded constant, a mask of the view
     out, off = None, 0
     for t in ts:
       pads = [(0, 0)] * self.ndim
       pads[d] = (off, total - off - t.shape[d])
       p = t.cast(dt).pad(pads)
-      out = p if out is None else (at >= off).where(p, out)
+      out = p if out is None else type(self).ones(*t.shape, dtype=dtypes.bool, device=self.device).pad(pads).where(p, out)
       off += t.shape[d]
     assert out is not None
     return out
