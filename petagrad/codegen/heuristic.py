@@ -101,8 +101,8 @@ def _work_groups(k: Kernel) -> None:
 STACKED_MAX = 64   # the most pieces of a cat/stack an elementwise kernel computes side by side
 
 def _unroll_stacked(k: Kernel, out: list) -> bool:
-  """An elementwise kernel that joins pieces (Tensor.cat and stack: each piece padded into place and the pieces
-  added; a Winograd transform's 36) evaluates, per element, every piece behind its mask. Unrolled along the joined
+  """An elementwise kernel that joins pieces (Tensor.cat and stack: each piece padded into place and selected where
+  it lies; a Winograd transform's 36) evaluates, per element, every piece behind its mask. Unrolled along the joined
   ranges (the ones a mask compares with a constant), each step's masks are constants: one piece per output, and the
   loads the pieces share are read once (the input transform of a 4x4-tile Winograd convolution: 1 s -> 45 us).
   Returns whether it unrolled."""
