@@ -72,14 +72,19 @@ class PatternMatcher:
         if ret is not None and ret is not u: return ret
     return None
 
-def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
-  """Rewrite every node of the graph bottom-up to a fixed point. Iterative: any depth works."""
+def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None, memo: bool = False) -> UOp:
+  """Rewrite every node of the graph bottom-up to a fixed point. Iterative: any depth works. memo=True (symbolic.simplify
+  only: the one table whose results the nodes hold; its rules read nothing but the node) keeps each node's result on
+  the node (UOp._simple) for later calls: a graph built around one simplified before is not walked again below it."""
   done: dict[UOp, UOp] = {}
   # stack entries: (node, stage, pending replacement)
   stack: list[tuple[UOp, int, UOp | None]] = [(root, 0, None)]
   while stack:
     n, stage, pending = stack.pop()
     if n in done: continue
+    if memo and (known := n._simple) is not None:
+      done[n] = n if known is True else known
+      continue
     if stage == 0:
       stack.append((n, 1, None))
       stack.extend((s, 0, None) for s in reversed(n.src) if s not in done)
@@ -96,4 +101,6 @@ def graph_rewrite(root: UOp, pm: PatternMatcher, ctx: Any = None) -> UOp:
     else:
       assert pending is not None
       done[n] = done[pending]
+  if memo:
+    for n, r in done.items(): n._simple = True if r is n else r   # (not itself: a node would keep itself alive)
   return done[root]

@@ -216,4 +216,4 @@ symbolic = PatternMatcher([
   (UPat(Ops.MOD, src=(UPat(Ops.MOD, src=(UPat.var("x"), UPat.cvar("m"))), UPat.cvar("c"))), _mod_mod),
 ])
 
-def simplify(u: UOp) -> UOp: return graph_rewrite(u, symbolic)
+def simplify(u: UOp) -> UOp: return graph_rewrite(u, symbolic, memo=True)

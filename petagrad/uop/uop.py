@@ -47,7 +47,7 @@ class UOpMeta(type):
     return ret
 
 class UOp(metaclass=UOpMeta):
-  __slots__ = ("op", "dtype", "src", "arg", "argkey", "shape", "_device", "_bounds", "_key", "buffer", "__weakref__")
+  __slots__ = ("op", "dtype", "src", "arg", "argkey", "shape", "_device", "_bounds", "_key", "_simple", "buffer", "__weakref__")
   op: Ops; dtype: DType; src: tuple[UOp, ...]; arg: Any
   argkey: Any   # arg as the hash-consing table keys it (floats by their bits): structural keys use it
 
@@ -57,6 +57,7 @@ class UOp(metaclass=UOpMeta):
     self._device: str | None = _device_of(self)
     self._bounds: tuple | None = None
     self._key: str | None = None
+    self._simple: UOp | bool | None = None   # what symbolic.simplify made of this node (True: itself)
     self.buffer = None   # BUFFER nodes: the device Buffer once allocated (side data, not identity)
 
   def __reduce__(self): return UOp, (self.op, self.dtype, self.src, self.arg)

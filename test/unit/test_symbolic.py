@@ -252,6 +252,26 @@ class TestRegressions:
           env = {big: v, j: w}
           assert evaluate_at(s, env) == evaluate_at(e, env), (e, s, v, w)
 
+def test_simplify_remembers_results_on_the_nodes():
+  # simplify keeps each node's result on the node (UOp._simple): a graph built around a simplified one is not walked
+  # again below it (a kernel's index math is simplified view by view, each view around the last), and the results
+  # are those of a rewrite that remembers nothing
+  from petagrad.uop import rewrite as RW
+  from petagrad.uop.symbolic import symbolic
+  a, b = rng(0, 12), rng(1, 5)
+  inner = ((a * c(5) + b) // c(5) + (a * c(5) + b) % c(5) * c(3)) * c(2) + c(0)
+  outer = (inner + a * c(4)) % c(7) + inner // c(3)
+  fresh_inner, fresh_outer = RW.graph_rewrite(inner, symbolic), RW.graph_rewrite(outer, symbolic)
+  assert simplify(inner) is fresh_inner and inner._simple is not None
+  calls = []
+  orig = symbolic.rewrite
+  symbolic.rewrite = lambda u, ctx=None: calls.append(u) or orig(u, ctx)
+  try: assert simplify(outer) is fresh_outer
+  finally: del symbolic.rewrite
+  below = set(inner.toposort()) - {inner}
+  assert calls and not below & set(calls)
+  assert simplify(fresh_outer) is fresh_outer and fresh_outer._simple is True   # (a fixed point holds no reference to itself)
+
 # ------------------------------------------------------------ the fuzz test
 
 COEFS = [-12, -4, -3, -2, -1, 0, 1, 2, 3, 4, 5, 6, 8, 12, 16, 24]
