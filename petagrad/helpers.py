@@ -98,7 +98,7 @@ THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Se
 CPU_ASYNC = Flag("CPU_ASYNC", 1, "1: in a process with several CPU devices (CPU:0, CPU:1, ...) each runs its kernels in order on a thread of its own, side by side with the others, with an equal share of the cores (THREADS or the cores, over the devices running a kernel at that moment: one working alone has them all); every realize and JIT replay waits for them before it returns. 0: every CPU kernel runs on the launching thread with all the cores, one device after the other.")
 OMP = Flag("OMP", 0, "1: CPU kernels spread their thread loop with OpenMP (parallel for) instead of petagrad's thread pool. Read when the CPU device is created.")
 POOL_SPIN_US = Flag("POOL_SPIN_US", 100, "Microseconds a CPU pool worker (and a caller waiting for it) spins after its last job before it sleeps. Read when the pool is loaded.")
-POOL_PIN = Flag("POOL_PIN", 1, "1: a CPU pool worker stays on a core of its own when the pool spans every core the process may use. Read when the pool is loaded.")
+POOL_PIN = Flag("POOL_PIN", 1, "1: a CPU pool worker stays on a core of its own when the pool spans every core the process may use (THREADS unset, or at least the cores). Read when the pool is loaded.")
 COMPILE_TIMEOUT = Flag("COMPILE_TIMEOUT", 20, "Seconds of CPU time the CPU device's compiler may spend on a kernel with the full flags; a kernel that takes longer is built again with flags that compile fast (-O1), once (cached). 0: no limit.")
 SANITIZE = Flag("SANITIZE", 0, "1: memory-safety checking: CPU kernels bounds-check every load and store (OutOfBoundsError naming the kernel, buffer and index) and host buffers end at a PROT_NONE guard page (docs/safety.md). Slow; for tests.")
 PYTHON_CHECK = Flag("PYTHON_CHECK", 1, "1: the PYTHON device checks every load and store index against the buffer bounds.")
@@ -155,9 +155,10 @@ class Context(contextlib.ContextDecorator):
 def cpu_threads() -> int:
   """Threads for a CPU kernel: the THREADS flag, or one per core this process may use (as it was at the first call:
   asked on every realize, and the system call costs as much as a small kernel)."""
-  return THREADS.value if THREADS.value > 0 else _usable_cores()
+  return THREADS.value if THREADS.value > 0 else usable_cores()
 @functools.cache
-def _usable_cores() -> int:
+def usable_cores() -> int:
+  """The cores this process may use (its affinity mask, at the first call)."""
   try: return max(1, len(os.sched_getaffinity(0)))
   except AttributeError: return max(1, os.cpu_count() or 1)
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import atexit, collections, ctypes, functools, math, os, pathlib, re, shutil, subprocess, tempfile, threading, uuid, warnings
 from typing import Any, Callable
 from petagrad.device import Allocator, Compiler, CompileError, DeviceSpec, HostAllocator, Program, launch_waits, out_of_bounds
-from petagrad.helpers import (CC, CFLAGS, COMPILE_TIMEOUT, CPU_ASYNC, DEBUG, OMP, POOL_PIN, POOL_SPIN_US, THREADS, atomic_write, content_hash,
-                              cache_dir, cpu_threads, mark_used)
+from petagrad.helpers import (CC, CFLAGS, COMPILE_TIMEOUT, CPU_ASYNC, DEBUG, OMP, POOL_PIN, POOL_SPIN_US, atomic_write, content_hash,
+                              cache_dir, cpu_threads, mark_used, usable_cores)
 from petagrad.renderer.cstyle import CRenderer
 from petagrad.dtype import DTYPES_BY_NAME
 
@@ -40,7 +40,9 @@ class ThreadPool:
         tmp.replace(path)
       lib = ctypes.CDLL(str(path))
       lib.pg_pool_set_spin_ns(ctypes.c_long(int(POOL_SPIN_US) * 1000))
-      lib.pg_pool_set_pin(ctypes.c_int(int(POOL_PIN) and THREADS.value == 0))   # a pool over every core (threadpool.c: pin_worker)
+      # a pool over every core the process may use (THREADS unset, or as many: a benchmark that names its peers' thread
+      # count), not one of several processes' side by side (threadpool.c: pin_worker)
+      lib.pg_pool_set_pin(ctypes.c_int(int(POOL_PIN) and cpu_threads() >= usable_cores()))
       lib.pg_pool_workers.restype = ctypes.c_int
       atexit.register(lib.pg_pool_shutdown)   # join the workers before the interpreter goes away
       self.entry = ctypes.cast(lib.pg_parallel_for, ctypes.c_void_p).value or 0

@@ -224,8 +224,8 @@ static void after_fork_child(void) {
    woken next to the launching thread took turns with it on one core while another idled, until the load balancer
    moved one of them (measured here: after a 0.1 s pause a BERT-style encoder's calls ran 2x slower, each with 5-17
    involuntary context switches, for up to a second; pinned, 2.7 ms every call). The launching thread is not pinned:
-   it settles on the core no worker holds (core 0). A pool over a THREADS the user set (several processes side by
-   side) is left where the OS puts it, as are the queues' pools (they share the cores). */
+   it settles on the core no worker holds (core 0). A pool over fewer threads than cores (a THREADS the user set for
+   several processes side by side) is left where the OS puts it, as are the queues' pools (they share the cores). */
 static void pin_worker(pthread_t tid, int k) {
   cpu_set_t allowed, one;
   if (!pin_workers || sched_getaffinity(0, sizeof allowed, &allowed) != 0 || k >= CPU_COUNT(&allowed)) return;

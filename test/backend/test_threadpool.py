@@ -258,10 +258,11 @@ def test_shutdown_then_reuse():
 @pytest.mark.skipif(not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2 or not os.path.exists("/proc/self/task"),
                     reason="needs Linux and two cores")
 def test_workers_stay_on_cores_of_their_own(tmp_path):
-  # a pool over every core the process may use (THREADS unset) pins worker k to the k-th of them (Linux woke a sleeping
-  # worker on the launching thread's core, and the two took turns on it: 2x slower calls for up to a second); the
-  # launching thread is not pinned; POOL_PIN=0 pins nothing, nor does a THREADS the user chose (processes side by side)
-  code = ("import os, glob; cores = sorted(os.sched_getaffinity(0))[:2]; os.sched_setaffinity(0, cores)\n"
+  # a pool over every core the process may use (THREADS unset, or as many as the cores) pins worker k to the k-th of
+  # them (Linux woke a sleeping worker on the launching thread's core, and the two took turns on it: 2x slower calls
+  # for up to a second); the launching thread is not pinned; POOL_PIN=0 pins nothing, nor does a THREADS below the
+  # cores (processes side by side; tested where the machine has 3 cores)
+  code = ("import os, glob; cores = sorted(os.sched_getaffinity(0))[:int(os.environ['NCORES'])]; os.sched_setaffinity(0, cores)\n"
           "import numpy as np; from petagrad import Tensor\n"
           "x = np.random.default_rng(0).standard_normal((300, 1000)).astype(np.float32)\n"
           "from petagrad.runtime.ops_cpu import thread_pool\n"
@@ -272,9 +273,11 @@ def test_workers_stay_on_cores_of_their_own(tmp_path):
           "  except FileNotFoundError: return ''\n"
           "lists = [allowed(f) for f in glob.glob('/proc/self/task/*/status')]\n"
           "print(cores[1], sorted(l for l in lists if l.isdigit()))")
-  for pin, threads, want in (("1", "", lambda core: [str(core)]), ("0", "", lambda core: []), ("1", "2", lambda core: [])):
+  cases = [("2", "1", "", lambda core: [str(core)]), ("2", "0", "", lambda core: []), ("2", "1", "2", lambda core: [str(core)])]
+  if len(os.sched_getaffinity(0)) >= 3: cases.append(("3", "1", "2", lambda core: []))   # THREADS below the cores
+  for ncores, pin, threads, want in cases:
     # (caches of its own: a row sum some other process compiled unthreaded, under these flags, starts no worker)
-    env = {**os.environ, "PYTHONPATH": ROOT, "THREADS": threads, "POOL_PIN": pin, "CACHEDIR": str(tmp_path)}
+    env = {**os.environ, "PYTHONPATH": ROOT, "THREADS": threads, "POOL_PIN": pin, "CACHEDIR": str(tmp_path), "NCORES": ncores}
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert p.returncode == 0, p.stderr
     core, pinned = p.stdout.split(maxsplit=1)
