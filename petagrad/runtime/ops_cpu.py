@@ -41,7 +41,7 @@ class ThreadPool:
       lib = ctypes.CDLL(str(path))
       lib.pg_pool_set_spin_ns(ctypes.c_long(int(POOL_SPIN_US) * 1000))
       # a pool over every core the process may use (THREADS unset, or as many: a benchmark that names its peers' thread
-      # count), not one of several processes' side by side (threadpool.c: pin_worker)
+      # count), not a share of them (several processes side by side; threadpool.c: pin_worker)
       lib.pg_pool_set_pin(ctypes.c_int(int(POOL_PIN) and cpu_threads() >= usable_cores()))
       lib.pg_pool_workers.restype = ctypes.c_int
       atexit.register(lib.pg_pool_shutdown)   # join the workers before the interpreter goes away
