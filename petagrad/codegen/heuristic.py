@@ -21,6 +21,10 @@ def lanes_for(itemsize: int, vector_bytes: int = 64) -> int:
   """Lanes of one SIMD register (16 float32 in a 512-bit one, 8 in AVX2's 256 bits), at most 16."""
   return max(1, min(16, vector_bytes // itemsize))
 
+def _lanes_dividing(n: int, size: int) -> int | None:
+  """The widest of a full register's n lanes, half or a quarter of them (at least 4) that divides a range of size."""
+  return next((w for w in (n, n // 2, n // 4) if w >= 4 and size % w == 0), None)
+
 def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool, vector_bytes: int = 64,
                              dot4_lanes: tuple[int, ...] = ()) -> Kernel:
   k.normalize_ranges()
@@ -123,7 +127,7 @@ def _vector_store(k: Kernel, n: int) -> None:
   loop of masked loads scalar (the Winograd input transform: 84 -> 50 us)."""
   g = [x for x in k.ranges if x.arg[2] == "global"]
   if not g or store_stride(k.ast, g[-1]) != 1: return
-  if (w := next((w for w in (n, n // 2, n // 4) if w >= 4 and g[-1].arg[1] % w == 0), None)): _try(k, Opt(OptOps.VECTOR, _axis(k, g[-1]), w))
+  if (w := _lanes_dividing(n, g[-1].arg[1])): _try(k, Opt(OptOps.VECTOR, _axis(k, g[-1]), w))
 
 TRANSPOSE_TILE = 8   # a transposing copy moves 8 x 8 blocks
 
@@ -215,7 +219,7 @@ def _tile_reduce(k: Kernel, out: list, red: list, n: int, tile_rows: int, dot4_l
   for pos, r in enumerate(reversed(out)):
     st = loads_stride(k.ast, r)
     moving = [s for s, dep in zip(st[:-1], streamed[:-1]) if dep]
-    w = next((w for w in (n, n // 2, n // 4) if w >= 4 and r.arg[1] % w == 0), None)
+    w = _lanes_dividing(n, r.arg[1])
     if w is None or not (1 in moving or 2 in moving) or not all(s in (0, 1, 2) for s in moving) or (st[-1] != 1 and red_len < 64): continue
     cands.append(((w == n, st[-1] == 1, -pos), r, st, w))
   if cands:
