@@ -229,7 +229,7 @@ def test_matrix_vector_product_reads_far_apart_rows(applied_opts):
   assert any(o.op is OptOps.UPCAST for a in applied_opts for o in a), applied_opts
 
 def test_joined_pieces_are_unrolled(applied_opts):
-  # a kernel that joins pieces (stack, cat: each piece padded into place, the pieces added) computes one piece per
+  # a kernel that joins pieces (stack, cat: each piece padded into place and selected) computes one piece per
   # output, not every piece behind its mask: unrolled along the joined range (a mask compares it with constants), then
   # vector lanes along the contiguous store. A Winograd convolution's transforms join 6 pieces per pass (the weight's and
   # the input's: two passes each) and 4 x 4 (the output's)
