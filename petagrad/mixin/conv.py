@@ -68,9 +68,11 @@ def _transform(mat: Sequence[Sequence[float]], grid: list[list[Any]]) -> list[An
   return [_combine(row, cols[a]) for a in range(len(mat)) for row in mat]
 
 def winograd_fits(x_shape: Sequence[int], weight_shape: Sequence[int], groups: int = 1, stride: Sequence[int] = (1, 1),
-                  dilation: Sequence[int] = (1, 1), pads: Sequence[tuple[int, int]] = ((0, 0), (0, 0))) -> bool:
+                  dilation: Sequence[int] = (1, 1), pads: Sequence[tuple[int, int]] = ((0, 0), (0, 0)), dts: tuple | None = None) -> bool:
   """Can a convolution of these shapes take the Winograd path (conv2d's winograd=, WINO): a 3x3 kernel, stride 1, no dilation or
-  groups, padding >= 0, an output of at least one 4x4 tile, and channels enough for the products' vector lanes."""
+  groups, padding >= 0, an output of at least one 4x4 tile, and channels enough for the products' vector lanes; with
+  dts, the input's and the weight's dtypes: both float32 or both float64 (half types keep the direct path)."""
+  if dts is not None and not (dts[0] == dts[1] and dts[0] in (dtypes.float32, dtypes.float64)): return False
   if len(weight_shape) != 4 or len(x_shape) != 4 or tuple(weight_shape[2:]) != (3, 3) or groups != 1: return False
   if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or any(p < 0 for pr in pads for p in pr): return False
   out = [L + pb + pa - 2 for L, (pb, pa) in zip(x_shape[2:], pads)]
@@ -227,8 +229,7 @@ class ConvMixin(TensorMixin):
       _check_tensor(op, "bias", bias, self)
       if bias.shape != (cout,): raise _fail(ValueError, op, f"bias must have shape ({cout},), got {bias.shape}", self, weight, bias)
     if winograd is not None: _check_tensor(op, "winograd", winograd, self)
-    if (winograd is not None or WINO) and dtype is None and self.dtype == weight.dtype and self.dtype in (dtypes.float32, dtypes.float64) \
-       and winograd_fits(self.shape, weight.shape, groups, s_, d_, pads):
+    if (winograd is not None or WINO) and dtype is None and winograd_fits(self.shape, weight.shape, groups, s_, d_, pads, (self.dtype, weight.dtype)):
       u = winograd_weight(weight) if winograd is None else winograd
       if u.shape != (36, cin, cout):
         raise _fail(ValueError, op, f"winograd= must be winograd_weight(weight), of shape {(36, cin, cout)}, got {u.shape}", self, weight, u)

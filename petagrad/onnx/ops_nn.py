@@ -38,7 +38,7 @@ def Conv(ctx: NodeContext, x: Tensor, w: Tensor, b: Tensor | None = None, auto_p
   p = _pads(auto_pad, pads, x.shape[2:], k, s, d)
   # an initializer's weight is laid out for the kernel once, not in every run: for Winograd (a 3x3 convolution that
   # fits, under ONNX_WINO=1) transformed, else stored channels-last
-  if ONNX_WINO and winograd_fits(x.shape, w.shape, group, s, d, p) and x.dtype == w.dtype and x.dtype in (dtypes.float32, dtypes.float64):
+  if ONNX_WINO and winograd_fits(x.shape, w.shape, group, s, d, p, (x.dtype, w.dtype)):
     return x.conv2d(w, b, group, s, d, p, winograd=static_derived(w, "winograd", winograd_weight))
   return x.conv2d(static_derived(w, ("conv_weight", group), lambda t: conv_weight_layout(t, group)), b, group, s, d, p)
 

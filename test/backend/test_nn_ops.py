@@ -146,6 +146,9 @@ def test_conv2d_winograd_kernels(device):
   assert count(lambda: x.conv2d(w, b, padding=1).relu(), 0) == 3
   assert count(lambda: x.conv2d(w, b, stride=2, padding=1, winograd=u).relu(), 1, stride=2) == 3
   assert winograd_fits(x.shape, w.shape, pads=((1, 1), (1, 1))) and not winograd_fits(x.shape, w.shape, stride=(2, 2))
+  f32, f16 = dtypes.float32, dtypes.float16
+  assert winograd_fits(x.shape, w.shape, dts=(f32, f32)) and not winograd_fits(x.shape, w.shape, dts=(f16, f16)) \
+    and not winograd_fits(x.shape, w.shape, dts=(f32, dtypes.float64))
   assert not winograd_fits((1, 4, 12, 12), (16, 4, 3, 3)) and not winograd_fits((1, 8, 5, 5), (16, 8, 3, 3))   # 3x3 output: no whole tile
   with pytest.raises(ValueError, match=r"(?s)conv2d: winograd= must be winograd_weight\(weight\), of shape \(36, 8, 16\)"):
     x.conv2d(w, padding=1, winograd=u[:, :4])
