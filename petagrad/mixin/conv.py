@@ -61,6 +61,10 @@ def _combine(coeffs: Sequence[float], pieces: Sequence[Any]) -> Any:
     out = term if out is None else out + term
   return out
 
+def _apply(mat: Sequence[Sequence[float]], taps: Sequence[Any], dim: int) -> Any:
+  """mat applied to the taps (tensors of one shape) along a new axis dim: out[..., a, ...] = sum_i mat[a][i] taps[i]."""
+  return type(taps[0]).stack(*[_combine(row, taps) for row in mat], dim=dim)
+
 def _transform(mat: Sequence[Sequence[float]], grid: list[list[Any]]) -> list[Any]:
   """out[a][b] = sum_ij mat[a][i] mat[b][j] grid[i][j] (mat @ grid @ mat.T over a grid of tensors), flattened row by
   row; the columns first, then the rows, so each output is a few adds of the column sums."""
@@ -92,9 +96,9 @@ def winograd_weight(weight: Tensor) -> Tensor:
   if weight.ndim != 4 or tuple(weight.shape[2:]) != (3, 3):
     raise _fail(ValueError, "winograd_weight", f"expected a 3x3 conv weight (cout, cin, 3, 3), got shape {weight.shape}", weight)
   # in two passes (rows, then columns) of 6 pieces each: one of 36 takes seconds longer to build
-  T, (cout, cin) = type(weight), weight.shape[:2]
-  rows = T.stack(*[_combine(g, [weight[:, :, i] for i in range(3)]) for g in WINO_G], dim=2).contiguous()   # (cout, cin, 6, 3)
-  u = T.stack(*[_combine(g, [rows[:, :, :, j] for j in range(3)]) for g in WINO_G], dim=3)                 # (cout, cin, 6, 6)
+  cout, cin = weight.shape[:2]
+  rows = _apply(WINO_G, [weight[:, :, i] for i in range(3)], 2).contiguous()   # (cout, cin, 6, 3)
+  u = _apply(WINO_G, [rows[:, :, :, j] for j in range(3)], 3)                 # (cout, cin, 6, 6)
   return u.reshape(cout, cin, 36).permute(2, 1, 0).contiguous()
 
 def _conv_backward(T: Any, ctx: UOp, node: UOp) -> tuple[UOp | None, UOp | None]:
@@ -281,10 +285,10 @@ class ConvMixin(TensorMixin):
     # padded to whole tiles and one more, so that input row i of tile row y is a slice: row m*y + i of (y + i//m, i%m)
     xp = self.permute(0, 2, 3, 1).pad(((0, 0), (pt, m * (ty + 1) - H - pt), (pl, m * (tx + 1) - W - pl), (0, 0)))
     xp = xp.reshape(bs, ty + 1, m, m * (tx + 1), cin)
-    rows = [_combine(bt, [xp[:, i // m:i // m + ty, i % m] for i in range(a)]) for bt in WINO_BT]        # a x (bs, ty, W', cin)
-    r = type(self).stack(*rows, dim=2).contiguous().reshape(bs, ty, a, tx + 1, m, cin)
-    cols = [_combine(bt, [r[:, :, :, j // m:j // m + tx, j % m] for j in range(a)]) for bt in WINO_BT]   # a x (bs, ty, a, tx, cin)
-    v = type(self).stack(*cols, dim=4).permute(0, 1, 3, 2, 4, 5).reshape(bs * ty * tx, a * a, cin).contiguous()
+    r = _apply(WINO_BT, [xp[:, i // m:i // m + ty, i % m] for i in range(a)], 2).contiguous()         # (bs, ty, a, W', cin)
+    r = r.reshape(bs, ty, a, tx + 1, m, cin)
+    v = _apply(WINO_BT, [r[:, :, :, j // m:j // m + tx, j % m] for j in range(a)], 4)                 # (bs, ty, a, tx, a, cin)
+    v = v.permute(0, 1, 3, 2, 4, 5).reshape(bs * ty * tx, a * a, cin).contiguous()
     prods = (v.permute(1, 0, 2) @ u).permute(1, 0, 2).contiguous().reshape(bs, ty, tx, a, a, cout)
     ys = _transform(WINO_AT, [[prods[:, :, :, i, j] for j in range(a)] for i in range(a)])   # m*m x (bs, ty, tx, cout)
     out_rows = [type(self).stack(*ys[p * m:(p + 1) * m], dim=3) for p in range(m)]          # (bs, ty, tx, m, cout)
