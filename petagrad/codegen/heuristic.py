@@ -113,9 +113,11 @@ def _unroll_stacked(k: Kernel, out: list) -> bool:
   cmps = {x for u in k.ast.toposort() if u.op is Ops.LOAD and len(u.src) > 2 for x in u.src[2].toposort() if x.op is Ops.CMPLT}
   def joined(r: UOp) -> bool:
     # the places where a mask compares r with a constant cut it into pieces of one or two elements (a padded copy's
-    # two cuts leave a long interior: its loop runs in pieces instead: linearize.py, _peel_points)
+    # two cuts leave a long interior: its loop runs in pieces instead: linearize.py, _peel_points); a range no mask cuts
+    # joins nothing (unrolled, a batch of 2 only copies the code and takes the budget from the pieces' ranges)
     cuts = {x.src[1].arg if x.src[0] is r else x.src[0].arg + 1 for x in cmps if r in x.src and all(y is r or y.op is Ops.CONST for y in x.src)}
-    return 2 * (len({c for c in cuts if 0 < c < r.arg[1]}) + 1) >= r.arg[1]
+    inner = {c for c in cuts if 0 < c < r.arg[1]}
+    return bool(inner) and 2 * (len(inner) + 1) >= r.arg[1]
   done = False
   for rid in [r.arg[0] for r in sorted(out, key=lambda r: r.arg[1]) if 1 < r.arg[1] <= STACKED_MAX and joined(r)]:
     r = next(x for x in k.ranges if x.arg[0] == rid)
