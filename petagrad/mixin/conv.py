@@ -10,7 +10,7 @@ from typing import Any, Sequence
 from petagrad.dtype import dtypes, promote
 from petagrad.helpers import prod, flatten as flatten_list, WINO
 from petagrad.uop.ops import Ops
-from petagrad.uop.uop import UOp
+from petagrad.uop.uop import UOp, smax
 from petagrad.uop.gradient import custom_backward, compute_gradient
 from petagrad.uop.graph import substitute
 from petagrad.mixin import Tensor, TensorMixin
@@ -48,6 +48,8 @@ def conv_weight_layout(weight: Tensor, groups: int = 1) -> Tensor:
 # channel pair instead of 144 (Lavin & Gray, 2015): Y = AT [(G w GT) * (BT d B)] A, summed over input channels. The
 # rows of BT, G and AT as literal coefficients: the transforms are sums of slices whose constants fold into the kernels.
 WINO_TILE = 4
+WINO_MIN_TILES = 16              # winograd_fits: enough tiles (batch x tiles per image) to reuse each transformed weight...
+WINO_CACHED_BYTES = 1 << 20      # ...or a transformed weight (float32) small enough to stay in the cache
 WINO_BT = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
 WINO_G = ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6), (1 / 24, -1 / 12, 1 / 6), (0, 0, 1))
 WINO_AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
@@ -80,7 +82,11 @@ def winograd_fits(x_shape: Sequence[int], weight_shape: Sequence[int], groups: i
   if len(weight_shape) != 4 or len(x_shape) != 4 or tuple(weight_shape[2:]) != (3, 3) or groups != 1: return False
   if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or any(p < 0 for pr in pads for p in pr): return False
   out = [L + pb + pa - 2 for L, (pb, pa) in zip(x_shape[2:], pads)]
-  return min(out) >= WINO_TILE and weight_shape[1] >= 8 and _channels_last(weight_shape[0])
+  if not (min(out) >= WINO_TILE and weight_shape[1] >= 8 and _channels_last(weight_shape[0])): return False
+  # the products read the transformed weight (36 values per channel pair, 4x the direct one's) once per call: with few
+  # tiles and a weight too big for the cache they wait on memory (512 channels at 7 x 7, batch 1: 2.7 ms, direct 1.2)
+  tiles = smax(x_shape[0]) * prod(-(-o // WINO_TILE) for o in out)
+  return tiles >= WINO_MIN_TILES or 36 * weight_shape[0] * weight_shape[1] * 4 <= WINO_CACHED_BYTES
 
 def winograd_weight(weight: Tensor) -> Tensor:
   """A 3x3 conv weight (cout, cin, 3, 3) transformed for conv2d's Winograd path: (36, cin, cout), G w GT per channel

@@ -150,6 +150,11 @@ def test_conv2d_winograd_kernels(device):
   assert winograd_fits(x.shape, w.shape, dts=(f32, f32)) and not winograd_fits(x.shape, w.shape, dts=(f16, f16)) \
     and not winograd_fits(x.shape, w.shape, dts=(f32, dtypes.float64))
   assert not winograd_fits((1, 4, 12, 12), (16, 4, 3, 3)) and not winograd_fits((1, 8, 5, 5), (16, 8, 3, 3))   # 3x3 output: no whole tile
+  # few tiles and a transformed weight too big for the cache (4 tiles, 36 x 512 x 512 floats): direct; more tiles, or a
+  # small weight: Winograd
+  p1 = ((1, 1), (1, 1))
+  assert not winograd_fits((1, 512, 7, 7), (512, 512, 3, 3), pads=p1) and winograd_fits((4, 512, 7, 7), (512, 512, 3, 3), pads=p1)
+  assert winograd_fits((1, 64, 8, 8), (64, 64, 3, 3), pads=p1)
   with pytest.raises(ValueError, match=r"(?s)conv2d: winograd= must be winograd_weight\(weight\), of shape \(36, 8, 16\)"):
     x.conv2d(w, padding=1, winograd=u[:, :4])
   with pytest.raises(ValueError, match=r"winograd_weight: expected a 3x3 conv weight"): winograd_weight(Tensor.zeros(8, 8, 5, 5))

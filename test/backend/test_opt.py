@@ -249,9 +249,10 @@ def test_joined_pieces_are_unrolled(applied_opts):
     applied_opts.clear()
     x, w = (Tensor(rng.standard_normal(s).astype(np.float32), device="CPU") for s in (shape, (16, 8, 3, 3)))
     got = x.conv2d(w, padding=pad, winograd=winograd_weight(w)).numpy()
-    np.testing.assert_allclose(got, x.conv2d(w, padding=pad).numpy(), rtol=1e-4, atol=1e-4)
     upcasts = [[o.amount for o in a if o.op is OptOps.UPCAST] for a in cpu()]
-    assert sum(6 in u for u in upcasts) == 4 and sum(sorted(u) == [4, 4] for u in upcasts) == 1, (shape, applied_opts)
+    np.testing.assert_allclose(got, x.conv2d(w, padding=pad).numpy(), rtol=1e-4, atol=1e-4)
+    # (the products may tile 6 rows of tiles too)
+    assert sum(6 in u for u in upcasts) >= 4 and sum(sorted(u) == [4, 4] for u in upcasts) == 1, (shape, applied_opts)
     assert not any(2 in u for u in upcasts), (shape, applied_opts)
 
 def test_unrolled_products_share_their_common_factor():
