@@ -62,7 +62,11 @@ def _peel_points(order: list[UOp], r: UOp) -> list[int]:
   return sorted(p for p in pts if 0 < p < r.arg[1])
 
 def _known_gates(body: UOp) -> UOp:
-  """Loads whose mask is known: always (a plain load) or never (0, no load)."""
+  """Loads whose mask is known: always (a plain load) or never (0, no load). A vector load under a lane mask whose lanes
+  agree within a piece (simplified to one bool: lane + 4*r < 29 is r < 6 for every lane 0..3) is a load under that
+  gate."""
+  uniform = {u: UOp(Ops.LOAD, u.dtype, u.src[:3]) for u in body.toposort() if u.op is Ops.LOAD and len(u.src) == 4 and u.src[2].dtype.count == 1}
+  if uniform: body = substitute(body, uniform)
   known = {u: (UOp(Ops.LOAD, u.dtype, u.src[:2]) if u.src[2].arg else UOp.const(u.dtype, 0)) for u in body.toposort()
            if u.op is Ops.LOAD and len(u.src) == 3 and u.src[2].op is Ops.CONST and (u.src[2].arg or u.dtype.count == 1)}
   return simplify(substitute(body, known)) if known else body

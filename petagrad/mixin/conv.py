@@ -76,8 +76,9 @@ def _transform(mat: Sequence[Sequence[float]], grid: list[list[Any]]) -> list[An
 def winograd_fits(x_shape: Sequence[int], weight_shape: Sequence[int], groups: int = 1, stride: Sequence[int] = (1, 1),
                   dilation: Sequence[int] = (1, 1), pads: Sequence[tuple[int, int]] = ((0, 0), (0, 0)), dts: tuple | None = None) -> bool:
   """Can a convolution of these shapes take the Winograd path (conv2d's winograd=, WINO): a 3x3 kernel, stride 1, no dilation or
-  groups, padding >= 0, an output of at least one 4x4 tile, and channels enough for the products' vector lanes; with
-  dts, the input's and the weight's dtypes: both float32 or both float64 (half types keep the direct path)."""
+  groups, padding >= 0, an output of at least one 4x4 tile, channels enough for the products' vector lanes, and 16 or
+  more tiles (batch x tiles per image) or a transformed weight of at most 1 MiB; with dts, the input's and the
+  weight's dtypes: both float32 or both float64 (half types keep the direct path)."""
   if dts is not None and not (dts[0] == dts[1] and dts[0] in (dtypes.float32, dtypes.float64)): return False
   if len(weight_shape) != 4 or len(x_shape) != 4 or tuple(weight_shape[2:]) != (3, 3) or groups != 1: return False
   if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or any(p < 0 for pr in pads for p in pr): return False

@@ -435,3 +435,14 @@ def test_int8_dot_products_are_dot4s(monkeypatch):
     assert used == {16, 32, 64}, used
     # (no kernel of int8 products is left with int32 lanes of products)
     assert not [s for s in srcs if "void r_" in s and "int_v32" in s], [s for s in srcs if "int_v32" in s][:1]
+
+def test_vector_load_whose_lane_mask_agrees_in_a_piece():
+  # a padded row of 28 loaded 4 lanes at a time: in a peeled piece of the loop the lane mask lane + 4*r < 29 is the same
+  # for every lane (r < 6) and simplifies to one bool; the load is then gated by it, not rendered as a masked vector
+  # load of a scalar mask (gcc: "cannot convert value to a vector"; ShuffleNet's depthwise 3x3 convolution)
+  import torch
+  rng = np.random.default_rng(7)
+  xn, wn = rng.standard_normal((1, 136, 28, 28)).astype(np.float32), rng.standard_normal((136, 1, 3, 3)).astype(np.float32)
+  got = Tensor(xn, device="CPU").conv2d(Tensor(wn, device="CPU"), padding=1, groups=136).numpy()
+  want = torch.nn.functional.conv2d(torch.from_numpy(xn), torch.from_numpy(wn), padding=1, groups=136).numpy()
+  np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
