@@ -300,9 +300,10 @@ class ConvMixin(TensorMixin):
     ys = _transform(WINO_AT, [[prods[:, :, :, i, j] for j in range(a)] for i in range(a)])   # m*m x (bs, ty, tx, cout)
     out_rows = [type(self).stack(*ys[p * m:(p + 1) * m], dim=3) for p in range(m)]          # (bs, ty, tx, m, cout)
     y = type(self).stack(*out_rows, dim=2).reshape(bs, ty * m, tx * m, cout).contiguous()
-    # whole tiles stored, the rest cropped as a view: cropped in the same kernel, an output row would no longer split
-    # into (tile, position), and every value would select among the 16 pieces at run time (a 6x6 output: 1.1 MB of C)
-    return (y if (Ho, Wo) == (ty * m, tx * m) else y[:, :Ho, :Wo]).permute(0, 3, 1, 2)
+    # whole tiles stored, the rest cropped as a view (a no-op for whole tiles): cropped in the same kernel, an output row
+    # would no longer split into (tile, position), and every value would select among the 16 pieces at run time (a 6x6
+    # output: 1.1 MB of C)
+    return y[:, :Ho, :Wo].permute(0, 3, 1, 2)
   def conv1d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride=1, dilation=1, padding=0, dtype=None) -> Tensor:
     """conv2d with a 1-d kernel (same signature as conv2d; pass torch's stride/padding/dilation/groups by keyword)."""
     _check_kernel_ndim("conv1d", weight, 3, self)
