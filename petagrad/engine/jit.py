@@ -129,7 +129,6 @@ class TinyJit(Generic[R]):
     self._from_inputs: _Taint | None = None
     self.launch_list: Any = None   # the captured launches as one call of their device's (DeviceSpec.launch_list), or None
     self.totals: tuple = (0, 0, 0, [])   # their kernels, FLOPs, bytes and in-place writes (when they run as one call)
-    self.freed_slots: list[tuple[int, int]] = []   # where the buffers a replay frees early sit in the launches
 
   def _inputs(self, args: tuple, kwargs: dict) -> tuple[list, list, list]:
     """The tensor arguments, the other arguments (bound Variables as the Variables: their values may change), and the
@@ -200,8 +199,6 @@ class TinyJit(Generic[R]):
         if rng_state_buffers[buf][0] != last[0]: last = (rng_state_buffers[buf][0], rng_state_bytes(n))
         buf.copyin(memoryview(last[1]))
       if binds: write_vars(binds)
-      if self.launch_list is not None:   # (memory given back early by a replay launched one by one is allocated again)
-        for e, j in self.freed_slots: self.launch_list.set(e, j, self.captured[e].bufs[j])
       st = time.perf_counter()
       if self.launch_list is not None and DEBUG < 2 and not SANITIZE and self.launch_list():
         GlobalCounters.time_sum_s += time.perf_counter() - st
@@ -259,6 +256,7 @@ class TinyJit(Generic[R]):
       self.ret_views = _views(ret, bufs, made, self.out_bufs)
       n_recorded = len(self.captured)
       if self.prune: self.captured = _prune(self.captured, bufs, self.out_bufs)
+      _share_memory(self.captured, {id(b) for b, _, _ in checks})
       index = {id(b): i for i, b in enumerate(bufs)}
       self.input_slots = [(e, j, index[id(b)]) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in index]
       # each random-state buffer once, in the order the calls drew them (kernels may read them in another order)
@@ -266,8 +264,6 @@ class TinyJit(Generic[R]):
       self.rng_slots = [(b, rng_state_buffers[b][1]) for b in sorted(rng.values(), key=lambda b: rng_state_buffers[b][0])]
       self.out_slots = [[(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if b is ob] for ob in self.out_bufs]
       self.launch_list, self.totals = _launch_list(self.captured), _totals(self.captured)
-      freed = {id(b) for ei in self.captured for b in ei.frees}
-      self.freed_slots = [(e, j) for e, ei in enumerate(self.captured) for j, b in enumerate(ei.bufs) if id(b) in freed or id(b.base) in freed]
       if DEBUG >= 1:
         pruned = f" (pruned from {n_recorded})" if self.prune else ""
         print(f"jit captured {self.__name__}: {len(self.captured)} kernels{pruned}, {len(self.input_slots)} input slots")
@@ -291,16 +287,42 @@ def _totals(items: list[ExecItem]) -> tuple[int, int, int, list[tuple[int, int]]
 
 def _launch_list(items: list[ExecItem]) -> Any:
   """The captured launches as one call of their device (DeviceSpec.launch_list: the CPU's runs them back to back in C,
-  no Python between them), when all are kernels of one such device; else None (launched one by one). The list points
-  at fixed memory, so the buffers a replay would give back early stay allocated: only where they are a small part of
-  the capture's memory (a decode step's 128 KB of logits; not a training step's activations, which the early frees
-  let later launches reuse)."""
-  if not items or any(ei.kernel is None or ei.collective is not None for ei in items): return None
-  freed = sum(b.nbytes for ei in items for b in ei.frees)
-  if freed and freed * 4 > sum(b.nbytes for b in {id(b): b for ei in items for b in ei.bufs}.values()): return None
+  no Python between them), when all are kernels of one such device and none gives memory back (the list points at
+  fixed memory; `_share_memory` has planned the intermediates' memory instead); else None (launched one by one)."""
+  if not items or any(ei.kernel is None or ei.collective is not None or ei.frees for ei in items): return None
   devices = {ei.kernel.device for ei in items if ei.kernel is not None}
   if len(devices) != 1 or (make := Device[devices.pop()].launch_list) is None: return None
   return make([ei.kernel.program for ei in items if ei.kernel is not None], [list(ei.bufs) for ei in items])
+
+def _share_memory(items: list[ExecItem], keep: set[int]) -> None:
+  """Plan the memory of the captured intermediates once, instead of giving it back and taking it again in every
+  replay: a buffer that a launch reads last (in its `frees`) is handed, from the next launch on, to an intermediate
+  of the same device, dtype and size that a later launch first uses (in place of that one's buffer), as the
+  allocator's pool would in an eager call; the planned buffers stay allocated and no replay frees them, so the
+  launches can run as one call of their device (`_launch_list`) at about the eager call's peak memory. Only where all
+  launches are kernels of one device (in order: the memory a launch reads is not written before it runs); a buffer
+  some launch views or that a data check reads keeps its own memory. keep: ids of such buffers."""
+  if not items or any(ei.kernel is None or ei.collective is not None for ei in items) or len({ei.kernel.device for ei in items}) != 1: return
+  first: dict[int, int] = {}
+  last: dict[int, int] = {}
+  for e, ei in enumerate(items):
+    for b in ei.bufs:
+      first.setdefault(id(b), e)
+      last[id(b)] = e
+      if b._base is not None: keep.add(id(b._base))
+  # a buffer is planned when its free comes after its last use and it is not viewed or checked
+  planned = {id(b) for e, ei in enumerate(items) for b in ei.frees
+             if b._base is None and b.external is None and id(b) not in keep and last.get(id(b), -1) <= e and id(b) in first}
+  free_now: dict[tuple, list[Buffer]] = {}   # (dtype, size) -> buffers no later launch reads
+  given: dict[int, Buffer] = {}   # id of an intermediate -> the buffer whose memory it takes
+  for e, ei in enumerate(items):
+    for j, b in enumerate(ei.bufs):
+      if id(b) in planned and first[id(b)] == e and id(b) not in given:
+        given[id(b)] = (free_now.get((b.dtype, b.size)) or [b]).pop()
+      ei.bufs[j] = given.get(id(b), b)
+    for b in ei.frees:
+      if id(b) in planned: free_now.setdefault((b.dtype, b.size), []).append(given[id(b)])
+    ei.frees = tuple(b for b in ei.frees if id(b) not in planned)
 
 def _prune(items: list[ExecItem], inputs: list[Buffer], outs: list[Buffer]) -> list[ExecItem]:
   """The captured launches whose results can change from one call to the next (TinyJit's prune=True), in order; the

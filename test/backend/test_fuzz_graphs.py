@@ -33,6 +33,7 @@ import torch
 from hypothesis import HealthCheck, given, seed as hypothesis_seed, settings, strategies as st
 from petagrad import Tensor, dtypes
 from petagrad.dtype import DType
+from petagrad.engine import realize
 
 # ------------------------------------------------------------------ budget (environment variables of this file only)
 # FUZZ_GRAPHS_EXAMPLES: graphs per device (the long run); unset: the CI budget below, derandomized (the same graphs
@@ -395,6 +396,17 @@ class Graph:
     head = ["from petagrad import Tensor, dtypes, Device", f"Device.DEFAULT = {self.device!r}"]
     tail = [f"Tensor.realize_all({', '.join(self.outputs)})"]
     return "\n".join(head + self.lines + tail) + "\n"
+  def jit_program(self) -> str:
+    """The program with its ops in a TinyJit function of the inputs, called three times (warm-up, capture, replay: the
+    replay reuses the capture's planned memory for the intermediates) on the same inputs; the checked tensors are
+    what the last call returns."""
+    head = ["from petagrad import Tensor, dtypes, Device, TinyJit", f"Device.DEFAULT = {self.device!r}"]
+    ins = [ln for ln in self.lines if ln.split(" = ")[0] in self.inputs]
+    body = [ln for ln in self.lines if ln not in ins]
+    checked = list(dict.fromkeys(self.outputs + self.realized))
+    fn = [f"def step({', '.join(self.inputs)}):", *[f"  {ln}" for ln in body], f"  return {{{', '.join(f'{n!r}: {n}' for n in checked)}}}"]
+    tail = ["jitted = TinyJit(step)", f"for _ in range(3): out = jitted({', '.join(self.inputs)})", "globals().update(out)"]
+    return "\n".join(head + ins + fn + tail) + "\n"
   def __repr__(self) -> str: return f"<the program of {len(self.refs)} nodes above>"
 
 def input_values(rng: np.random.Generator, shape: tuple[int, ...], dt: DType) -> np.ndarray:
@@ -857,25 +869,32 @@ def check_values(what: str, got: np.ndarray, ref: Ref) -> str | None:
   return (f"{what}: {int(bad.sum())} of {int(cmp.sum())} compared elements differ ({ref.dt}, shape {ref.shape})\n{rows}\n"
           f"  expected ('?': not compared):\n{shown}\n  got:\n{got}")
 
-def run_graph(g: Graph, how_to_rerun: str) -> None:
+def run_graph(g: Graph, how_to_rerun: str, jit: bool = False) -> None:
   """Run the program twice (the second run finds every cache warm: schedules, launch plans, compiled kernels) and
-  check both runs."""
+  check both runs; with jit, then its ops in a TinyJit (Graph.jit_program) and check the replay."""
   code = g.program()
   RECENT.append(code)
   try:   # the last few graphs: a crash may come from memory an earlier graph's kernel overwrote
     with open(DUMP_PATH, "w") as f: f.write(f"# the last {len(RECENT)} graphs the fuzzer ran, oldest first\n" + "\n".join(RECENT))
   except OSError: pass
-  for run in ("", " (second run of the program)"):
+  runs = [("", code), (" (second run of the program)", code)]
+  if jit: runs.append((" (its ops in a TinyJit, replayed)", g.jit_program()))
+  for run, code in runs:
     def fail(msg: str) -> AssertionError:
       return AssertionError(f"{msg}{run}\n\n--- repro ({how_to_rerun}) ---\n{code}")
     env: dict[str, Any] = {}
+    # the TinyJit run frees every intermediate early (not only those of 64 KiB and more), so that the capture plans
+    # the memory of this graph's small ones too
+    free_min, realize.FREE_MIN_BYTES = realize.FREE_MIN_BYTES, 0 if "TinyJit" in run else realize.FREE_MIN_BYTES
     try:
       exec(compile(code, "<fuzz graph>", "exec"), env)
     except Exception as ex:
       line = [fr.lineno for fr in traceback.extract_tb(ex.__traceback__) if fr.filename == "<fuzz graph>"]
       where = f" at line {line[-1]}: {code.splitlines()[line[-1] - 1]}" if line else ""
       raise fail(f"petagrad raised {type(ex).__name__}{where}\n  {ex}") from ex
+    finally: realize.FREE_MIN_BYTES = free_min
     for name, ref in g.refs.items():
+      if name not in env: continue   # (the TinyJit run returns the checked tensors only)
       t = env[name]
       if tuple(t.shape) != ref.shape: raise fail(f"{name}: shape {tuple(t.shape)}, expected {ref.shape}")
       if t.dtype is not ref.dt: raise fail(f"{name}: dtype {t.dtype}, expected {ref.dt}")
@@ -908,7 +927,7 @@ def _fuzz(device: str, shard_over: tuple[str, ...] | None = None) -> None:
   rerun = f"FUZZ_GRAPHS_EXAMPLES={LONG_EXAMPLES} FUZZ_GRAPHS_SEED={LONG_SEED}" if LONG_EXAMPLES else "the CI budget, derandomized"
   failures: list[str] = []
   def check(g: Graph) -> None:
-    try: run_graph(g, f"found on {device} with {rerun}")
+    try: run_graph(g, f"found on {device} with {rerun}", jit=shard_over is None)
     except AssertionError as ex:
       if not REPORT_PATH: raise
       failures.append(str(ex))
