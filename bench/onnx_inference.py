@@ -9,8 +9,8 @@ Cases (each a PyTorch module exported with torch.onnx.export(dynamo=False), eval
                           on 3x64x64 images, batch 1 and 16
   bert_b8                 a BERT-style encoder: 2 nn.TransformerEncoderLayer (dim 128, 4 heads, MLP 512, GELU),
                           batch 8, 64 tokens
-petagrad runs the model under TinyJit (after one eager call that remembers the static shape values, docs/onnx.md), with
-ONNX_WINO=1 (its 3x3 convolutions as Winograd F(4x4, 3x3); ONNX_WINO=0 in the environment for the direct ones);
+petagrad runs the model under TinyJit (after one eager call that remembers the static shape values, docs/onnx.md), where
+ONNX_WINO's default runs its 3x3 convolutions as Winograd F(4x4, 3x3) (ONNX_WINO=0 in the environment: the direct ones);
 onnxruntime runs an InferenceSession with intra_op_num_threads = --threads (and inter_op 1, sequential), all graph
 optimizations on; PyTorch runs the module itself in eval mode under torch.inference_mode() with
 torch.set_num_threads(--threads). petagrad's THREADS is set to --threads too. Reported: the median time of one
@@ -32,7 +32,6 @@ def _args() -> argparse.Namespace:
 ARGS = _args() if __name__ == "__main__" else None
 if ARGS is not None:
   os.environ["THREADS"] = str(ARGS.threads)   # petagrad reads it when its CPU device starts
-  os.environ.setdefault("ONNX_WINO", "1")     # the 3x3 convolutions as Winograd F(4x4, 3x3) (docs/onnx.md)
 
 import numpy as np  # noqa: E402
 

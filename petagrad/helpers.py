@@ -89,9 +89,11 @@ GROUP_MAX = Flag("GROUP_MAX", 64, "Kernels one launch group may hold: small inde
 WINO = Flag("WINO", 0, "1: every 3x3 stride-1 conv2d that fits (mixin/conv.py winograd_fits) runs as Winograd F(4x4, 3x3), transforming its "
             "weight each call (tinygrad's WINO; training too). A conv2d given the transformed weight (winograd=) takes that path whatever "
             "this says. Results differ from the direct convolution by rounding (~4e-6 of the output's largest value; docs/optimizations.md).")
-ONNX_WINO = Flag("ONNX_WINO", 0, "1: the ONNX importer transforms each constant 3x3 Conv weight that fits once (winograd_weight) and runs the Conv "
-                 "as Winograd F(4x4, 3x3): 1.6-1.8x faster on a ResNet-style CNN, but each new convolution shape's first run builds its "
-                 "kernels for 1.0-1.4 s where a direct one takes ~0.3 (docs/onnx.md). 0: direct convolutions.")
+ONNX_WINO = Flag("ONNX_WINO", 1, "How the ONNX importer runs each 3x3 Conv with a constant weight that fits (winograd_fits): as Winograd "
+                 "F(4x4, 3x3), its weight transformed once (winograd_weight), 1.6-1.8x faster than direct on a ResNet-style CNN, "
+                 "but each new convolution shape builds its kernels for 1.0-1.4 s where a direct one takes ~0.3, and an eager call "
+                 "builds a bigger graph (docs/onnx.md). 1: inside a TinyJit call only (its replays repay both); 2: eager calls "
+                 "too; 0: never (direct convolutions).")
 SPLIT_REDUCE = Flag("SPLIT_REDUCE", 1024, "A contraction that reads both operands along strided rows (a weight gradient: a sum over batch x tokens) and reduces at least this many elements is computed in chunks of about 256 (partial sums in a buffer, then summed: the K blocking of a BLAS). 0: never split.")
 EARLY_FREE = Flag("EARLY_FREE", 1, "1: a realize gives an intermediate buffer's memory back after the last kernel that reads it (a training step holds the activations still needed, not all of them at once; TinyJit replays do the same). 0: every buffer a realize makes lives until the realize ends.")
 THREADS = Flag("THREADS", 0, "CPU threads a kernel may use (0: one per core). Set 1 when running several processes at once.")

@@ -5,6 +5,7 @@ from typing import Any, Sequence
 from petagrad.tensor import Tensor
 from petagrad.dtype import dtypes
 from petagrad.helpers import ONNX_WINO
+from petagrad.engine import jit
 from petagrad.mixin.conv import conv_weight_layout, winograd_fits, winograd_weight
 from petagrad.onnx.common import NodeContext, ints, scalar, axis_of, axes_of, arange, static_derived
 
@@ -31,14 +32,19 @@ def _spatial(x: Tensor, w_or_k: Sequence[int], strides: Sequence[int] | None, di
   return list(strides) if strides else [1] * n, list(dilations) if dilations else [1] * n
 
 # ------------------------------------------------------------ convolution
+def _winograd() -> bool:
+  """Whether a Conv that fits runs as Winograd F(4x4, 3x3) (ONNX_WINO): with 1, inside a TinyJit call only, whose replays
+  repay the extra kernels' build and the bigger graph (an eager call rebuilds it every time); 2 always, 0 never."""
+  return ONNX_WINO >= 2 or (ONNX_WINO == 1 and bool(jit.jit_active))
+
 def Conv(ctx: NodeContext, x: Tensor, w: Tensor, b: Tensor | None = None, auto_pad: str = "NOTSET", dilations: tuple | None = None,
          group: int = 1, kernel_shape: tuple | None = None, pads: tuple | None = None, strides: tuple | None = None) -> Tensor:
   k = list(w.shape[2:])
   s, d = _spatial(x, k, strides, dilations)
   p = _pads(auto_pad, pads, x.shape[2:], k, s, d)
   # an initializer's weight is laid out for the kernel once, not in every run: for Winograd (a 3x3 convolution that
-  # fits, under ONNX_WINO=1) transformed, else stored channels-last
-  if ONNX_WINO and winograd_fits(x.shape, w.shape, group, s, d, p, (x.dtype, w.dtype)):
+  # fits, in a TinyJit call or under ONNX_WINO=2) transformed, else stored channels-last
+  if _winograd() and winograd_fits(x.shape, w.shape, group, s, d, p, (x.dtype, w.dtype)):
     return x.conv2d(w, b, group, s, d, p, winograd=static_derived(w, "winograd", winograd_weight))
   return x.conv2d(static_derived(w, ("conv_weight", group), lambda t: conv_weight_layout(t, group)), b, group, s, d, p)
 
