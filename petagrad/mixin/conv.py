@@ -49,7 +49,7 @@ def conv_weight_layout(weight: Tensor, groups: int = 1) -> Tensor:
 # rows of BT, G and AT as literal coefficients: the transforms are sums of slices whose constants fold into the kernels.
 WINO_TILE = 4
 WINO_MIN_TILES = 16              # winograd_fits: enough tiles (batch x tiles per image) to reuse each transformed weight...
-WINO_CACHED_BYTES = 1 << 20      # ...or a transformed weight (float32) small enough to stay in the cache
+WINO_CACHED_BYTES = 1 << 20      # ...or a transformed weight small enough to stay in the cache
 WINO_BT = ((4, 0, -5, 0, 1, 0), (0, -4, -4, 1, 1, 0), (0, 4, -4, -1, 1, 0), (0, -2, -1, 2, 1, 0), (0, 2, -1, -2, 1, 0), (0, 4, 0, -5, 0, 1))
 WINO_G = ((1 / 4, 0, 0), (-1 / 6, -1 / 6, -1 / 6), (-1 / 6, 1 / 6, -1 / 6), (1 / 24, 1 / 12, 1 / 6), (1 / 24, -1 / 12, 1 / 6), (0, 0, 1))
 WINO_AT = ((1, 1, 1, 1, 1, 0), (0, 1, -1, 2, -2, 0), (0, 1, 1, 4, 4, 0), (0, 1, -1, 8, -8, 1))
@@ -77,8 +77,8 @@ def winograd_fits(x_shape: Sequence[int], weight_shape: Sequence[int], groups: i
                   dilation: Sequence[int] = (1, 1), pads: Sequence[tuple[int, int]] = ((0, 0), (0, 0)), dts: tuple | None = None) -> bool:
   """Can a convolution of these shapes take the Winograd path (conv2d's winograd=, WINO): a 3x3 kernel, stride 1, no dilation or
   groups, padding >= 0, an output of at least one 4x4 tile, channels enough for the products' vector lanes, and 16 or
-  more tiles (batch x tiles per image) or a transformed weight of at most 1 MiB; with dts, the input's and the
-  weight's dtypes: both float32 or both float64 (half types keep the direct path)."""
+  more tiles (batch x tiles per image) or a transformed weight of at most 1 MiB (in the weight's dtype; float32 without
+  dts); with dts, the input's and the weight's dtypes: both float32 or both float64 (half types keep the direct path)."""
   if dts is not None and not (dts[0] == dts[1] and dts[0] in (dtypes.float32, dtypes.float64)): return False
   if len(weight_shape) != 4 or len(x_shape) != 4 or tuple(weight_shape[2:]) != (3, 3) or groups != 1: return False
   if tuple(stride) != (1, 1) or tuple(dilation) != (1, 1) or any(p < 0 for pr in pads for p in pr): return False
@@ -87,7 +87,7 @@ def winograd_fits(x_shape: Sequence[int], weight_shape: Sequence[int], groups: i
   # the products read the transformed weight (36 values per channel pair, 4x the direct one's) once per call: with few
   # tiles and a weight too big for the cache they wait on memory (512 channels at 7 x 7, batch 1: 2.7 ms, direct 1.2)
   tiles = smax(x_shape[0]) * prod(-(-o // WINO_TILE) for o in out)
-  return tiles >= WINO_MIN_TILES or 36 * weight_shape[0] * weight_shape[1] * 4 <= WINO_CACHED_BYTES
+  return tiles >= WINO_MIN_TILES or 36 * weight_shape[0] * weight_shape[1] * (dts[1].itemsize if dts else 4) <= WINO_CACHED_BYTES
 
 def winograd_weight(weight: Tensor) -> Tensor:
   """A 3x3 conv weight (cout, cin, 3, 3) transformed for conv2d's Winograd path: (36, cin, cout), G w GT per channel

@@ -155,6 +155,8 @@ def test_conv2d_winograd_kernels(device):
   p1 = ((1, 1), (1, 1))
   assert not winograd_fits((1, 512, 7, 7), (512, 512, 3, 3), pads=p1) and winograd_fits((4, 512, 7, 7), (512, 512, 3, 3), pads=p1)
   assert winograd_fits((1, 64, 8, 8), (64, 64, 3, 3), pads=p1)
+  f64 = (dtypes.float64, dtypes.float64)   # (its transformed weight in float64: 1.2 MB)
+  assert winograd_fits((1, 64, 8, 8), (64, 64, 3, 3), pads=p1, dts=(f32, f32)) and not winograd_fits((1, 64, 8, 8), (64, 64, 3, 3), pads=p1, dts=f64)
   with pytest.raises(ValueError, match=r"(?s)conv2d: winograd= must be winograd_weight\(weight\), of shape \(36, 8, 16\)"):
     x.conv2d(w, padding=1, winograd=u[:, :4])
   with pytest.raises(ValueError, match=r"winograd_weight: expected a 3x3 conv weight"): winograd_weight(Tensor.zeros(8, 8, 5, 5))
