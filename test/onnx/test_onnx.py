@@ -51,6 +51,91 @@ def test_model_from_bytes_and_path(tmp_path):
   b = load(str(path))(x)["out"].numpy()
   np.testing.assert_array_equal(a, b)
 
+def _external(model, folder, location="weights.bin"):
+  """model saved to folder/m.onnx with every initializer in one external data file; its path."""
+  path = folder / "m.onnx"
+  copy = onnx.ModelProto()
+  copy.CopyFrom(model)   # (saving moves the data of the proto it is given out to the file)
+  onnx.save_model(copy, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location=location, size_threshold=0)
+  return path
+
+def test_external_data_is_read_lazily_from_disk(tmp_path):
+  """Initializers in an external data file are views of that file on DISK when the model is loaded from its path:
+  loading reads none of their bytes, the first run reads each once."""
+  from petagrad.uop.ops import Ops
+  model = _small_cnn()
+  path = _external(model, tmp_path)
+  m = load(str(path))
+  w = m.graph.initializers["w"]
+  assert any(u.op is Ops.BUFFER and u.device == f"DISK:{tmp_path / 'weights.bin'}" for u in w.uop.toposort())
+  # the file changes after the load and before the first run: the run sees the new bytes (nothing was read before)
+  ref = onnx.load(str(path), load_external_data=False).graph.initializer
+  info = {e.key: e.value for e in next(t for t in ref if t.name == "w").external_data}
+  w2 = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "w")) * 2
+  with open(tmp_path / "weights.bin", "r+b") as f:
+    f.seek(int(info["offset"]))
+    f.write(w2.tobytes())
+  changed = onnx.ModelProto()
+  changed.CopyFrom(model)
+  next(t for t in changed.graph.initializer if t.name == "w").CopyFrom(numpy_helper.from_array(w2, "w"))
+  x = np.random.default_rng(1).standard_normal((2, 3, 4, 4)).astype(np.float32)
+  want = _ort(changed, {"x": x})[0]
+  np.testing.assert_allclose(m(x=x)["out"].numpy(), want, rtol=1e-5, atol=1e-6)
+  # read once: the first run realized the initializers on the compute device, later file changes are not seen
+  with open(tmp_path / "weights.bin", "r+b") as f:
+    f.seek(int(info["offset"]))
+    f.write(np.zeros_like(w2).tobytes())
+  np.testing.assert_allclose(m(x=x)["out"].numpy(), want, rtol=1e-5, atol=1e-6)
+  assert all(u.op is not Ops.COPY for u in w.uop.toposort())
+
+def test_external_data_of_every_kind(tmp_path):
+  # a bfloat16, a bool, an int64 scalar, an empty tensor and an emulated float8 (read through onnx's reader), each from
+  # the external file, against the same model with its data inside
+  import ml_dtypes
+  rng = np.random.default_rng(0)
+  f8 = rng.standard_normal(6).astype(ml_dtypes.float8_e4m3fn)
+  bf = rng.standard_normal((2, 3)).astype(ml_dtypes.bfloat16)
+  inits = [helper.make_tensor("f8", TensorProto.FLOAT8E4M3FN, [6], f8.astype(np.float32).tolist()),
+           helper.make_tensor("bf", TensorProto.BFLOAT16, [2, 3], bf.view(np.uint16).tobytes(), raw=True),
+           numpy_helper.from_array(np.array([True, False, True]), "mask"), numpy_helper.from_array(np.array(3, np.int64), "k"),
+           numpy_helper.from_array(np.zeros((0, 4), np.float32), "empty")]
+  nodes = [helper.make_node("Cast", ["f8"], ["a"], to=TensorProto.FLOAT), helper.make_node("Cast", ["bf"], ["b"], to=TensorProto.FLOAT),
+           helper.make_node("Identity", ["mask"], ["m"]), helper.make_node("Identity", ["k"], ["kk"]),
+           helper.make_node("Identity", ["empty"], ["e"])]
+  model = _model(nodes, [], [_vi("a", [6]), _vi("b", [2, 3]), _vi("m", [3], TensorProto.BOOL), _vi("kk", [], TensorProto.INT64),
+                             _vi("e", [0, 4])], inits)
+  want = load(model).run({})
+  got = load(str(_external(model, tmp_path))).run({})
+  for g, w in zip(got, want): np.testing.assert_array_equal(g, w)
+  np.testing.assert_array_equal(got[0], f8.astype(np.float32))
+
+def test_external_data_errors(tmp_path):
+  model = _small_cnn()
+  path = _external(model, tmp_path)
+  proto = onnx.load(str(path), load_external_data=False)
+  # given as a ModelProto whose external data was not read: nothing says where the file is
+  with pytest.raises(ValueError, match="tensor 'w' keeps its data in an external file, and the model was not loaded from its path"):
+    load(proto)
+  def saved(edit, name):
+    p = onnx.ModelProto()
+    p.CopyFrom(proto)
+    t = next(t for t in p.graph.initializer if t.name == "w")
+    edit({e.key: e for e in t.external_data})
+    out = tmp_path / name
+    out.write_bytes(p.SerializeToString())
+    return str(out)
+  def set_location(v): return lambda es: setattr(es["location"], "value", v)
+  with pytest.raises(ValueError, match="location '../weights.bin' must be a relative path inside the model's folder"):
+    load(saved(set_location("../weights.bin"), "up.onnx"), check=False)
+  with pytest.raises(FileNotFoundError, match="tensor 'w': its external data file .*missing.bin' does not exist"):
+    load(saved(set_location("missing.bin"), "missing.onnx"), check=False)
+  def past_end(es): es["offset"].value = str((tmp_path / "weights.bin").stat().st_size - 8)
+  with pytest.raises(ValueError, match=r"tensor 'w': its bytes \d+\.\.\d+ are not inside .*weights.bin"):
+    load(saved(past_end, "past.onnx"), check=False)
+  def wrong_length(es): es["length"].value = "12"
+  with pytest.raises(ValueError, match=r"tensor 'w': its external data is 12 bytes, but \(4, 3, 3, 3\) of float32 needs 432"):
+    load(saved(wrong_length, "length.onnx"), check=False)
+
 def test_runs_in_tinyjit_and_on_python_device():
   m = load(_small_cnn())
   xs = [np.random.default_rng(i).standard_normal((1, 3, 4, 4)).astype(np.float32) for i in range(3)]
