@@ -1,6 +1,7 @@
 """Loading an ONNX model and running its graph with Tensor ops.
 
-`OnnxModel(model)` checks the model, turns its initializers into Tensors, looks every node up in the op table
+`OnnxModel(model)` checks the model, turns its initializers into Tensors (lazy copies of their bytes in the model's
+files when it is loaded from a path: onnx/files.py), looks every node up in the op table
 (petagrad/onnx/ops.py) at the opset the model imports for the node's domain, and parses the node's attributes into
 Python values, once. Calling it runs the nodes in order (ONNX graphs are topologically sorted; the checker says so)
 and returns lazy Tensors: nothing is computed until they are realized, so a whole graph becomes as few kernels as
@@ -14,14 +15,15 @@ Errors name the node (its name and op type) and what was wrong; unknown ops, dom
 NotImplementedError when the model is loaded, not when it runs.
 """
 from __future__ import annotations
-import contextvars, inspect, os, pathlib
+import contextvars, inspect, os
 from collections import ChainMap
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, MutableMapping, Sequence
 from petagrad.tensor import Tensor
 from petagrad.device import Device
-from petagrad.helpers import Context, prod
+from petagrad.helpers import Context
 from petagrad.onnx import types
+from petagrad.onnx.files import ModelFiles
 from petagrad.onnx.ops import OPS
 from petagrad.onnx.common import NodeContext, StaticValues, _STATIC
 
@@ -39,7 +41,7 @@ def _onnx():
 
 def load_model(source: Any) -> Any:
   """A ModelProto from a ModelProto, a path, a file object or the serialized bytes; a malformed file raises ValueError.
-  Tensors kept in external data files stay there (read lazily: ExternalData)."""
+  Tensors kept in external data files stay there (read lazily: onnx/files.py)."""
   onnx = _onnx()
   if isinstance(source, onnx.ModelProto): return source
   try:
@@ -54,7 +56,7 @@ def load_model(source: Any) -> Any:
   raise TypeError(f"cannot load an ONNX model from {type(source).__name__}; give a path, bytes, a file or an onnx.ModelProto")
 
 # ------------------------------------------------------------ attributes
-def _attr_value(a: Any, device: str, ext: ExternalData | None = None) -> Any:
+def _attr_value(a: Any, device: str, files: ModelFiles | None = None) -> Any:
   """One AttributeProto -> a Python value: int, float, str, tuples of them, a Tensor, or a GraphProto (subgraphs)."""
   onnx = _onnx()
   A = onnx.AttributeProto
@@ -65,66 +67,27 @@ def _attr_value(a: Any, device: str, ext: ExternalData | None = None) -> Any:
   if a.type == A.FLOATS: return tuple(float(v) for v in a.floats)
   if a.type == A.INTS: return tuple(int(v) for v in a.ints)
   if a.type == A.STRINGS: return tuple(s.decode("utf-8", errors="replace") for s in a.strings)
-  if a.type == A.TENSOR: return tensor_from_proto(a.t, device, ext)
-  if a.type == A.TENSORS: return tuple(tensor_from_proto(t, device, ext) for t in a.tensors)
+  if a.type == A.TENSOR: return tensor_from_proto(a.t, device, files)
+  if a.type == A.TENSORS: return tuple(tensor_from_proto(t, device, files) for t in a.tensors)
   if a.type == A.GRAPH: return a.g
   if a.type == A.GRAPHS: return tuple(a.graphs)
   if a.type == A.TYPE_PROTO: return a.tp
   raise NotImplementedError(f"attribute {a.name!r} has a type petagrad.onnx does not read ({A.AttributeType.Name(a.type)})")
 
-def tensor_from_proto(t: Any, device: str, ext: ExternalData | None = None, check_only: bool = False) -> Tensor | None:
+def tensor_from_proto(t: Any, device: str, files: ModelFiles | None = None, check_only: bool = False) -> Tensor | None:
   """A TensorProto (an initializer or a tensor attribute) -> Tensor, checked against the types petagrad supports; one
-  whose bytes are in an external data file is read from there lazily (ext: the model's folder). check_only: only the
-  checks (None)."""
+  whose bytes are in an external data file is read from there lazily (files: the model's, loaded from its path;
+  onnx/files.py). check_only: only the checks (None)."""
   onnx = _onnx()
   from onnx import numpy_helper
   if not types.supported(t.data_type):
     raise NotImplementedError(f"tensor {t.name!r} has ONNX type {types.type_name(t.data_type)}, which petagrad.onnx does not support")
   if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data:
-    if ext is None:
+    if files is None:
       raise ValueError(f"tensor {t.name!r} keeps its data in an external file, and the model was not loaded from its path "
                        "(give petagrad.onnx.load the path, or an onnx.load(path) that read the external data)")
-    return None if check_only else ext.tensor(t, device)
+    return None if check_only else files.external(t, device)
   return None if check_only else types.from_numpy(numpy_helper.to_array(t), t.data_type, device)
-
-@dataclass
-class ExternalData:
-  """Where a model's external data files are (its folder), and the tensors read from them so far. A tensor of an
-  external file (`location`, `offset`, `length` in the TensorProto, the ONNX convention) is a slice of the file's DISK
-  tensor (docs/disk.md), bitcast and copied to the model's device lazily: loading reads nothing, the first run reads
-  each tensor's bytes once (OnnxModel realizes them then)."""
-  folder: str
-  files: dict[str, Tensor] = field(default_factory=dict)
-  made: list[Tensor] = field(default_factory=list)
-  def tensor(self, t: Any, device: str) -> Tensor:
-    info = {e.key: e.value for e in t.external_data}
-    loc = info.get("location", "")
-    # (only files inside the model's folder: a model file never makes petagrad read elsewhere)
-    if not loc or os.path.isabs(loc) or os.path.normpath(loc).split(os.sep)[0] == os.pardir:
-      raise ValueError(f"tensor {t.name!r}: its external data location {loc!r} must be a relative path inside the model's folder")
-    path = os.path.join(self.folder, loc)
-    if not os.path.isfile(path): raise FileNotFoundError(f"tensor {t.name!r}: its external data file {path!r} does not exist")
-    try: offset, length = int(info.get("offset", 0)), (int(info["length"]) if "length" in info else None)
-    except ValueError: raise ValueError(f"tensor {t.name!r}: external data offset and length must be integers, got {info}") from None
-    dims = tuple(int(d) for d in t.dims)
-    if t.data_type not in types.NATIVE:   # an emulated type (float8, int4, ...): its packed bytes through onnx's reader
-      from onnx import external_data_helper, numpy_helper
-      c = type(t)()
-      c.CopyFrom(t)
-      external_data_helper.load_external_data_for_tensor(c, self.folder)
-      return types.from_numpy(numpy_helper.to_array(c), t.data_type, device)
-    dt = types.NATIVE[t.data_type]
-    nbytes = prod(dims) * dt.itemsize
-    if length is not None and length != nbytes:
-      raise ValueError(f"tensor {t.name!r}: its external data is {length} bytes, but {dims} of {dt.name} needs {nbytes}")
-    size = os.path.getsize(path)
-    if offset < 0 or offset + nbytes > size:
-      raise ValueError(f"tensor {t.name!r}: its bytes {offset}..{offset + nbytes} are not inside {path!r} ({size} bytes)")
-    if nbytes == 0: return Tensor.empty(*dims, dtype=dt, device=device)
-    if path not in self.files: self.files[path] = Tensor(pathlib.Path(path))
-    out = self.files[path][offset:offset + nbytes].bitcast(dt).reshape(dims).to(device)
-    self.made.append(out)
-    return out
 
 # ------------------------------------------------------------ value types
 @dataclass(frozen=True)
@@ -221,13 +184,15 @@ def _static_values(g: Graph, defaults: bool = False, subgraph: bool = False) -> 
   return static
 
 def parse_graph(g: Any, opsets: dict[str, int], device: str, value_types: dict[str, int], subgraph: bool = False,
-                ext: ExternalData | None = None) -> Graph:
+                files: ModelFiles | None = None) -> Graph:
   """A GraphProto -> Graph: initializers become Tensors, nodes are looked up and their attributes parsed (subgraphs
-  too). A subgraph's (`subgraph=True`) static values are those of its own initializers and constants. ext: the model's
+  too). A subgraph's (`subgraph=True`) static values are those of its own initializers and constants. files: the model's
   external data, when it was loaded from a path."""
   inits: dict[str, Tensor] = {}
   for t in g.initializer:
-    inits[t.name] = tensor_from_proto(t, device, ext)
+    # (the main graph's initializers of a model loaded from its path: slices of the .onnx file, read lazily)
+    lazy = files.in_file(t, device) if files is not None and not subgraph else None
+    inits[t.name] = lazy if lazy is not None else tensor_from_proto(t, device, files)
     value_types[t.name] = t.data_type
   if len(g.sparse_initializer): raise NotImplementedError("sparse initializers are not supported by petagrad.onnx")
   inputs = [_value_info(v) for v in g.input]
@@ -241,15 +206,15 @@ def parse_graph(g: Any, opsets: dict[str, int], device: str, value_types: dict[s
     names, var_kw = _accepts(fn)
     attrs: dict[str, Any] = {}
     for a in n.attribute:
-      try: attrs[a.name] = _attr_value(a, device, ext)
+      try: attrs[a.name] = _attr_value(a, device, files)
       except (NotImplementedError, ValueError) as e: raise type(e)(f"{label}: {e}") from None
       if a.name not in names and not var_kw:
         raise NotImplementedError(f"{label}: attribute {a.name!r} is not supported by petagrad.onnx's {n.op_type} "
                                   f"(it knows {sorted(names - {'ctx'})})")
     for k, v in attrs.items():   # subgraphs (If's branches, Loop's and Scan's bodies) are parsed once, now
-      if isinstance(v, onnx_graph_type()): attrs[k] = _subgraph(v, opsets, device, value_types, f"{label}, attribute {k!r}", ext)
+      if isinstance(v, onnx_graph_type()): attrs[k] = _subgraph(v, opsets, device, value_types, f"{label}, attribute {k!r}", files)
       elif isinstance(v, tuple) and v and isinstance(v[0], onnx_graph_type()):
-        attrs[k] = tuple(_subgraph(x, opsets, device, value_types, f"{label}, attribute {k!r}", ext) for x in v)
+        attrs[k] = tuple(_subgraph(x, opsets, device, value_types, f"{label}, attribute {k!r}", files) for x in v)
     ctx = NodeContext(name=n.name, op_type=n.op_type, opset=version, index=i, n_outputs=len(n.output), device=device,
                       in_types=tuple(value_types.get(x) for x in n.input), out_types=tuple(value_types.get(x) for x in n.output))
     nodes.append(Node(n.name, n.op_type, n.domain, version, fn, tuple(n.input), tuple(n.output), attrs, ctx))
@@ -260,8 +225,8 @@ def parse_graph(g: Any, opsets: dict[str, int], device: str, value_types: dict[s
 
 def onnx_graph_type() -> type: return _onnx().GraphProto
 
-def _subgraph(g: Any, opsets: dict[str, int], device: str, value_types: dict[str, int], where: str, ext: ExternalData | None) -> Graph:
-  try: return parse_graph(g, opsets, device, dict(value_types), subgraph=True, ext=ext)
+def _subgraph(g: Any, opsets: dict[str, int], device: str, value_types: dict[str, int], where: str, files: ModelFiles | None) -> Graph:
+  try: return parse_graph(g, opsets, device, dict(value_types), subgraph=True, files=files)
   except (NotImplementedError, ValueError, TypeError) as e: raise type(e)(f"{where}: {e}") from None
 
 def _wrap(e: Exception, where: str) -> Exception:
@@ -290,14 +255,14 @@ class OnnxModel:
     onnx = _onnx()
     self.proto = load_model(model)
     self.device = Device.canonicalize(device) if device is not None else Device.DEFAULT
-    # a model loaded from a path reads its external data files from the path's folder, when a run needs them
+    # a model loaded from a path reads its initializers from the file and its external data files, when a run needs them
     path = model if isinstance(model, (str, os.PathLike)) else getattr(model, "name", None) if hasattr(model, "read") else None
-    ext = ExternalData(os.path.dirname(os.path.abspath(os.fspath(path)))) if isinstance(path, (str, os.PathLike)) else None
-    if ext is None:   # (before the checker, which would look for the files in the working directory)
+    files = ModelFiles(os.path.abspath(os.fspath(path))) if isinstance(path, (str, os.PathLike)) else None
+    if files is None:   # (before the checker, which would look for the files in the working directory)
       for t in self.proto.graph.initializer: tensor_from_proto(t, self.device, None, check_only=True)
     if check:
       # from its path, the checker finds the external data files (their locations must stay inside the model's folder)
-      try: onnx.checker.check_model(os.fspath(path) if ext is not None and os.path.isfile(path) else self.proto)
+      try: onnx.checker.check_model(os.fspath(path) if files is not None and os.path.isfile(path) else self.proto)
       except onnx.checker.ValidationError as e: raise ValueError(f"the ONNX model does not pass onnx.checker: {e}") from e
     self.opsets: dict[str, int] = {}
     for o in self.proto.opset_import: self.opsets["" if o.domain == "ai.onnx" else o.domain] = int(o.version)
@@ -309,8 +274,8 @@ class OnnxModel:
         if vi.type.WhichOneof("value") == "tensor_type" and vi.type.tensor_type.elem_type: value_types[vi.name] = vi.type.tensor_type.elem_type
     except Exception:   # shape inference is a help (emulated types of intermediate values), never a requirement
       pass
-    self.graph = parse_graph(self.proto.graph, self.opsets, self.device, value_types, ext=ext)
-    self._from_files = ext.made if ext is not None else []   # realized by the first call
+    self.graph = parse_graph(self.proto.graph, self.opsets, self.device, value_types, files=files)
+    self._from_files = files.made if files is not None else []   # realized by the first call
     init = set(self.graph.initializers)
     self.inputs: list[ValueInfo] = [v for v in self.graph.inputs if v.name not in init]   # what a caller must feed
     self.outputs: list[ValueInfo] = self.graph.outputs
@@ -369,7 +334,7 @@ class OnnxModel:
     for vi in self.graph.inputs:
       if vi.name in feeds: values[vi.name] = self._feed(vi, feeds[vi.name])
       elif vi.name not in values: raise ValueError(f"graph input {vi.name!r} is missing; the model takes {self.input_names}")
-    if self._from_files:   # the external data, read once (under TinyJit: run now, not replayed)
+    if self._from_files:   # the initializers in files, read once (under TinyJit: run now, not replayed)
       with Context(CAPTURING=0): Tensor.realize_all(*self._from_files)
       self._from_files = []
     sig = tuple((vi.name, tuple(v.shape)) for vi in self.graph.inputs if isinstance(v := values.get(vi.name), Tensor))

@@ -88,6 +88,28 @@ def test_external_data_is_read_lazily_from_disk(tmp_path):
   np.testing.assert_allclose(m(x=x)["out"].numpy(), want, rtol=1e-5, atol=1e-6)
   assert all(u.op is not Ops.COPY for u in w.uop.toposort())
 
+def test_initializers_in_the_file_are_read_lazily(tmp_path):
+  """A model loaded from its path keeps the initializers of its main graph in the .onnx file (DISK views of their
+  raw_data, found by walking the protobuf wire format): the first run reads them."""
+  from petagrad.onnx.files import raw_data_offsets
+  model = _small_cnn()
+  path = tmp_path / "m.onnx"
+  onnx.save(model, str(path))
+  data = path.read_bytes()
+  offsets = raw_data_offsets(str(path))
+  assert set(offsets) == {t.name for t in model.graph.initializer}
+  for t in model.graph.initializer: assert data[offsets[t.name][0]:sum(offsets[t.name])] == t.raw_data
+  m = load(str(path))
+  w2 = numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == "w")) * 2
+  with open(path, "r+b") as f:   # changed after the load, before the first run: the run reads the new bytes
+    f.seek(offsets["w"][0])
+    f.write(w2.tobytes())
+  next(t for t in model.graph.initializer if t.name == "w").CopyFrom(numpy_helper.from_array(w2, "w"))
+  x = np.random.default_rng(1).standard_normal((2, 3, 4, 4)).astype(np.float32)
+  np.testing.assert_allclose(m(x=x)["out"].numpy(), _ort(model, {"x": x})[0], rtol=1e-5, atol=1e-6)
+  (tmp_path / "odd.onnx").write_bytes(b"\x0f\x01")   # (wire type 7: nothing found, not an error)
+  assert raw_data_offsets(str(tmp_path / "odd.onnx")) == {}
+
 def test_external_data_of_every_kind(tmp_path):
   # a bfloat16, a bool, an int64 scalar, an empty tensor and an emulated float8 (read through onnx's reader), each from
   # the external file, against the same model with its data inside
