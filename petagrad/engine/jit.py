@@ -289,10 +289,14 @@ def _launch_list(items: list[ExecItem]) -> Any:
   """The captured launches as one call of their device (DeviceSpec.launch_list: the CPU's runs them back to back in C,
   no Python between them), when all are kernels of one such device and none gives memory back (the list points at
   fixed memory; `_share_memory` has planned the intermediates' memory instead); else None (launched one by one)."""
-  if not items or any(ei.kernel is None or ei.collective is not None or ei.frees for ei in items): return None
-  devices = {ei.kernel.device for ei in items if ei.kernel is not None}
-  if len(devices) != 1 or (make := Device[devices.pop()].launch_list) is None: return None
+  if (device := _one_device(items)) is None or any(ei.frees for ei in items) or (make := Device[device].launch_list) is None: return None
   return make([ei.kernel.program for ei in items if ei.kernel is not None], [list(ei.bufs) for ei in items])
+
+def _one_device(items: list[ExecItem]) -> str | None:
+  """The device of the launches when all are kernels (no copies or collectives) of that one device, else None."""
+  if not items or any(ei.kernel is None or ei.collective is not None for ei in items): return None
+  devices = {ei.kernel.device for ei in items if ei.kernel is not None}
+  return devices.pop() if len(devices) == 1 else None
 
 def _share_memory(items: list[ExecItem], keep: set[int]) -> None:
   """Plan the memory of the captured intermediates once, instead of giving it back and taking it again in every
@@ -302,7 +306,7 @@ def _share_memory(items: list[ExecItem], keep: set[int]) -> None:
   launches can run as one call of their device (`_launch_list`) at about the eager call's peak memory. Only where all
   launches are kernels of one device (in order: the memory a launch reads is not written before it runs); a buffer
   some launch views or that a data check reads keeps its own memory. keep: ids of such buffers."""
-  if not items or any(ei.kernel is None or ei.collective is not None for ei in items) or len({ei.kernel.device for ei in items}) != 1: return
+  if _one_device(items) is None: return
   first: dict[int, int] = {}
   last: dict[int, int] = {}
   for e, ei in enumerate(items):
@@ -312,7 +316,7 @@ def _share_memory(items: list[ExecItem], keep: set[int]) -> None:
       if b._base is not None: keep.add(id(b._base))
   # a buffer is planned when its free comes after its last use and it is not viewed or checked
   planned = {id(b) for e, ei in enumerate(items) for b in ei.frees
-             if b._base is None and b.external is None and id(b) not in keep and last.get(id(b), -1) <= e and id(b) in first}
+             if b._base is None and b.external is None and id(b) not in keep and last.get(id(b), e + 1) <= e}
   free_now: dict[tuple, list[Buffer]] = {}   # (dtype, size) -> buffers no later launch reads
   given: dict[int, Buffer] = {}   # id of an intermediate -> the buffer whose memory it takes
   for e, ei in enumerate(items):

@@ -74,20 +74,24 @@ def _attr_value(a: Any, device: str, files: ModelFiles | None = None) -> Any:
   if a.type == A.TYPE_PROTO: return a.tp
   raise NotImplementedError(f"attribute {a.name!r} has a type petagrad.onnx does not read ({A.AttributeType.Name(a.type)})")
 
-def tensor_from_proto(t: Any, device: str, files: ModelFiles | None = None, check_only: bool = False) -> Tensor | None:
+def _unread_external(t: Any) -> ValueError | None:
+  """The error for a TensorProto whose bytes are in an external data file that no folder says where to find (a
+  ModelProto whose external data onnx.load did not read), else None."""
+  if t.data_location != _onnx().TensorProto.EXTERNAL or t.raw_data: return None
+  return ValueError(f"tensor {t.name!r} keeps its data in an external file, and the model was not loaded from its path "
+                    "(give petagrad.onnx.load the path, or an onnx.load(path) that read the external data)")
+
+def tensor_from_proto(t: Any, device: str, files: ModelFiles | None = None) -> Tensor:
   """A TensorProto (an initializer or a tensor attribute) -> Tensor, checked against the types petagrad supports; one
   whose bytes are in an external data file is read from there lazily (files: the model's, loaded from its path;
-  onnx/files.py). check_only: only the checks (None)."""
-  onnx = _onnx()
+  onnx/files.py)."""
   from onnx import numpy_helper
   if not types.supported(t.data_type):
     raise NotImplementedError(f"tensor {t.name!r} has ONNX type {types.type_name(t.data_type)}, which petagrad.onnx does not support")
-  if t.data_location == onnx.TensorProto.EXTERNAL and not t.raw_data:
-    if files is None:
-      raise ValueError(f"tensor {t.name!r} keeps its data in an external file, and the model was not loaded from its path "
-                       "(give petagrad.onnx.load the path, or an onnx.load(path) that read the external data)")
-    return None if check_only else files.external(t, device)
-  return None if check_only else types.from_numpy(numpy_helper.to_array(t), t.data_type, device)
+  if (err := _unread_external(t)) is not None:
+    if files is None: raise err
+    return files.external(t, device)
+  return types.from_numpy(numpy_helper.to_array(t), t.data_type, device)
 
 # ------------------------------------------------------------ value types
 @dataclass(frozen=True)
@@ -257,12 +261,12 @@ class OnnxModel:
     self.device = Device.canonicalize(device) if device is not None else Device.DEFAULT
     # a model loaded from a path reads its initializers from the file and its external data files, when a run needs them
     path = model if isinstance(model, (str, os.PathLike)) else getattr(model, "name", None) if hasattr(model, "read") else None
-    files = ModelFiles(os.path.abspath(os.fspath(path))) if isinstance(path, (str, os.PathLike)) else None
-    if files is None:   # (before the checker, which would look for the files in the working directory)
-      for t in self.proto.graph.initializer: tensor_from_proto(t, self.device, None, check_only=True)
+    files = ModelFiles(os.path.abspath(os.fspath(path))) if isinstance(path, (str, os.PathLike)) and os.path.isfile(path) else None
+    for t in self.proto.graph.initializer if files is None else ():   # (before the checker, which looks in the working directory)
+      if (err := _unread_external(t)) is not None: raise err
     if check:
       # from its path, the checker finds the external data files (their locations must stay inside the model's folder)
-      try: onnx.checker.check_model(os.fspath(path) if files is not None and os.path.isfile(path) else self.proto)
+      try: onnx.checker.check_model(files.path if files is not None else self.proto)
       except onnx.checker.ValidationError as e: raise ValueError(f"the ONNX model does not pass onnx.checker: {e}") from e
     self.opsets: dict[str, int] = {}
     for o in self.proto.opset_import: self.opsets["" if o.domain == "ai.onnx" else o.domain] = int(o.version)

@@ -877,15 +877,15 @@ def run_graph(g: Graph, how_to_rerun: str, jit: bool = False) -> None:
   try:   # the last few graphs: a crash may come from memory an earlier graph's kernel overwrote
     with open(DUMP_PATH, "w") as f: f.write(f"# the last {len(RECENT)} graphs the fuzzer ran, oldest first\n" + "\n".join(RECENT))
   except OSError: pass
-  runs = [("", code), (" (second run of the program)", code)]
-  if jit: runs.append((" (its ops in a TinyJit, replayed)", g.jit_program()))
-  for run, code in runs:
+  # (what each run is, its program, the smallest intermediate a realize frees early: the TinyJit run frees every one, so
+  # that the capture plans the memory of this graph's small ones too)
+  runs = [("", code, realize.FREE_MIN_BYTES), (" (second run of the program)", code, realize.FREE_MIN_BYTES)]
+  if jit: runs.append((" (its ops in a TinyJit, replayed)", g.jit_program(), 0))
+  for run, code, free_min_bytes in runs:
     def fail(msg: str) -> AssertionError:
       return AssertionError(f"{msg}{run}\n\n--- repro ({how_to_rerun}) ---\n{code}")
     env: dict[str, Any] = {}
-    # the TinyJit run frees every intermediate early (not only those of 64 KiB and more), so that the capture plans
-    # the memory of this graph's small ones too
-    free_min, realize.FREE_MIN_BYTES = realize.FREE_MIN_BYTES, 0 if "TinyJit" in run else realize.FREE_MIN_BYTES
+    free_min, realize.FREE_MIN_BYTES = realize.FREE_MIN_BYTES, free_min_bytes
     try:
       exec(compile(code, "<fuzz graph>", "exec"), env)
     except Exception as ex:
