@@ -11,7 +11,8 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 | tee 
 python -m petagrad.device 2>&1 | tee "$out/probe.txt"
 if python -c "import torch, pytest, numpy" 2>/dev/null; then
   TEST_DEVICES=CUDA timeout "${TEST_TIMEOUT:-300}" python -m pytest -q -x -p no:cacheprovider \
-    test/backend/test_ops.py test/backend/test_dtype.py test/backend/test_gpu_devices.py test/backend/test_nn_ops.py 2>&1 | tail -40 | tee "$out/tests.txt"
+    test/backend/test_ops.py test/backend/test_dtype.py test/backend/test_gpu_devices.py test/backend/test_nn_ops.py \
+    test/backend/test_tensor_cores.py 2>&1 | tail -40 | tee "$out/tests.txt"
 else
   echo "torch/pytest/numpy not installed: the op suites are skipped" | tee "$out/tests.txt"
 fi

@@ -495,6 +495,10 @@ class Tensor(ElementwiseMixin, MathMixin, ActivationMixin, MovementMixin, Indexi
         r.views, r.key = buf.views, key
       self._lazy_key = None
     else:
+      # (re-inserted at the end: the registry's order is the order tensors became lazy, the same in every process that runs
+      # the program; a key kept in place would carry the position of a dead tensor whose id this one reuses, and MPI
+      # ranks would realize the old-value readers in different orders: _old_value_readers)
+      _lazy_tensors.pop(key, None)
       _lazy_tensors[key] = weakref.ref(self)
       self._lazy_key = key
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride, store_stride, int8_product
+from petagrad.codegen.tensor_core import match
 from petagrad.helpers import prod, NOOPT, cpu_threads
 
 MIN_THREAD_WORK = 1 << 15   # loop iterations below which threads cost more than they give
@@ -26,7 +27,7 @@ def _lanes_dividing(n: int, size: int) -> int | None:
   return next((w for w in (n, n // 2, n // 4) if w >= 4 and size % w == 0), None)
 
 def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool, vector_bytes: int = 64,
-                             dot4_lanes: tuple[int, ...] = ()) -> Kernel:
+                             dot4_lanes: tuple[int, ...] = (), vector_memory: int = 0, tensor_cores: tuple = ()) -> Kernel:
   k.normalize_ranges()
   if NOOPT: return block_sums(k, supports_vector)   # accuracy, not speed: with NOOPT too
   rs = k.ranges
@@ -60,7 +61,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
     if parts and _try(k, Opt(OptOps.TILE, _axis(k, g[0]), g[0].arg[1] // parts)): g = [r for r in k.ranges if r.arg[2] == "global"]
   if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
-  if k.max_local: _work_groups(k)
+  if k.max_local and not (tensor_cores and _tensor_cores(k, tensor_cores)): _work_groups(k, vector_memory)
   return block_sums(k, supports_vector)   # last: the loops left after unrolling and vectorizing are the ones that accumulate
 
 def block_sums(k: Kernel, supports_vector: bool) -> Kernel:
@@ -77,8 +78,9 @@ GROUP_MIN = 256      # ...so when it is at least this long, a work-group shares 
 def _largest_divisor(n: int, most: int) -> int: return max(d for d in range(1, min(most, n) + 1) if n % d == 0)
 
 GPU_TILE = 4        # register tile of a reduction with reuse (a matmul): 4 x 4 outputs per thread
+VECTOR_OUTPUTS = 1 << 16   # an elementwise kernel this big gives each thread a vector of neighbouring outputs
 
-def _work_groups(k: Kernel) -> None:
+def _work_groups(k: Kernel, vector_memory: int = 0) -> None:
   """A long reduction to few outputs: the threads of a work-group each sum a share of the longest reduce range and
   combine their sums (GROUP). A reduction to many outputs whose loads are reused along two output ranges (a matmul,
   a convolution): each thread computes a 4 x 4 tile of outputs, so every load feeds 4 accumulators (a 512 x 512 matmul
@@ -95,12 +97,30 @@ def _work_groups(k: Kernel) -> None:
     reused = [r for r in k.ranges if r.arg[2] == "global" and r.arg[1] % GPU_TILE == 0 and 0 in loads_stride(k.ast, r)[:-1]]
     for rid in [r.arg[0] for r in reused[-2:]]:
       _try(k, Opt(OptOps.UPCAST, _axis_of_id(k, rid), GPU_TILE))
+  elif not red and vector_memory and outputs >= VECTOR_OUTPUTS and k.unrolled_size() == 1:
+    # elementwise: each thread takes the n neighbouring elements of a 16-byte vector along the range its stores run along
+    # (stride 1), so its contiguous loads and its store are one vector access each (codegen/vector_memory.py)
+    g, store = [r for r in k.ranges if r.arg[2] == "global"], k.ast.src[0].src[2].dtype
+    n = min(4, vector_memory // store.itemsize)
+    if g and n >= 2 and g[-1].arg[1] % n == 0 and store_stride(k.ast, g[-1]) == 1: _try(k, Opt(OptOps.UPCAST, _axis(k, g[-1]), n))
   for r in reversed([r for r in k.ranges if r.arg[2] == "global"]):
     d = _largest_divisor(r.arg[1], budget)
     if d > 1: picks.append((r.arg[0], d)); budget //= d
     if budget < 2: break
   # applied outermost first: the innermost output range's threads are made last, so they are the fastest varying
   for rid, d in reversed(picks): _try(k, Opt(OptOps.LOCAL, _axis_of_id(k, rid), d))
+
+def _tensor_cores(k: Kernel, dtypes_: tuple) -> bool:
+  """A half matmul on tensor cores (OptOps.TC): 4 warps to a block where the tiles split so, then each warp computes
+  2 x 4 tiles of 16 x 8 (32 x 32 outputs), so each A fragment feeds 4 products and each B fragment 2. Returns whether
+  it applied."""
+  if isinstance(found := match(k.ast), str) or found[-1] not in dtypes_: return False
+  m, n = found[3].arg[0], found[4].arg[0]
+  if not any(_try(k, Opt(OptOps.TC, 0, w)) for w in (4, 2, 1)): return False
+  for rid, amount in ((n, 4), (m, 2)):   # (a single tile's range is gone)
+    r = next((x for x in k.ranges if x.arg[0] == rid and x.arg[2] == "global"), None)
+    if r is not None and r.arg[1] % amount == 0: _try(k, Opt(OptOps.UPCAST, _axis(k, r), amount))
+  return True
 
 STACKED_MAX = 64   # the most pieces of a cat/stack an elementwise kernel computes side by side
 

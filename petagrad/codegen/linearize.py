@@ -158,6 +158,7 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
     out.append(nu)
     if u.op in GroupOp.ALU and u not in index_math: flops += trip * u.dtype.count
     elif u.op is Ops.DOT4: flops += trip * u.dtype.count * 8   # (4 multiplies and 4 adds per lane)
+    elif u.op is Ops.WMMA: flops += trip * 2 * 16 * 8 * 16 // 32   # (a warp's 16 x 8 x 16 multiply-adds, per thread)
   def emit_scope(sc: _Scope, trip: int) -> None:
     # a group is emitted when its last member comes up; nodes that need a member before then wait
     seen: dict[tuple, int] = {}

@@ -30,6 +30,7 @@ from petagrad.uop.rewrite import UPat, PatternMatcher, graph_rewrite
 from petagrad.uop.graph import substitute
 from petagrad.dtype import dtypes
 from petagrad.helpers import prod
+from petagrad.codegen.tensor_core import apply_tensor_core
 
 class OptOps(Enum):
   UPCAST = auto()    # split an output range, unroll the inner part
@@ -43,6 +44,7 @@ class OptOps(Enum):
                      # nested innermost among the output loops: blocks that stay in cache
   BLOCK = auto()     # long float sums become nested blocks, each from a fresh accumulator (Kernel.block_sums; always
                      # applied last, never searched; amount: the bytes of the SIMD register the compiler fills on its own)
+  TC = auto()        # a half matmul's tiles on tensor cores (codegen/tensor_core.py; axis ignored, amount: warps per block)
   CLAMP = auto()     # an output range of symbolic length (axis: its index among those, by id) in blocks of `amount`
                      # unrolled copies, the last block's extra copies clamped to its last row (Kernel.clamp_upcast)
   def __repr__(self) -> str: return f"OptOps.{self.name}"
@@ -165,6 +167,10 @@ class Kernel:
       sym = self.symbolic_ranges("global")
       if not 0 <= opt.axis < len(sym) or opt.amount < 2: raise OptError(f"CLAMP needs a symbolic output range and an amount >= 2, got {opt}")
       self.clamp_upcast(sym[opt.axis], opt.amount)
+      self.applied.append(opt)
+      return
+    if opt.op is OptOps.TC:
+      if (why := apply_tensor_core(self, opt.amount)) is not None: raise OptError(why)
       self.applied.append(opt)
       return
     if opt.op is OptOps.THREAD:

@@ -15,10 +15,11 @@ from petagrad.device import Device
 
 def _candidates() -> list[str]:
   """The device strings worth trying: every kind, and each further OpenCL device / GPU that is there."""
-  out = ["CPU", "PYTHON", "NULL", "CL", "CUDA", "NULL:CUDA", "NULL:HIP", f"DISK:{os.path.join(tempfile.gettempdir(), 'petagrad_probe.bin')}"]
+  out = ["CPU", "PYTHON", "PYTHON:GPU", "NULL", "CL", "CUDA", "NULL:CUDA", "NULL:HIP",
+         f"DISK:{os.path.join(tempfile.gettempdir(), 'petagrad_probe.bin')}"]
   try:
     from petagrad.runtime.ops_cl import all_devices
-    out[4:4] = [f"CL:{i}" for i in range(1, len(all_devices()))]
+    out[5:5] = [f"CL:{i}" for i in range(1, len(all_devices()))]
   except Exception: pass   # no OpenCL: CL itself reports why
   return out
 
@@ -49,7 +50,8 @@ def describe(name: str, spec) -> str:
   if hasattr(c, "ctx"): return c.ctx.label   # a real OpenCL device or GPU
   if name == "NULL:CUDA": return f"CUDA C -> PTX for {c.arch} with NVRTC" + (", checked by ptxas" if c.check else " (no ptxas on the PATH)")
   if name == "NULL:HIP": return f"HIP -> AMDGPU code objects for {c.arch} with {c.cc}"
-  known = {"CPU": f"C compiled by {getattr(c, 'cc', '?')}", "PYTHON": "the linear program, interpreted", "NULL": "C rendered, nothing run"}
+  known = {"CPU": f"C compiled by {getattr(c, 'cc', '?')}", "PYTHON": "the linear program, interpreted", "NULL": "C rendered, nothing run",
+           "PYTHON:GPU": "GPU kernels (work-groups, tensor cores) interpreted, threads in lockstep"}
   return known.get(name, name)
 
 def main() -> None:

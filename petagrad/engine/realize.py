@@ -29,6 +29,7 @@ from petagrad.codegen.group import merge_nests
 from petagrad.codegen.opt import Kernel
 from petagrad.codegen.heuristic import hand_coded_optimizations
 from petagrad.codegen.search import beam_search
+from petagrad.codegen.vector_memory import combine_memory
 from petagrad.codegen.expand import expand_unrolled, vectorize
 from petagrad.codegen.decompositions import decompose
 
@@ -76,8 +77,8 @@ def compile_kernels(device: str, todo: list[tuple[Kernel | list[Member], str, li
     members = [(kk, tuple(range(len(params))))] if isinstance(kk, Kernel) else kk
     try:
       r = dev.renderer
-      parts = [linearize(vectorize(expand_unrolled(decompose(k.ast, r.decompose_ops)), bool(r.shuffle), r.dot4_lanes), peel=not r.has_local)
-               for k, _ in members]
+      parts = [linearize(combine_memory(vectorize(expand_unrolled(decompose(k.ast, r.decompose_ops)), bool(r.shuffle), r.dot4_lanes),
+                                        r.vector_memory), peel=not r.has_local) for k, _ in members]
       # a launch group's members (even a single merged nest) number their parameters by launch position
       prog = parts[0] if isinstance(kk, Kernel) else concat_programs(parts, [list(p) for _, p in members])
       src = dev.renderer.render(name, prog, params)
@@ -114,7 +115,8 @@ def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
   if BEAM >= 1 and not NOOPT:
     return beam_search(device, Kernel(ast, max_local=dev.renderer.max_local), params, int(BEAM), compile_kernels)
   r = dev.renderer
-  return hand_coded_optimizations(Kernel(ast, max_local=r.max_local), r.supports_vector, r.supports_threads, r.vector_bytes, r.dot4_lanes)
+  return hand_coded_optimizations(Kernel(ast, max_local=r.max_local), r.supports_vector, r.supports_threads, r.vector_bytes, r.dot4_lanes,
+                                  r.vector_memory, r.tensor_cores)
 
 def _members(device: str, parts: tuple[Part, ...], params: list[DType]) -> list[Member]:
   return [(_optimize(device, p.ast, [params[i] for i in p.params]), p.params) for p in parts]

@@ -26,6 +26,9 @@ class Renderer:
   launch_groups: bool = True        # may several kernels run one after another in one program (a launch group)?
   unsupported: dict = {}            # dtype -> why this device cannot store or compute it (a kernel using one raises)
   shuffle: str = ""                 # a vector of lanes {lanes} (comma-separated) of the vectors {a}, {b} joined; "": lanes are read one by one
+  vector_memory: int = 0            # bytes of the widest vector load/store of neighbouring elements a thread's unrolled copies are
+                                    # joined into (codegen/vector_memory.py: GPU dialects, whose vectors are memory operations only)
+  tensor_cores: tuple = ()          # half dtypes whose matmul tiles it renders Ops.WMMA for (codegen/tensor_core.py: OptOps.TC)
   dot4_lanes: tuple[int, ...] = ()  # int8 vector sizes it renders Ops.DOT4 for (4 int8 products per int32 lane, one instruction)
   def render(self, name: str, prog: Any, params: list) -> str: raise NotImplementedError
   def check_dtypes(self, name: str, prog: Any, params: list) -> None:

@@ -15,7 +15,7 @@ Vectors use GCC/clang vector extensions: +, -, *, / and bit ops are native, ever
 lane by lane (`(vec){f(a[0]), f(a[1]), ...}`), which is always correct.
 """
 from __future__ import annotations
-import copy, math
+import collections, copy, math
 from typing import Callable
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
@@ -63,6 +63,7 @@ class CStyleRenderer(Renderer):
   bitcast_fmt = "((union {{{src} i; {dst} o;}}){{.i = {x}}}).o"
   # one float16 scalar: its stored value as float, a float (representable) as stored, a float rounded to float16
   f16_load, f16_store, f16_round = "((float)({x}))", "((_Float16)({x}))", "((float)(_Float16)({x}))"
+  f16_round64 = ""   # a double rounded once to float16, as float, where f16_round would round it to float first ("": C's cast does)
   launch_ids = ("", "")   # the work-group's id and the thread's id in it (dialects with max_local > 0)
   local_decl = ""         # an array in a work-group's local (shared) memory: {type} {name}[{size}]
   barrier = ""            # every thread of the work-group waits here, and sees the others' local memory writes
@@ -70,6 +71,15 @@ class CStyleRenderer(Renderer):
   # compiler has no -fwrapv (overflow is undefined in OpenCL C and CUDA C++: a compiler folds x * 2 / 2 to x)
   wrap_signed = False
   masked_loads = False    # vector loads under a lane mask are one instruction (_masked_load): C on AVX-512 machines
+  index32 = False         # index math in 32-bit ints where it fits (_render): GPU dialects
+  # GPU dialects whose vectors are memory operations only (Renderer.vector_memory; codegen/vector_memory.py): a vector
+  # is loaded or stored whole in the dialect's own vector type, holding the stored form (half bits), and its lanes are
+  # taken apart and put together one by one. Formats: "type" {t}{n} ({t}: vec_elem's name of the lane type, else
+  # `types`'), "load" and "store" of the vector at {ptr} ({vt}: its type, {val}: the value stored), "lane" i of {x}
+  # ({i}, or {w}: "xyzw"[i]), "make" a vector of {args}. Empty: C's vector extensions (HIP too).
+  vec_fmt: dict[str, str] = {}
+  vec_elem: dict[DType, str] = {}
+  f16c = True             # float16 vectors converted by the x86 F16C helpers where the compiler targets them (F16_VEC)
 
   # ------------------------------------------------------------ types and constants
   def tname(self, dt: DType) -> str:
@@ -122,12 +132,18 @@ class CStyleRenderer(Renderer):
     self._f16_vec: set[int] = set()   # lane counts of float16 vectors converted with the F16C helpers (F16_VEC)
     self._intrinsics = False   # a masked load uses the x86 intrinsics (immintrin.h)
     self._outlined: list[str] = []
+    self._helpers: list[str] = []   # helper functions the kernel's instructions asked for (a dialect's `wmma`)
     self._locals: list[str] = []   # local memory arrays (work-group reductions), declared at the kernel's top
     # GPU-style (_launch_indices): the step of the thread id from one value of a work-group range to the next, and the
     # number of threads in a group
     self._lstride: dict[UOp, int] = {}
     self._lsize = 1
     self._index_math = prog.index_math   # wraps no index math (wrap_signed): it cannot overflow, and stays fast
+    # index32: where every integer of the index math (loop variables, launch ids, addresses) lies within int32, the
+    # kernel computes it in 32-bit ints (one instruction each on a GPU, where 64-bit ones take several)
+    narrow = [u for u in prog.index_math if u.dtype == dtypes.index]
+    self._index32 = frozenset(narrow) if self.index32 and all(-2**31 <= u.vmin and u.vmax < 2**31 for u in narrow) else frozenset()
+    self._itype = self.types[dtypes.int32 if self._index32 else dtypes.index]
     self.sanitize = bool(SANITIZE) and self.can_sanitize   # bounds-check every load and store (docs/safety.md); part of the program cache keys
     uops = prog.uops
     if not self.sanitize: lines = self._body(name, uops, names, params, "plain")
@@ -150,7 +166,7 @@ class CStyleRenderer(Renderer):
     nargs = len(params) + (len(self.sanitize_args) if self.sanitize else 0)
     # an entry point taking the buffer pointers as one array: a launch queue's thread calls every kernel the same way
     argv = f"void {name}_argv(void **a) {{ {name}({', '.join(f'a[{i}]' for i in range(nargs))}); }}\n" if self.argv_entry else ""
-    return (f"{self.preamble}{pool}{check}{self.vector_typedefs()}{''.join(self._outlined)}"
+    return (f"{self.preamble}{pool}{check}{self.vector_typedefs()}{''.join(self._helpers)}{''.join(self._outlined)}"
             f"{self.kernel_prefix}void {name}({args}) {{\n" + "\n".join(self._locals + lines) + "\n}\n" + argv)
 
   def _body(self, name: str, uops: list[UOp], names: dict[UOp, str], params: list[DType], mode: str, need: set[UOp] | None = None) -> list[str]:
@@ -186,7 +202,7 @@ class CStyleRenderer(Renderer):
         if u.arg[2] == "thread" and self.thread_pragma and not self.thread_pool and mode != "probe":
           lines.append(f"{ind}{self.thread_pragma}{' simd' if simd else ''}{red} num_threads({cpu_threads()})")
         elif simd: lines.append(f"{ind}{self.simd_pragma}{red}")
-        lines.append(f"{ind}for ({self.types[dtypes.index]} {v} = 0; {v} < {names[u.src[0]] if u.src else u.arg[1]}; {v}++) {{")
+        lines.append(f"{ind}for ({self._itype} {v} = 0; {v} < {names[u.src[0]] if u.src else u.arg[1]}; {v}++) {{")
         depth += 1; continue
       if op is Ops.ENDRANGE:
         depth -= 1; lines.append("  " * depth + "}")
@@ -209,7 +225,7 @@ class CStyleRenderer(Renderer):
   def _launch_indices(self, uops: list[UOp], names: dict[UOp, str], lines: list[str]) -> set[UOp]:
     """GPU-style: the output ranges are the work-group's id and the local ranges the thread's id in its group, each id
     split into its ranges (outermost first: the last range varies fastest between neighbouring ids). Returns them."""
-    it = self.types[dtypes.index]
+    it = self._itype
     out: set[UOp] = set()
     for kinds, ident, var in ((("global",), self.launch_ids[0], "gid_"), (("local", "group"), self.launch_ids[1], "lid_")):
       # (an output range of symbolic length is a loop inside the kernel: the launch's size is fixed when it compiles)
@@ -268,6 +284,8 @@ class CStyleRenderer(Renderer):
       if vdt.count > 1 and vdt.scalar().is_bool:   # masks are stored as bytes 0/1
         lines.append(f"{ind}*(({self._vt('unsigned char', vdt.count)}u*)({buf} + {idx})) = __builtin_convertvector(-{val}, "
                      f"{self._vt('unsigned char', vdt.count)});")
+      elif vdt.count > 1 and self.vec_fmt:
+        lines.append(ind + self.vec_fmt["store"].format(vt=self._mvt(vdt), ptr=f"{buf} + {idx}", val=val, n=vdt.count))
       else:
         if _is_half(vdt): val = self._to_store(vdt, val)
         if vdt.count > 1: lines.append(f"{ind}*(({self.tname(vdt)}u*)({buf} + {idx})) = {val};")
@@ -284,6 +302,8 @@ class CStyleRenderer(Renderer):
     self._counter += 1
     v = {Ops.LOAD: "val", Ops.DEFINE_ACC: "acc"}.get(op, "alu") + str(self._counter)
     names[u] = v
+    if self.vec_fmt and (dt.count > 1 or (op is Ops.GEP and u.src[0].dtype.count > 1)):
+      lines.append(f"{ind}{self._mvt(dt) if dt.count > 1 else self.vtype(dt)} {v} = {self._gpu_vector(u, names)};"); return
     if op is Ops.DEFINE_ACC: expr = names[u.src[0]]
     elif op is Ops.LOAD:
       buf, idx, p = names[u.src[0]], names[u.src[1]], u.src[0].arg
@@ -305,8 +325,32 @@ class CStyleRenderer(Renderer):
         expr = f"({names[u.src[3]]} ? {expr} : (({self.vtype(dt)}){{{lanes}}}))"
       elif len(u.src) == 3: expr = f"({names[u.src[2]]} ? {expr} : {self.const(0, _fv(dt))})"
     elif any(_is_half(x.dtype) for x in (u, *u.src)): expr = self._half_expr(u, names)
+    elif self._index32 and u in self._index_math:   # 32-bit index math: its integer constants without the 64-bit suffix
+      expr = self._expr(u, collections.ChainMap({s: str(s.arg) for s in u.src if s.op is Ops.CONST and s.dtype == dtypes.index}, names))
     else: expr = self._expr(u, names)
-    lines.append(f"{ind}{self.vtype(dt)} {v} = {expr};")
+    lines.append(f"{ind}{self._itype if u in self._index32 else self.vtype(dt)} {v} = {expr};")
+
+  def _mvt(self, dt: DType) -> str:
+    """The dialect's vector type holding dt's lanes as stored (vec_fmt)."""
+    return self.vec_fmt["type"].format(t=self.vec_elem.get(dt.scalar(), self.types[dt.scalar()]), n=dt.count)
+  def _gpu_vector(self, u: UOp, names: dict[UOp, str]) -> str:
+    """A value of the dialect's vector types (vec_fmt): a vector load, a lane of a vector (as a float for the half
+    types), a vector of values to store, a tensor-core product (wmma)."""
+    dt, f = u.dtype, self.vec_fmt
+    if u.op is Ops.GEP:
+      lane = f["lane"].format(x=names[u.src[0]], i=u.arg, w="xyzw"[u.arg])
+      return self._from_store(dt, lane) if _is_half(dt) else lane
+    if u.op is Ops.WMMA: return self.wmma(u, names)
+    if u.op is Ops.VECTORIZE:
+      return f["make"].format(vt=self._mvt(dt), args=", ".join(self._to_store(s.dtype, names[s]) if _is_half(s.dtype) else names[s] for s in u.src))
+    assert u.op is Ops.LOAD and len(u.src) <= 3, f"{u.op} of {dt} has no vector form in {self.device}"
+    buf, idx, zero = names[u.src[0]], names[u.src[1]], f["make"].format(vt=self._mvt(dt), args=", ".join(["0"] * dt.count))
+    expr = self._checked(u.src[0].arg, idx, dt.count, f["load"].format(vt=self._mvt(dt), ptr=f"{buf} + {idx}", n=dt.count), zero)
+    return f"({names[u.src[2]]} ? {expr} : {zero})" if len(u.src) == 3 else expr
+
+  def wmma(self, u: UOp, names: dict[UOp, str]) -> str:
+    """Ops.WMMA (a warp's tensor-core matmul step), for a dialect with tensor_cores."""
+    raise NotImplementedError(f"{self.device} renders no tensor-core instructions")
 
   def _masked_load(self, dt: DType, ptr: str, mask: str) -> str | None:
     """A vector load of dt's lanes at ptr where mask (one 32-bit lane of all ones or zeros per element) holds, the other
@@ -366,7 +410,7 @@ class CStyleRenderer(Renderer):
     """The float value(s) x (of src lanes) rounded to the half type dt, as float(s)."""
     n = dt.count
     if dt.scalar() == dtypes.float16:
-      if n == 1: return self.f16_round.format(x=x)
+      if n == 1: return (self.f16_round64 if src == dtypes.float64 and self.f16_round64 else self.f16_round).format(x=x)
       if src == dtypes.float32 and self._f16(n): return f"__hround_v{n}({x})"
       return f"__builtin_convertvector(__builtin_convertvector({x}, {self._vt('_Float16', n)}), {self.tname(dtypes.float32.vec(n))})"
     if n == 1: return f"__bfr({x})"
@@ -401,7 +445,7 @@ class CStyleRenderer(Renderer):
 
   def _f16(self, n: int) -> bool:
     """Convert n float16 lanes with the F16C helpers (F16_VEC)? Then their types and helpers are emitted."""
-    if n % 4: return False
+    if n % 4 or not self.f16c: return False
     self._f16_vec.add(n); self._vt('_Float16', n); self._vt('float', n)
     return True
 

@@ -19,11 +19,19 @@ from petagrad.renderer.cstyle import CStyleRenderer
 BITCAST = "template <class T, class F> __device__ __forceinline__ T pg_bitcast(F f) { union { F f; T t; } u; u.f = f; return u.t; }\n"
 CUDA_HELPERS = BITCAST + """__device__ __forceinline__ float pg_h2f(unsigned short b) { float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(b)); return f; }
 __device__ __forceinline__ unsigned short pg_f2h(float x) { unsigned short b; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(b) : "f"(x)); return b; }
+__device__ __forceinline__ unsigned short pg_d2h(double x) { unsigned short b; asm("cvt.rn.f16.f64 %0, %1;" : "=h"(b) : "d"(x)); return b; }
 __device__ __forceinline__ float __bf2f(unsigned short b) { return __uint_as_float(((unsigned int)b) << 16); }
 __device__ __forceinline__ float __bfr(float f) { unsigned int u = __float_as_uint(f);
   return __uint_as_float((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : ((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u)); }
 __device__ __forceinline__ unsigned short __bfbits(float f) { return (unsigned short)(__float_as_uint(f) >> 16); }
 """   # noqa: E501 (CUDA source, printed as is)
+# a warp's 16 x 8 += 16 x 16 @ 16 x 8 on tensor cores (Ops.WMMA): A in 4 and B in 2 registers of two halves each (the
+# lower-numbered element in the low 16 bits), the float32 result in 4 (codegen/tensor_core.py has the layouts)
+MMA = """__device__ __forceinline__ float4 pg_mma_{t}(unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {{
+  float4 d; asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%10,%10,%10}};"
+    : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+  return d; }}
+"""   # noqa: E501 (CUDA source)
 
 # SANITIZE: as C's (renderer/cstyle.py): the first bad access is recorded in the error record (a 32-bit atomic on its
 # first word) and skipped
@@ -41,16 +49,31 @@ class CUDARenderer(CStyleRenderer):
   max_local = 1024         # threads per block
   launch_groups = False    # no grid-wide barrier between kernels inside one launch
   wrap_signed = True
+  index32 = True
   kernel_prefix = 'extern "C" __global__ '
   types = {**CStyleRenderer.types, dtypes.bool: "bool", dtypes.float16: "unsigned short"}
   float_special = ("__int_as_float(0x7fc00000)", "__int_as_float(0x7f800000)")
   bitcast_fmt = "pg_bitcast<{dst}>({x})"
   f16_load, f16_store, f16_round = "pg_h2f({x})", "pg_f2h({x})", "pg_h2f(pg_f2h({x}))"
+  f16_round64 = "pg_h2f(pg_d2h({x}))"   # one rounding (cvt.rn.f16.f64), as C's, numpy's and CUDA torch's
   launch_ids = ("blockIdx.x", "threadIdx.x")
+  # 16-byte loads and stores (ld.global.v4.f32) in CUDA's own vector types, aligned: codegen/vector_memory.py only joins
+  # accesses at a multiple of their lanes, and a buffer is a whole cuMemAlloc allocation (256-byte aligned, no views)
+  vector_memory = 16
+  vec_fmt = {"type": "{t}{n}", "load": "*(({vt}*)({ptr}))", "store": "*(({vt}*)({ptr})) = {val};", "lane": "{x}.{w}", "make": "make_{vt}({args})"}
+  vec_elem = {dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort", dtypes.uint32: "uint",
+              dtypes.int64: "longlong", dtypes.uint64: "ulonglong", dtypes.float16: "ushort", dtypes.bfloat16: "ushort"}
   can_sanitize, sanitize_args = True, SANITIZE_ARGS
   sanitize_decl = SANITIZE_DECL.format(q="__device__", xchg="atomicExch((unsigned int *)e, 1u)")
   local_decl, barrier = "__shared__ {type} {name}[{size}];", "__syncthreads();"
   preamble = CUDA_HELPERS
+  tensor_cores = (dtypes.float16, dtypes.bfloat16)   # mma.sync m16n8k16 (sm_80 and later)
+  def wmma(self, u, names) -> str:
+    t = "f16" if u.arg == dtypes.float16 else "bf16"
+    if (helper := MMA.format(t=t)) not in self._helpers: self._helpers.append(helper)
+    bits = [self._to_store(u.arg, names[s]) for s in u.src]   # (the halves live in floats: their bits, exactly)
+    regs = [f"((unsigned)({lo}) | ((unsigned)({hi}) << 16))" for lo, hi in zip(bits[0::2], bits[1::2])]
+    return f"pg_mma_{t}({', '.join(regs)})"
 
 HIP_HELPERS = BITCAST.replace("__device__ __forceinline__", "static __attribute__((device, always_inline))") + """\
 static __attribute__((device)) inline float __bf2f(unsigned short b) { return pg_bitcast<float>(((unsigned int)b) << 16); }
@@ -64,6 +87,7 @@ class HIPRenderer(CStyleRenderer):
   max_local = 256          # a 256-thread block runs on every AMD GPU (1024 is the hardware limit)
   launch_groups = False
   wrap_signed = True
+  index32 = True
   kernel_prefix = 'extern "C" __attribute__((global)) '
   types = {**CStyleRenderer.types, dtypes.bool: "bool"}
   bitcast_fmt = "pg_bitcast<{dst}>({x})"
@@ -71,6 +95,8 @@ class HIPRenderer(CStyleRenderer):
   # the GPU has float32 exp2/log2/sin instructions; float64 ones live in ROCm's device library, which is not linked
   decompose_ops = frozenset({(Ops.EXP2, dtypes.float64), (Ops.LOG2, dtypes.float64), (Ops.SIN, dtypes.float64)})
   launch_ids = ("__builtin_amdgcn_workgroup_id_x()", "__builtin_amdgcn_workitem_id_x()")
+  vector_memory = 16       # clang's vector extensions, as C's (global_load_dwordx4)
+  f16c = False             # (x86 helpers: float16 vectors convert with __builtin_convertvector)
   can_sanitize, sanitize_args = True, SANITIZE_ARGS
   sanitize_decl = SANITIZE_DECL.format(q="static __attribute__((device))", xchg="__atomic_exchange_n((unsigned int *)e, 1u, __ATOMIC_RELAXED)")
   local_decl = "__attribute__((shared)) {type} {name}[{size}];"

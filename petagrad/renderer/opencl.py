@@ -23,6 +23,8 @@ inline float __bfr(float f) { uint u = as_uint(f);
 inline ushort __bfbits(float f) { return (ushort)(as_uint(f) >> 16); }
 """
 
+D2H = "inline ushort pg_d2h(double x) { ushort b; vstore_half_rte(x, 0, (__private half *)&b); return b; }\n"
+
 # SANITIZE: as C's (renderer/cstyle.py), with a 32-bit atomic on the error record's first word (64-bit ones are an
 # extension); the runtime knows the parameters' dtypes
 SANITIZE_DECL = """int pg_ok(__global const long *n, __global long *e, int p, long i, long lanes, int store) {{
@@ -37,6 +39,7 @@ class OpenCLRenderer(CStyleRenderer):
   max_local = 256          # work-group size the optimizer may use (every OpenCL GPU allows 256; PoCL up to 4096)
   launch_groups = False    # no barrier between kernels inside one launch
   wrap_signed = True
+  index32 = True
   kernel_prefix = "__kernel "
   buffer_prefix = "__global "
   types = {**CStyleRenderer.types, dtypes.bool: "uchar", dtypes.int8: "char", dtypes.int16: "short", dtypes.int32: "int",
@@ -46,13 +49,17 @@ class OpenCLRenderer(CStyleRenderer):
   float_special = ("NAN", "INFINITY")
   bitcast_fmt = "as_{dst}({x})"
   f16_load, f16_store, f16_round = "pg_h2f({x})", "pg_f2h({x})", "pg_h2f(pg_f2h({x}))"
+  f16_round64 = "pg_h2f(pg_d2h({x}))"   # one rounding (vstore_half_rte of the double), as C's and numpy's
   math_fns = {Ops.EXP2: ("exp2", "exp2"), Ops.LOG2: ("log2", "log2"), Ops.SIN: ("sin", "sin"), Ops.SQRT: ("sqrt", "sqrt"),
               Ops.TRUNC: ("trunc", "trunc")}
   launch_ids = ("get_group_id(0)", "get_local_id(0)")
+  vector_memory = 16       # vload4/vstore4 of neighbouring elements (float4, long2, ...)
+  vec_fmt = {"type": "{t}{n}", "load": "vload{n}(0, {ptr})", "store": "vstore{n}({val}, 0, {ptr});", "lane": "{x}.s{i}", "make": "(({vt})({args}))"}
   local_decl, barrier = "__local {type} {name}[{size}];", "barrier(CLK_LOCAL_MEM_FENCE);"
   preamble = OPENCL_HELPERS
   can_sanitize, sanitize_args, sanitize_decl = True, ["__global const long* pg_n_", "__global long* pg_err_"], SANITIZE_DECL
   def render(self, name, prog, params) -> str:
     src = super().render(name, prog, params)
     # doubles need the extension switched on (OpenCL 1.2); a kernel without them builds on devices lacking it
-    return ("#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" if "double" in src else "") + src
+    if "double" not in src: return src
+    return "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" + (D2H if "pg_d2h(" in src else "") + src

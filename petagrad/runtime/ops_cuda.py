@@ -98,8 +98,26 @@ class CUDAProgram(Program):
     cu = self.ctx.current()
     check(cu.cuLaunchKernel(self.fn, self.groups, 1, 1, self.local, 1, 1, 0, None, params, None), f"launching {self.name}", self.ctx.name)
 
+class CUDALaunchList:
+  """A JIT replay's kernels launched back to back from parameter arrays built once (DeviceSpec.launch_list): one driver
+  call per kernel and nothing else. `set(i, j, buf)` points kernel i's parameter j at buf (the array the driver reads
+  at the next launch)."""
+  def __init__(self, ctx: CUDAContext, progs: list[CUDAProgram], bufs: list[list[Any]]):
+    self.ctx, self.args = ctx, [(u64 * max(len(b), 1))(*[x.raw.value for x in b]) for b in bufs]
+    params = [(vp * max(len(b), 1))(*[ctypes.addressof(a) + 8 * i for i in range(len(b))]) for a, b in zip(self.args, bufs)]
+    self.calls = [(p.fn, p.groups, p.local, pa, p.name) for p, pa in zip(progs, params)]
+  def set(self, i: int, j: int, buf: Any) -> None: self.args[i][j] = buf.raw.value
+  def __call__(self) -> bool:
+    launch = self.ctx.current().cuLaunchKernel
+    for fn, groups, local, params, name in self.calls:
+      if (status := launch(fn, groups, 1, 1, local, 1, 1, 0, None, params, None)): check(status, f"launching {name}", self.ctx.name)
+    return True
+
 def make_device(name: str) -> DeviceSpec:
   ctx = CUDAContext(name)
   renderer = CUDARenderer()
   renderer.max_local = min(renderer.max_local, ctx.max_threads)
-  return DeviceSpec(name, CUDAAllocator(ctx), NVRTCCompiler(ctx.arch), functools.partial(CUDAProgram, ctx), renderer, ctx.synchronize)
+  def launch_list(progs: list[Any], bufs: list[list[Any]]) -> CUDALaunchList | None:   # (bounds-checked kernels launch one by one)
+    return CUDALaunchList(ctx, progs, bufs) if progs and not any(p.sanitized for p in progs) else None
+  return DeviceSpec(name, CUDAAllocator(ctx), NVRTCCompiler(ctx.arch), functools.partial(CUDAProgram, ctx), renderer, ctx.synchronize,
+                    launch_list)

@@ -54,6 +54,9 @@ class Ops(Enum):
   DOT4 = auto()            # src=(a, b): int8 vectors of 4m lanes -> int32 vector of m lanes, lane g = the exact sum over
                            # j < 4 of a[4g+j] * b[4g+j]: an int8 dot product whose lanes a reduce adds up anyway, where the
                            # renderer has one instruction for it (vectorize: x86 VNNI's vpdpbusd)
+  WMMA = auto()            # src=(a0..a7, b0..b3): half scalars, arg=half dtype -> float32 vector of 4: a warp's 16 x 16 by
+                           # 16 x 8 matrix product (CUDA's mma.sync m16n8k16, fp32 accumulation), each of its 32 threads
+                           # holding a fragment of A, B and the result (the layout: codegen/tensor_core.py)
   # linear program only
   ENDRANGE = auto()        # src=(RANGE,)
   DEFINE_ACC = auto()      # src=(init CONST,), arg=id

@@ -88,6 +88,14 @@ def test_cast_rounding_to_half(device):
   helper_test_op(None, lambda x: x.half(), vals=v, forward_only=True)
   helper_test_op(None, lambda x: x.bfloat16(), vals=v, forward_only=True)
 
+def test_cast_float64_to_half_rounds_once(device):
+  # just below the midpoint of two halves: rounded to float32 first it lands on the midpoint, which ties to even upward
+  # (PyTorch's CPU cast goes through float); every petagrad device rounds once, as numpy and PyTorch's CUDA cast do
+  x = np.array([4.787109370613683, -4.794921760849859, 1.0 + 2**-11 - 2**-40, 1.0 + 2**-11 + 2**-40], dtype=np.float64)
+  out = Tensor(x, device=device).cast(dtypes.float16).numpy()
+  np.testing.assert_array_equal(out, x.astype(np.float16))
+  assert out[0] == np.float16(4.78515625)
+
 def test_cast_special_floats(device):
   v = [[float("inf"), float("-inf"), float("nan"), -0.0]]
   for f in FLOATS:

@@ -148,7 +148,7 @@ def test_dialects_side_by_side():
   from petagrad.codegen.expand import expand_unrolled, vectorize
   from petagrad.codegen.heuristic import hand_coded_optimizations
   from petagrad.dtype import dtypes
-  expect = {CRenderer: ["void k(", "long long", "for ("], OpenCLRenderer: ["__kernel void k(__global float*", "get_group_id(0)", "long "],
+  expect = {CRenderer: ["void k(", "long long", "for ("], OpenCLRenderer: ["__kernel void k(__global float*", "int gid_ = (int)(get_group_id(0))"],
             CUDARenderer: ['extern "C" __global__ void k(', "blockIdx.x", "threadIdx.x"],
             HIPRenderer: ["__attribute__((global))", "__builtin_amdgcn_workgroup_id_x()"]}
   for cls, words in expect.items():
@@ -253,7 +253,56 @@ def test_probe_lists_every_device():
                        env={**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))})
   assert out.returncode == 0, out.stderr
   lines = {l.split()[0]: l for l in out.stdout.splitlines()[1:] if l and not l.startswith("default")}
-  for name in ("CPU", "PYTHON", "NULL", "CL", "CUDA", "NULL:CUDA", "NULL:HIP", "DISK:<file>"): assert name in lines, out.stdout
-  assert "PASS" in lines["CPU"] and "PASS" in lines["PYTHON"]
+  for name in ("CPU", "PYTHON", "PYTHON:GPU", "NULL", "CL", "CUDA", "NULL:CUDA", "NULL:HIP", "DISK:<file>"): assert name in lines, out.stdout
+  assert "PASS" in lines["CPU"] and "PASS" in lines["PYTHON"] and "PASS" in lines["PYTHON:GPU"]
   if not _available("CUDA"): assert "FAIL" in lines["CUDA"] and "driver" in lines["CUDA"]
   assert out.stdout.splitlines()[-1].startswith("default: CPU")
+
+# ------------------------------------------------------------ vector loads and stores (codegen/vector_memory.py)
+
+VECTOR_FORMS = {"CL": ("vload4(0, data", "vstore4("), "NULL:CUDA": ("*((float4*)(data", "*((float4*)(data0 + "),
+                "NULL:HIP": ("*((float_v4u*)(data", "float_v4u*)(data0")}
+
+@pytest.mark.parametrize("device", list(VECTOR_FORMS))
+def test_gpu_kernels_load_and_store_16_bytes_at_once(device):
+  """An elementwise kernel's threads each take 4 neighbouring floats, a matmul's 4 x 4 tile reads its right side 4 at a
+  time: one 16-byte access each (ld.global.v4.f32 on CUDA)."""
+  if not _available(device): pytest.skip(f"no {device}")
+  load, store = VECTOR_FORMS[device]
+  for fn in (lambda: Tensor.empty(512, 512) * 2 + Tensor.empty(512, 512), lambda: Tensor.empty(256, 256) @ Tensor.empty(256, 256)):
+    src = _source(device, fn)
+    assert load in src and store in src, src
+
+@needs_cuda_compile
+def test_cuda_vector_accesses_are_one_instruction():
+  cases = ((lambda: Tensor.empty(256, 64) @ Tensor.empty(64, 256), "v4.f32"), (lambda: Tensor.empty(640, 512, dtype="float16") * 2, "v4.u16"))
+  for fn, width in cases:
+    ptx = Device["NULL:CUDA"].compiler.compile(_source("NULL:CUDA", fn), "k").decode()
+    assert f"ld.global.{width}" in ptx and f"st.global.{width}" in ptx
+
+@needs_cl
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "float64", "int64", "int8", "int16"])
+def test_vector_accesses_match_torch_at_every_offset(dtype):
+  """Views that start off a vector boundary (a slice from 1, 2, 3), padding and a matmul, on CL against torch: only
+  accesses at a multiple of their lanes are joined, the others stay scalar."""
+  import torch
+  a = np.random.default_rng(0).uniform(-4, 4, (64, 1030)).astype(np.float32)
+  td = getattr(torch, dtype)
+  ta = torch.tensor(a).to(td)
+  x = Tensor(a, device="CL").cast(dtype)
+  for k in range(4):
+    got = (x[:, k:k + 1024] * 2 + x[:, 4:1028]).float().numpy()
+    np.testing.assert_array_equal(got, (ta[:, k:k + 1024] * 2 + ta[:, 4:1028]).float().numpy())
+  np.testing.assert_array_equal(x[:, :1024].pad(((0, 0), (3, 1))).float().numpy(), torch.nn.functional.pad(ta[:, :1024], (3, 1)).float().numpy())
+  if dtype in ("float32", "float64"):
+    got = (x[:, :64] @ x[:, 4:260]).numpy()
+    np.testing.assert_allclose(got, (ta[:, :64] @ ta[:, 4:260]).numpy(), rtol=1e-5, atol=1e-3)
+
+@needs_cuda_compile
+def test_index_math_is_32_bit_where_it_fits():
+  """GPU dialects compute a kernel's index math in int where every value of it fits (the launch ids, loop variables
+  and addresses), in long long where one may not (an index past 2**31)."""
+  small = _source("NULL:CUDA", lambda: Tensor.empty(300, 70).sum(1) * Tensor.empty(300))
+  assert "int gid_ = (int)(blockIdx.x);" in small and "long long" not in small.split("__global__")[-1].split(") {", 1)[1]
+  big = _source("NULL:CUDA", lambda: Tensor.empty(2**31 + 64, dtype="int8") + 1)
+  assert "long long gid_ = (long long)(blockIdx.x);" in big

@@ -812,6 +812,8 @@ def test_matmul_int(device):
 def test_matmul_fp16_bf16(device):
   helper_test_op([(4, 8), (8, 3)], lambda x, y: x @ y, dtype="float16", atol=1e-2, grad_atol=1e-2)
   helper_test_op([(4, 8), (8, 3)], lambda x, y: x @ y, dtype="bfloat16", atol=5e-2, rtol=5e-2, grad_atol=5e-2, grad_rtol=5e-2)
+  # tile-sized (tensor cores on CUDA and PYTHON:GPU), forward and backward
+  helper_test_op([(32, 48), (48, 16)], lambda x, y: x @ y, dtype="float16", atol=1e-2, rtol=1e-2, grad_atol=1e-2, grad_rtol=1e-2)
 
 def test_linear(device):
   helper_test_op([(2, 4), (3, 4), (3,)], lambda x, w, b: F.linear(x, w, b), lambda x, w, b: x.linear(w, b), atol=1e-5)

@@ -1,0 +1,129 @@
+"""The CUDA runtime (runtime/ops_cuda.py) against a stand-in for the driver library: no GPU runs here, so this checks
+the Python side of every driver call it makes (arguments, pointers, status handling, error messages) with host memory
+in place of the GPU's. Kernels are real: NVRTC compiles them (skipped without it); the stand-in records launches
+instead of running them. bench/gpu_check.sh runs the real thing on a GPU."""
+from __future__ import annotations
+import ctypes, re
+import pytest
+from petagrad.runtime import ops_cuda
+from petagrad.runtime.compile_cuda import NVRTCCompiler
+
+ERRORS = {2: b"out of memory", 218: b"a PTX JIT compilation failed", 700: b"an illegal memory access was encountered"}
+
+class FakeDriver:
+  """libcuda.so.1's functions that ops_cuda calls, on host memory. Pointer arguments arrive as ctypes.byref(x) (x in
+  ._obj) or as the u64 handles ops_cuda keeps; statuses are the driver's codes."""
+  def __init__(self, gpus: int = 1, memory: int = 1 << 20, max_threads: int = 1024):
+    self.gpus, self.memory, self.max_threads = gpus, memory, max_threads
+    self.blocks: dict[int, ctypes.Array] = {}
+    self.launches: list[tuple] = []
+    self.images: list[bytes] = []
+    self.functions: dict[int, tuple[str, int]] = {}   # handle -> (kernel name, its parameter count, from the PTX)
+    self.fail: dict[str, int] = {}   # function name -> status it returns
+  def _status(self, fn: str) -> int: return self.fail.get(fn, 0)
+  def cuInit(self, flags): return self._status("cuInit")
+  def cuGetErrorString(self, status, out): out._obj.value = ERRORS.get(status, b"unknown"); return 0
+  def cuDeviceGetCount(self, n): n._obj.value = self.gpus; return 0
+  def cuDeviceGet(self, dev, i): dev._obj.value = i; return 0
+  def cuDevicePrimaryCtxRetain(self, ctx, dev): ctx._obj.value = 0x1000 + dev.value; return 0
+  def cuDeviceGetAttribute(self, out, attr, dev):
+    out._obj.value = {ops_cuda.CC_MAJOR: 9, ops_cuda.CC_MINOR: 0, ops_cuda.MAX_THREADS: self.max_threads}[attr]; return 0
+  def cuDeviceGetName(self, buf, n, dev): buf.value = b"Stand-in H200"; return 0
+  def cuCtxSetCurrent(self, ctx): return 0
+  def cuCtxSynchronize(self): return self._status("cuCtxSynchronize")
+  def cuMemAlloc_v2(self, ptr, nbytes):
+    if sum(map(ctypes.sizeof, self.blocks.values())) + nbytes > self.memory: return 2
+    block = (ctypes.c_uint8 * nbytes)()
+    self.blocks[ctypes.addressof(block)] = block
+    ptr._obj.value = ctypes.addressof(block)
+    return 0
+  def cuMemFree_v2(self, raw): del self.blocks[raw.value]; return 0
+  def cuMemcpyHtoD_v2(self, dst, src, nbytes): ctypes.memmove(dst.value, src, nbytes); return 0
+  def cuMemcpyDtoH_v2(self, dst, src, nbytes): ctypes.memmove(dst, src.value, nbytes); return 0
+  def cuModuleLoadData(self, module, image):
+    if (s := self._status("cuModuleLoadData")): return s
+    self.images.append(bytes(image)); module._obj.value = len(self.images); return 0
+  def cuModuleGetFunction(self, fn, module, name):
+    n = len(re.findall(rb"\.param \.\w+ " + name + rb"_param_\d+", self.images[module.value - 1]))
+    fn._obj.value = 0x100 + len(self.functions); self.functions[fn._obj.value] = (name.decode(), n); return 0
+  def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
+    if (s := self._status("cuLaunchKernel")): return s
+    # as the driver does, the parameters are read at the call: each points at a u64 holding a buffer's address
+    name, n = self.functions[fn.value]
+    self.launches.append((name, (gx, gy, gz), (bx, by, bz), [ctypes.c_uint64.from_address(params[i]).value for i in range(n)]))
+    return 0
+
+@pytest.fixture
+def driver(monkeypatch):
+  fake = FakeDriver()
+  monkeypatch.setattr(ops_cuda, "libcuda", lambda: fake)
+  return fake
+
+def _nvrtc() -> NVRTCCompiler:
+  try: return NVRTCCompiler("sm_90")
+  except RuntimeError as e: pytest.skip(str(e))
+
+SRC = 'extern "C" __global__ void k(float* data0, float* data1) { data0[blockIdx.x * 64 + threadIdx.x] = data1[threadIdx.x] * 2.0f; }'
+
+def test_device_parts_come_from_the_driver(driver):
+  driver.max_threads = 512
+  spec = ops_cuda.make_device("CUDA")
+  assert spec.compiler.arch == "sm_90" and spec.renderer.max_local == 512
+  assert spec.allocator.ctx.label == "Stand-in H200 (sm_90)"
+
+def test_memory_round_trip_and_out_of_memory(driver):
+  alloc = ops_cuda.make_device("CUDA").allocator
+  raw = alloc.alloc(16)
+  alloc.copyin(raw, memoryview(bytes(range(16))))
+  back = bytearray(16)
+  alloc.copyout(memoryview(back), raw)
+  assert bytes(back) == bytes(range(16))
+  alloc.copyin(raw, memoryview(b""))   # (nothing to copy: no driver call)
+  alloc.free(raw, 16)
+  assert not driver.blocks
+  with pytest.raises(MemoryError, match=r"device CUDA: allocating 2097152 bytes failed: out of memory \(2\)"): alloc.alloc(2 << 20)
+
+def test_a_gpu_that_is_not_there(driver):
+  with pytest.raises(RuntimeError, match="CUDA:3"): ops_cuda.make_device("CUDA:3")
+
+def test_kernel_launch_passes_its_buffers_and_geometry(driver):
+  spec, lib = ops_cuda.make_device("CUDA"), _nvrtc().compile(SRC, "k")
+  prog = spec.program("k", lib, (3, 64))
+  assert driver.images[-1] == lib + b"\0" and b".entry k" in lib   # PTX, NUL-terminated as cuModuleLoadData reads it
+  a, b = spec.allocator.alloc(3 * 64 * 4), spec.allocator.alloc(64 * 4)
+  prog(a, b)
+  name, grid, block, _ = driver.launches[-1]
+  assert (name, grid, block) == ("k", (3, 1, 1), (64, 1, 1))
+  assert driver.launches[-1][3] == [a.value, b.value]
+
+def test_launch_list_replays_and_repoints(driver):
+  spec, lib = ops_cuda.make_device("CUDA"), _nvrtc().compile(SRC, "k")
+  progs = [spec.program("k", lib, (1, 64)), spec.program("k", lib, (2, 32))]
+  class Buf:   # what the JIT hands a launch list: Buffers, whose .raw is the allocator's handle
+    def __init__(self, n: int): self.raw = spec.allocator.alloc(n)
+  x, y, z, w = Buf(256), Buf(256), Buf(256), Buf(256)
+  runner = spec.launch_list(progs, [[x, y], [z, x]])
+  assert runner() is True
+  assert [(l[1][0], l[2][0]) for l in driver.launches] == [(1, 64), (2, 32)]
+  assert driver.launches[0][3] == [x.raw.value, y.raw.value] and driver.launches[1][3] == [z.raw.value, x.raw.value]
+  runner.set(1, 1, w)   # a new input for the second kernel
+  runner()
+  assert driver.launches[3][3] == [z.raw.value, w.raw.value] and driver.launches[2][3] == [x.raw.value, y.raw.value]
+  driver.fail["cuLaunchKernel"] = 700
+  with pytest.raises(RuntimeError, match="device CUDA: launching k failed: an illegal memory access was encountered"): runner()
+
+def test_kernel_errors_name_the_device_and_kernel(driver):
+  spec, lib = ops_cuda.make_device("CUDA"), _nvrtc().compile(SRC, "k")
+  with pytest.raises(RuntimeError, match="kernel k needs blocks of 2048 threads, the GPU allows 1024"): spec.program("k", lib, (1, 2048))
+  driver.fail["cuModuleLoadData"] = 218
+  with pytest.raises(RuntimeError, match="device CUDA: loading kernel k failed: a PTX JIT compilation failed"): spec.program("k", lib, (1, 64))
+  driver.fail["cuCtxSynchronize"] = 700
+  with pytest.raises(RuntimeError, match="device CUDA: synchronizing failed: an illegal memory access"): spec.synchronize()
+
+def test_missing_driver_library_says_how_to_get_it(monkeypatch):
+  def no_library(*a, **k): raise OSError("libcuda.so.1: cannot open shared object file")
+  monkeypatch.setattr(ops_cuda.ctypes, "CDLL", no_library)
+  ops_cuda.libcuda.cache_clear()
+  try:
+    with pytest.raises(RuntimeError, match="device CUDA: libcuda.so.1 not found .*install the driver"): ops_cuda.make_device("CUDA")
+  finally: ops_cuda.libcuda.cache_clear()
