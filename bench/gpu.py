@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse, json, os, statistics, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from petagrad import Tensor, TinyJit, Device, dtypes
+import petagrad.engine.realize as R
 
 def timed(fn, sync, reps: int) -> float:
   """Median seconds of fn() over reps runs (after one warm-up run), each waited for."""
@@ -34,8 +35,11 @@ def main() -> None:
   reps = 3 if a.quick else 10
   out: dict = {"device": dev, "date": time.strftime("%Y-%m-%d"), "cases": []}
   def case(name: str, fn, flops: float, nbytes: float, peak_tflops: float) -> None:
+    before = set(R._kernel_cache)
     t = timed(fn, sync, reps)
     r = {"case": name, "median_s": t, "tflops": flops / t / 1e12 if flops else None, "gbs": nbytes / t / 1e9}
+    # how its kernels were optimized (OptOps.TC: tensor cores)
+    r["opts"] = [str(ck.opts) for k, ck in R._kernel_cache.items() if k not in before]
     if flops: r["fraction_of_peak_flops"] = r["tflops"] / peak_tflops
     r["fraction_of_peak_bandwidth"] = r["gbs"] / a.peak_gbs
     out["cases"].append(r)

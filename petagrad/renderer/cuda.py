@@ -67,7 +67,9 @@ class CUDARenderer(CStyleRenderer):
   sanitize_decl = SANITIZE_DECL.format(q="__device__", xchg="atomicExch((unsigned int *)e, 1u)")
   local_decl, barrier = "__shared__ {type} {name}[{size}];", "__syncthreads();"
   preamble = CUDA_HELPERS
-  tensor_cores = (dtypes.float16, dtypes.bfloat16)   # mma.sync m16n8k16 (sm_80 and later)
+  def __init__(self, arch: str = "sm_90"):
+    # mma.sync m16n8k16 with float16 or bfloat16 inputs: sm_80 (Ampere) and later
+    self.tensor_cores = (dtypes.float16, dtypes.bfloat16) if int("".join(c for c in arch[3:] if c.isdigit()) or 0) >= 80 else ()
   def wmma(self, u, names) -> str:
     t = "f16" if u.arg == dtypes.float16 else "bf16"
     if (helper := MMA.format(t=t)) not in self._helpers: self._helpers.append(helper)

@@ -115,7 +115,7 @@ class CUDALaunchList:
 
 def make_device(name: str) -> DeviceSpec:
   ctx = CUDAContext(name)
-  renderer = CUDARenderer()
+  renderer = CUDARenderer(ctx.arch)
   renderer.max_local = min(renderer.max_local, ctx.max_threads)
   def launch_list(progs: list[Any], bufs: list[list[Any]]) -> CUDALaunchList | None:   # (bounds-checked kernels launch one by one)
     return CUDALaunchList(ctx, progs, bufs) if progs and not any(p.sanitized for p in progs) else None

@@ -23,7 +23,7 @@ def _c() -> tuple[Any, Compiler]:
 def _cuda() -> tuple[Any, Compiler]:
   from petagrad.renderer.cuda import CUDARenderer
   from petagrad.runtime.compile_cuda import NVRTCCompiler
-  return CUDARenderer(), NVRTCCompiler(str(CUDA_ARCH), check=True)
+  return CUDARenderer(str(CUDA_ARCH)), NVRTCCompiler(str(CUDA_ARCH), check=True)
 def _hip() -> tuple[Any, Compiler]:
   from petagrad.renderer.cuda import HIPRenderer
   from petagrad.runtime.compile_hip import HIPCompiler

@@ -13,8 +13,8 @@ ERRORS = {2: b"out of memory", 218: b"a PTX JIT compilation failed", 700: b"an i
 class FakeDriver:
   """libcuda.so.1's functions that ops_cuda calls, on host memory. Pointer arguments arrive as ctypes.byref(x) (x in
   ._obj) or as the u64 handles ops_cuda keeps; statuses are the driver's codes."""
-  def __init__(self, gpus: int = 1, memory: int = 1 << 20, max_threads: int = 1024):
-    self.gpus, self.memory, self.max_threads = gpus, memory, max_threads
+  def __init__(self, gpus: int = 1, memory: int = 1 << 20, max_threads: int = 1024, cc: tuple[int, int] = (9, 0)):
+    self.gpus, self.memory, self.max_threads, self.cc = gpus, memory, max_threads, cc
     self.blocks: dict[int, ctypes.Array] = {}
     self.launches: list[tuple] = []
     self.images: list[bytes] = []
@@ -27,7 +27,7 @@ class FakeDriver:
   def cuDeviceGet(self, dev, i): dev._obj.value = i; return 0
   def cuDevicePrimaryCtxRetain(self, ctx, dev): ctx._obj.value = 0x1000 + dev.value; return 0
   def cuDeviceGetAttribute(self, out, attr, dev):
-    out._obj.value = {ops_cuda.CC_MAJOR: 9, ops_cuda.CC_MINOR: 0, ops_cuda.MAX_THREADS: self.max_threads}[attr]; return 0
+    out._obj.value = {ops_cuda.CC_MAJOR: self.cc[0], ops_cuda.CC_MINOR: self.cc[1], ops_cuda.MAX_THREADS: self.max_threads}[attr]; return 0
   def cuDeviceGetName(self, buf, n, dev): buf.value = b"Stand-in H200"; return 0
   def cuCtxSetCurrent(self, ctx): return 0
   def cuCtxSynchronize(self): return self._status("cuCtxSynchronize")
@@ -70,6 +70,9 @@ def test_device_parts_come_from_the_driver(driver):
   spec = ops_cuda.make_device("CUDA")
   assert spec.compiler.arch == "sm_90" and spec.renderer.max_local == 512
   assert spec.allocator.ctx.label == "Stand-in H200 (sm_90)"
+  assert spec.renderer.tensor_cores   # mma.sync m16n8k16 on sm_80 and later, not on a Turing GPU
+  driver.cc = (7, 5)
+  assert ops_cuda.make_device("CUDA").renderer.tensor_cores == ()
 
 def test_memory_round_trip_and_out_of_memory(driver):
   alloc = ops_cuda.make_device("CUDA").allocator
