@@ -164,10 +164,11 @@ class TinyJit(Generic[R]):
       return ret
     tensors, consts, binds = self._inputs(args, kwargs)
     T.forget_unset_grads()
-    # inputs become contiguous buffers (the kernels read buffers; a tensor on several devices: one on each)
-    for t in tensors:
-      if not all(_plain_buffer(u) for u in _pieces(t.uop)): t.uop = t.contiguous().uop
-    Tensor.realize_all(*tensors)
+    # inputs become contiguous buffers (the kernels read buffers; a tensor on several devices: one on each); inputs that
+    # are buffers already (the usual replay) need no realize
+    lazy = [t for t in tensors if not all(_plain_buffer(u) for u in _pieces(t.uop))]
+    for t in lazy: t.uop = t.contiguous().uop
+    if lazy: Tensor.realize_all(*tensors)
     nodes = [n for t in tensors for n in _input_nodes(t)]   # the inputs' BUFFER nodes, in order
     bufs = [n.buffer for n in nodes]
     sig = tuple((unbind(t.shape), t.dtype, t.device) for t in tensors)
@@ -458,7 +459,8 @@ def _plain_buffer(u: UOp) -> bool: return u.op is Ops.BUFFER or u.op is Ops.RESH
 
 def _input_nodes(t: Any) -> list[UOp]:
   """The BUFFER nodes holding a (realized, contiguous) input tensor: one, or one per device."""
-  return [u.base for u in _pieces(t.uop)] if t.uop.op is Ops.MULTI else [t._contiguous_buffer()]
+  u = t.uop
+  return [p.base for p in _pieces(u)] if u.op is Ops.MULTI or _plain_buffer(u) else [t._contiguous_buffer()]
 
 def _views(x: Any, inputs: list[Buffer], made: dict[int, Buffer], outs: list[Buffer]) -> Any:
   """What the function returned, with each tensor as the buffer view it is: a view of an input buffer remembers which
