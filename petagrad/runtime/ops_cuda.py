@@ -93,24 +93,27 @@ class CUDAProgram(Program):
     if self.sanitized: checked_launch(self.name, CUDAAllocator(self.ctx), self._launch, list(bufs), sizes)
     else: self._launch(bufs)
   def _launch(self, bufs: Any) -> None:
-    args = (u64 * len(bufs))(*[b.value for b in bufs])
-    params = (vp * len(bufs))(*[ctypes.addressof(args) + 8 * i for i in range(len(bufs))])
-    cu = self.ctx.current()
+    _, params = _params([b.value for b in bufs])   # (the driver reads the parameters at the call)
+    self.start(self.ctx.current(), params)
+  def start(self, cu: Any, params: Any) -> None:
     check(cu.cuLaunchKernel(self.fn, self.groups, 1, 1, self.local, 1, 1, 0, None, params, None), f"launching {self.name}", self.ctx.name)
+
+def _params(values: list[int]) -> tuple[Any, Any]:
+  """A launch's parameters: the buffers' addresses (u64s) and the array of pointers to them that cuLaunchKernel reads."""
+  args = (u64 * max(len(values), 1))(*values)
+  return args, (vp * max(len(values), 1))(*[ctypes.addressof(args) + 8 * i for i in range(len(values))])
 
 class CUDALaunchList:
   """A JIT replay's kernels launched back to back from parameter arrays built once (DeviceSpec.launch_list): one driver
   call per kernel and nothing else. `set(i, j, buf)` points kernel i's parameter j at buf (the array the driver reads
   at the next launch)."""
   def __init__(self, ctx: CUDAContext, progs: list[CUDAProgram], bufs: list[list[Any]]):
-    self.ctx, self.args = ctx, [(u64 * max(len(b), 1))(*[x.raw.value for x in b]) for b in bufs]
-    params = [(vp * max(len(b), 1))(*[ctypes.addressof(a) + 8 * i for i in range(len(b))]) for a, b in zip(self.args, bufs)]
-    self.calls = [(p.fn, p.groups, p.local, pa, p.name) for p, pa in zip(progs, params)]
+    self.ctx, self.progs = ctx, progs
+    self.args, self.params = zip(*(_params([x.raw.value for x in b]) for b in bufs))
   def set(self, i: int, j: int, buf: Any) -> None: self.args[i][j] = buf.raw.value
   def __call__(self) -> bool:
-    launch = self.ctx.current().cuLaunchKernel
-    for fn, groups, local, params, name in self.calls:
-      if (status := launch(fn, groups, 1, 1, local, 1, 1, 0, None, params, None)): check(status, f"launching {name}", self.ctx.name)
+    cu = self.ctx.current()
+    for p, params in zip(self.progs, self.params): p.start(cu, params)
     return True
 
 def make_device(name: str) -> DeviceSpec:

@@ -122,12 +122,17 @@ def _launch_values(ins: list, kinds: tuple[str, ...], ident: int) -> dict[int, i
 
 class PythonGPUProgram(PythonProgram):
   """A GPU-style kernel: each work-group's `local` threads in lockstep, every value a list with one entry per thread."""
+  def __init__(self, name: str, lib: bytes, meta=None):
+    super().__init__(name, lib, meta)
+    ins = self.instrs
+    # the launch ranges (not loops), and each thread's values of the local ones
+    self.launched = {i for i, (op, _, src, arg) in enumerate(ins) if op is Ops.RANGE and not src and arg[2] in ("global", "local", "group")}
+    self.local_ids = [_launch_values(ins, ("local", "group"), t) for t in range((meta or (1, 1))[1])]
   def __call__(self, *bufs, sizes: list[int] | None = None) -> None:
     ins, n = self.instrs, len(self.instrs)
     groups, nthreads = self.meta or (1, 1)
     check = bool(PYTHON_CHECK)
-    launched = {i for i, (op, _, src, arg) in enumerate(ins) if op is Ops.RANGE and not src and arg[2] in ("global", "local", "group")}
-    local_ids = [_launch_values(ins, ("local", "group"), t) for t in range(nthreads)]
+    launched, local_ids = self.launched, self.local_ids
     T = range(nthreads)
     for gid in range(groups):
       vals: list = [None] * n
