@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """petagrad on a GPU-style device against the device's limits: GEMM TFLOP/s (fp32, fp16, bf16), elementwise GB/s, and
-the cost of one kernel launch (eager and replayed by TinyJit).
+the cost of one kernel launch (eager, replayed by TinyJit, and in a replay of 64 kernels with and without CUDA graphs).
 
   DEV=CUDA python bench/gpu.py [--peak-tflops 989] [--peak-gbs 4800] [--quick]
 
@@ -13,11 +13,12 @@ from __future__ import annotations
 import argparse, json, os, statistics, sys, time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from petagrad import Tensor, TinyJit, Device, dtypes
+from petagrad.helpers import Context
 import petagrad.engine.realize as R
 
 def timed(fn, sync, reps: int) -> float:
-  """Median seconds of fn() over reps runs (after one warm-up run), each waited for."""
-  fn(); sync()
+  """Median seconds of fn() over reps runs (after two warm-up runs: a TinyJit captures on its second call), each waited for."""
+  fn(); fn(); sync()
   times = []
   for _ in range(reps):
     st = time.perf_counter(); fn(); sync(); times.append(time.perf_counter() - st)
@@ -56,6 +57,15 @@ def main() -> None:
   case("launch_eager", lambda: tiny.assign(tiny + 1).realize(), 0, 0, 1)
   step = TinyJit(lambda t: t.assign(t + 1).realize())
   case("launch_jit", lambda: step(tiny), 0, 0, 1)
+  # a replay of 64 dependent tiny kernels, launched one by one (CUDA_GRAPH=0) and as one CUDA graph (CUDA_GRAPH=1):
+  # median_s / 64 is the cost of a kernel in a replay (the flag is read at capture; other devices ignore it)
+  def chain(t: Tensor) -> Tensor:
+    for _ in range(64): t = (t + 1).realize()
+    return t
+  for graph in (0, 1):
+    with Context(CUDA_GRAPH=graph):
+      replay = TinyJit(chain)
+      case(f"launch_jit_64_kernels_graph{graph}", lambda: replay(tiny), 0, 0, 1)
   print(json.dumps(out, indent=1))
 
 if __name__ == "__main__":

@@ -69,6 +69,7 @@ COMPILE_ALSO = Flag("COMPILE_ALSO", "", "Comma-separated compile-only targets (N
                     "for, next to the device it runs on; a kernel that fails to build for one raises CompileError naming the target (how CI "
                     "checks the GPU dialects on a machine without a GPU).")
 CUDA_ARCH = Flag("CUDA_ARCH", "sm_90", "GPU architecture NULL:CUDA compiles for (the CUDA device uses its GPU's own).")
+CUDA_GRAPH = Flag("CUDA_GRAPH", 1, "1: a TinyJit replay on CUDA launches its kernels as one CUDA graph (one driver call); 0: one cuLaunchKernel per kernel from parameter arrays built at capture. Read when the JIT captures.")
 HIP_ARCH = Flag("HIP_ARCH", "gfx942", "AMD GPU architecture NULL:HIP compiles for (clang's --offload-arch).")
 HIP_CC = Flag("HIP_CC", "", "clang that compiles HIP kernels for NULL:HIP. Empty: the newest clang-NN on the PATH, else clang.")
 CC = Flag("CC", "", "C compiler used by the CPU device. Empty: gcc, or clang when gcc is missing.")

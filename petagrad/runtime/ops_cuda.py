@@ -9,14 +9,19 @@ from __future__ import annotations
 import ctypes, functools, shutil
 from typing import Any
 from petagrad.device import Allocator, DeviceSpec, Program, checked_launch, device_index, host_memory
-from petagrad.helpers import SANITIZE
+from petagrad.helpers import CUDA_GRAPH, SANITIZE
 from petagrad.renderer.cuda import CUDARenderer
 from petagrad.runtime.compile_cuda import NVRTCCompiler, ptxas
 
 FIX = "libcuda.so.1 comes with the NVIDIA driver: install the driver for this GPU (nvidia-smi should list it)"
 OUT_OF_MEMORY, UNSUPPORTED_PTX = 2, 222
 MAX_THREADS, CC_MAJOR, CC_MINOR = 1, 75, 76   # CUdevice_attribute values
-u64, vp, ci = ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int
+u64, vp, ci, cu32 = ctypes.c_uint64, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint
+
+class KernelNodeParams(ctypes.Structure):
+  """CUDA_KERNEL_NODE_PARAMS_v2 (cuda.h): one kernel launch of a CUDA graph."""
+  _fields_ = [("func", vp), ("grid", cu32 * 3), ("block", cu32 * 3), ("shared_bytes", cu32), ("params", vp), ("extra", vp),
+              ("kern", vp), ("ctx", vp)]
 
 @functools.cache
 def libcuda() -> Any:
@@ -28,6 +33,10 @@ def libcuda() -> Any:
   lib.cuMemFree_v2.argtypes = [u64]
   lib.cuLaunchKernel.argtypes = [vp, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                                  vp, vp, vp]
+  lib.cuGraphAddKernelNode_v2.argtypes = [ctypes.POINTER(vp), vp, ctypes.POINTER(vp), ctypes.c_size_t, ctypes.POINTER(KernelNodeParams)]
+  lib.cuGraphInstantiateWithFlags.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_ulonglong]
+  lib.cuGraphExecKernelNodeSetParams_v2.argtypes = [vp, vp, ctypes.POINTER(KernelNodeParams)]
+  lib.cuGraphLaunch.argtypes = [vp, vp]
   check(lib.cuInit(0), "cuInit", "CUDA", lib)
   return lib
 
@@ -116,11 +125,46 @@ class CUDALaunchList:
     for p, params in zip(self.progs, self.params): p.start(cu, params)
     return True
 
+class CUDAGraph(CUDALaunchList):
+  """The launch list as one CUDA graph (CUDA_GRAPH=1): the kernels are a chain of graph nodes, in capture order, and a
+  replay is one cuGraphLaunch. The driver copies a node's parameters when the node is made or updated, so a `set`
+  that changes a kernel's buffer updates that node (cuGraphExecKernelNodeSetParams) before the next launch."""
+  def __init__(self, ctx: CUDAContext, progs: list[CUDAProgram], bufs: list[list[Any]]):
+    super().__init__(ctx, progs, bufs)
+    cu, self.graph, self.exec = ctx.current(), vp(), vp()
+    check(cu.cuGraphCreate(ctypes.byref(self.graph), 0), "making a CUDA graph", ctx.name)
+    self.nodes, self.changed = [vp() for _ in progs], set()
+    self.node_params = [KernelNodeParams(p.fn, (cu32 * 3)(p.groups, 1, 1), (cu32 * 3)(p.local, 1, 1), 0, ctypes.cast(params, vp))
+                        for p, params in zip(progs, self.params)]
+    for i, (node, params) in enumerate(zip(self.nodes, self.node_params)):
+      after = (vp * 1)(self.nodes[i - 1]) if i else None   # each kernel waits for the one before, as on a stream
+      check(cu.cuGraphAddKernelNode_v2(ctypes.byref(node), self.graph, after, 1 if i else 0, ctypes.byref(params)),
+            f"adding {progs[i].name} to a CUDA graph", ctx.name)
+    check(cu.cuGraphInstantiateWithFlags(ctypes.byref(self.exec), self.graph, 0), "instantiating a CUDA graph", ctx.name)
+  def set(self, i: int, j: int, buf: Any) -> None:
+    if self.args[i][j] != buf.raw.value: self.changed.add(i)
+    super().set(i, j, buf)
+  def __call__(self) -> bool:
+    cu = self.ctx.current()
+    for i in self.changed:
+      check(cu.cuGraphExecKernelNodeSetParams_v2(self.exec, self.nodes[i], ctypes.byref(self.node_params[i])),
+            f"updating {self.progs[i].name} in a CUDA graph", self.ctx.name)
+    self.changed.clear()
+    check(cu.cuGraphLaunch(self.exec, None), f"launching a CUDA graph of {len(self.progs)} kernels", self.ctx.name)
+    return True
+  def __del__(self) -> None:
+    try:
+      if self.exec.value: libcuda().cuGraphExecDestroy(self.exec)
+      if self.graph.value: libcuda().cuGraphDestroy(self.graph)
+    except Exception: pass   # (at interpreter exit the driver may be gone)
+
 def make_device(name: str) -> DeviceSpec:
   ctx = CUDAContext(name)
   renderer = CUDARenderer(ctx.arch)
   renderer.max_local = min(renderer.max_local, ctx.max_threads)
   def launch_list(progs: list[Any], bufs: list[list[Any]]) -> CUDALaunchList | None:   # (bounds-checked kernels launch one by one)
-    return CUDALaunchList(ctx, progs, bufs) if progs and not any(p.sanitized for p in progs) else None
+    if not progs or any(p.sanitized for p in progs): return None
+    graphs = CUDA_GRAPH and hasattr(libcuda(), "cuGraphAddKernelNode_v2")   # (CUDA 12 and later drivers)
+    return (CUDAGraph if graphs else CUDALaunchList)(ctx, progs, bufs)
   return DeviceSpec(name, CUDAAllocator(ctx), NVRTCCompiler(ctx.arch), functools.partial(CUDAProgram, ctx), renderer, ctx.synchronize,
                     launch_list)

@@ -3,8 +3,9 @@ the Python side of every driver call it makes (arguments, pointers, status handl
 in place of the GPU's. Kernels are real: NVRTC compiles them (skipped without it); the stand-in records launches
 instead of running them. bench/gpu_check.sh runs the real thing on a GPU."""
 from __future__ import annotations
-import ctypes, re
+import ctypes, json, os, re, subprocess, sys
 import pytest
+from petagrad.helpers import Context
 from petagrad.runtime import ops_cuda
 from petagrad.runtime.compile_cuda import NVRTCCompiler
 
@@ -20,6 +21,9 @@ class FakeDriver:
     self.images: list[bytes] = []
     self.functions: dict[int, tuple[str, int]] = {}   # handle -> (kernel name, its parameter count, from the PTX)
     self.fail: dict[str, int] = {}   # function name -> status it returns
+    self.graphs: dict[int, list[dict]] = {}   # graph handle -> its kernel nodes
+    self.execs: dict[int, list[dict]] = {}    # executable graph handle -> its own copy of the nodes
+    self.destroyed: list[int] = []
   def _status(self, fn: str) -> int: return self.fail.get(fn, 0)
   def cuInit(self, flags): return self._status("cuInit")
   def cuGetErrorString(self, status, out): out._obj.value = ERRORS.get(status, b"unknown"); return 0
@@ -52,6 +56,36 @@ class FakeDriver:
     name, n = self.functions[fn.value]
     self.launches.append((name, (gx, gy, gz), (bx, by, bz), [ctypes.c_uint64.from_address(params[i]).value for i in range(n)]))
     return 0
+
+  def _read(self, fn: int, params) -> list[int]:   # the parameter values, read now (as the driver does)
+    return [ctypes.c_uint64.from_address(ctypes.c_void_p.from_address(params + 8 * i).value).value for i in range(self.functions[fn][1])]
+  def _node(self, p) -> dict:
+    return {"fn": p.func, "grid": tuple(p.grid), "block": tuple(p.block), "values": self._read(p.func, p.params)}
+  def cuGraphCreate(self, graph, flags): graph._obj.value = 0x5000 + len(self.graphs); self.graphs[graph._obj.value] = []; return 0
+  def cuGraphAddKernelNode_v2(self, node, graph, deps, ndeps, params):
+    if (s := self._status("cuGraphAddKernelNode_v2")): return s
+    nodes = self.graphs[graph.value]
+    after = [deps[i] for i in range(ndeps)]
+    assert all(d in [n["handle"] for n in nodes] for d in after), "a dependency that is not a node of this graph"
+    node._obj.value = 0x9000 + 16 * len(nodes) + (graph.value & 15)
+    nodes.append(dict(self._node(params._obj), handle=node._obj.value, after=after))
+    return 0
+  def cuGraphInstantiateWithFlags(self, exe, graph, flags):
+    exe._obj.value = 0x7000 + len(self.execs); self.execs[exe._obj.value] = [dict(n) for n in self.graphs[graph.value]]; return 0
+  def cuGraphExecKernelNodeSetParams_v2(self, exe, node, params):
+    n = next(n for n in self.execs[exe.value] if n["handle"] == node.value)
+    n.update(self._node(params._obj))
+    return 0
+  def cuGraphLaunch(self, exe, stream):
+    if (s := self._status("cuGraphLaunch")): return s
+    done: list[int] = []
+    for n in self.execs[exe.value]:   # (nodes in the order their dependencies allow)
+      assert all(d in done for d in n["after"])
+      self.launches.append((self.functions[n["fn"]][0], n["grid"], n["block"], n["values"]))
+      done.append(n["handle"])
+    return 0
+  def cuGraphExecDestroy(self, exe): self.destroyed.append(exe.value); return 0
+  def cuGraphDestroy(self, graph): self.destroyed.append(graph.value); return 0
 
 @pytest.fixture
 def driver(monkeypatch):
@@ -99,21 +133,61 @@ def test_kernel_launch_passes_its_buffers_and_geometry(driver):
   assert (name, grid, block) == ("k", (3, 1, 1), (64, 1, 1))
   assert driver.launches[-1][3] == [a.value, b.value]
 
-def test_launch_list_replays_and_repoints(driver):
+@pytest.mark.parametrize("graph", [0, 1], ids=["launch-list", "cuda-graph"])
+def test_launch_list_replays_and_repoints(driver, graph):
   spec, lib = ops_cuda.make_device("CUDA"), _nvrtc().compile(SRC, "k")
   progs = [spec.program("k", lib, (1, 64)), spec.program("k", lib, (2, 32))]
   class Buf:   # what the JIT hands a launch list: Buffers, whose .raw is the allocator's handle
     def __init__(self, n: int): self.raw = spec.allocator.alloc(n)
   x, y, z, w = Buf(256), Buf(256), Buf(256), Buf(256)
-  runner = spec.launch_list(progs, [[x, y], [z, x]])
+  with Context(CUDA_GRAPH=graph): runner = spec.launch_list(progs, [[x, y], [z, x]])
+  assert isinstance(runner, ops_cuda.CUDAGraph) == bool(graph)
   assert runner() is True
   assert [(l[1][0], l[2][0]) for l in driver.launches] == [(1, 64), (2, 32)]
   assert driver.launches[0][3] == [x.raw.value, y.raw.value] and driver.launches[1][3] == [z.raw.value, x.raw.value]
   runner.set(1, 1, w)   # a new input for the second kernel
   runner()
   assert driver.launches[3][3] == [z.raw.value, w.raw.value] and driver.launches[2][3] == [x.raw.value, y.raw.value]
-  driver.fail["cuLaunchKernel"] = 700
-  with pytest.raises(RuntimeError, match="device CUDA: launching k failed: an illegal memory access was encountered"): runner()
+  runner.set(0, 0, x)   # (the same buffer again: nothing to update)
+  runner()
+  assert driver.launches[4:] == driver.launches[2:4]
+  fn = "cuGraphLaunch" if graph else "cuLaunchKernel"
+  driver.fail[fn] = 700
+  what = "launching a CUDA graph of 2 kernels" if graph else "launching k"
+  with pytest.raises(RuntimeError, match=f"device CUDA: {what} failed: an illegal memory access was encountered"): runner()
+  if graph:
+    del runner
+    assert len(driver.destroyed) == 2   # the executable graph and the graph
+
+JIT_ON_THE_STAND_IN = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from test_cuda_driver import FakeDriver
+from petagrad.runtime import ops_cuda
+fake = FakeDriver()
+ops_cuda.libcuda = lambda: fake
+from petagrad import Tensor, TinyJit
+step = TinyJit(lambda a: ((a + 1).contiguous() * 2).realize())
+xs = [Tensor.empty(64, device="CUDA").realize() for _ in range(4)]
+outs = [step(x) for x in xs]
+print(json.dumps({"graph": isinstance(step.launch_list, ops_cuda.CUDAGraph), "launches": [l[3] for l in fake.launches],
+                  "inputs": [x.uop.buffer.raw.value for x in xs], "outputs": [o.uop.buffer.raw.value for o in outs]}))
+"""
+
+def test_cuda_graph_runs_a_jit_replay():
+  """TinyJit on CUDA (kernels compiled by NVRTC, launched by the stand-in; in a process of its own, so no CUDA device
+  made on the stand-in outlives the test): each replay is one graph launch whose nodes read that call's input and
+  write a fresh output buffer."""
+  _nvrtc()
+  run = subprocess.run([sys.executable, "-c", JIT_ON_THE_STAND_IN, os.path.dirname(os.path.abspath(__file__))], capture_output=True,
+                       text=True, timeout=300)
+  assert run.returncode == 0, run.stderr
+  got = json.loads(run.stdout.splitlines()[-1])
+  assert got["graph"] and len(got["launches"]) == 8   # 2 kernels x (warm-up, capture, 2 replays)
+  for call in (2, 3):   # the replays: kernel 1 reads the call's input, kernel 2 writes the call's own output
+    first, second = got["launches"][2 * call:2 * call + 2]
+    assert got["inputs"][call] in first and second[0] == got["outputs"][call]
+  assert len(set(got["outputs"])) == 4
 
 def test_kernel_errors_name_the_device_and_kernel(driver):
   spec, lib = ops_cuda.make_device("CUDA"), _nvrtc().compile(SRC, "k")
@@ -130,3 +204,18 @@ def test_missing_driver_library_says_how_to_get_it(monkeypatch):
   try:
     with pytest.raises(RuntimeError, match="device CUDA: libcuda.so.1 not found .*install the driver"): ops_cuda.make_device("CUDA")
   finally: ops_cuda.libcuda.cache_clear()
+
+def test_graph_node_parameters_match_cuda_h(tmp_path):
+  """KernelNodeParams is laid out as cuda.h's CUDA_KERNEL_NODE_PARAMS_v2 (checked with the CUDA toolkit's header and a C
+  compiler, where both are here)."""
+  import glob, shutil
+  headers = sorted(glob.glob(os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda*"), "include", "cuda.h")))
+  if not headers or not shutil.which("gcc"): pytest.skip("no CUDA toolkit header (cuda.h) or gcc here")
+  fields = ("func", "gridDimX", "blockDimX", "sharedMemBytes", "kernelParams", "extra", "kern", "ctx")
+  src = tmp_path / "layout.c"
+  src.write_text('#include <stdio.h>\n#include <stddef.h>\n#include "cuda.h"\nint main(void) { printf("%zu", sizeof(CUDA_KERNEL_NODE_PARAMS_v2));'
+                 + "".join(f' printf(" %zu", offsetof(CUDA_KERNEL_NODE_PARAMS_v2, {f}));' for f in fields) + " return 0; }\n")
+  subprocess.run(["gcc", "-I", os.path.dirname(headers[-1]), str(src), "-o", str(tmp_path / "layout")], check=True)
+  got = list(map(int, subprocess.run([str(tmp_path / "layout")], capture_output=True, text=True, check=True).stdout.split()))
+  K = ops_cuda.KernelNodeParams
+  assert got == [ctypes.sizeof(K)] + [getattr(K, f).offset for f in ("func", "grid", "block", "shared_bytes", "params", "extra", "kern", "ctx")]
