@@ -10,6 +10,7 @@
 * last (with NOOPT too): long float sums become nested blocks of partial sums (Kernel.block_sums).
 """
 from __future__ import annotations
+from typing import Any
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride, store_stride, int8_product
@@ -26,8 +27,10 @@ def _lanes_dividing(n: int, size: int) -> int | None:
   """The widest of a full register's n lanes, half or a quarter of them (at least 4) that divides a range of size."""
   return next((w for w in (n, n // 2, n // 4) if w >= 4 and size % w == 0), None)
 
-def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads: bool, vector_bytes: int = 64,
-                             dot4_lanes: tuple[int, ...] = (), vector_memory: int = 0, tensor_cores: tuple = ()) -> Kernel:
+def hand_coded_optimizations(k: Kernel, target: Any) -> Kernel:
+  """k optimized for target, the device's Renderer (what it allows: supports_vector, supports_threads, vector_bytes,
+  dot4_lanes, vector_memory, tensor_cores; the work-group size is k.max_local)."""
+  supports_vector, supports_threads, vector_bytes = target.supports_vector, target.supports_threads, target.vector_bytes
   k.normalize_ranges()
   if NOOPT: return block_sums(k, supports_vector)   # accuracy, not speed: with NOOPT too
   rs = k.ranges
@@ -40,7 +43,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
   sym_red = k.symbolic_ranges("reduce")
   if supports_vector and (red or sym_red):
     # register tiles sized to the register file: 32 vector registers with AVX-512, 16 with AVX2
-    _tile_reduce(k, out, red + sym_red, n, tile_rows=8 if vector_bytes >= 64 else 4, dot4_lanes=dot4_lanes)
+    _tile_reduce(k, out, red + sym_red, n, tile_rows=8 if vector_bytes >= 64 else 4, dot4_lanes=target.dot4_lanes)
   if not red and not sym_red:
     if _unroll_stacked(k, out):
       if supports_vector: _vector_store(k, n)
@@ -61,7 +64,7 @@ def hand_coded_optimizations(k: Kernel, supports_vector: bool, supports_threads:
     if parts and _try(k, Opt(OptOps.TILE, _axis(k, g[0]), g[0].arg[1] // parts)): g = [r for r in k.ranges if r.arg[2] == "global"]
   if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
-  if k.max_local and not (tensor_cores and _tensor_cores(k, tensor_cores)): _work_groups(k, vector_memory)
+  if k.max_local and not (target.tensor_cores and _tensor_cores(k, target.tensor_cores)): _work_groups(k, target.vector_memory)
   return block_sums(k, supports_vector)   # last: the loops left after unrolling and vectorizing are the ones that accumulate
 
 def block_sums(k: Kernel, supports_vector: bool) -> Kernel:

@@ -115,8 +115,7 @@ def _optimize(device: str, ast: UOp, params: list[DType]) -> Kernel:
   if BEAM >= 1 and not NOOPT:
     return beam_search(device, Kernel(ast, max_local=dev.renderer.max_local), params, int(BEAM), compile_kernels)
   r = dev.renderer
-  return hand_coded_optimizations(Kernel(ast, max_local=r.max_local), r.supports_vector, r.supports_threads, r.vector_bytes, r.dot4_lanes,
-                                  r.vector_memory, r.tensor_cores)
+  return hand_coded_optimizations(Kernel(ast, max_local=r.max_local), r)
 
 def _members(device: str, parts: tuple[Part, ...], params: list[DType]) -> list[Member]:
   return [(_optimize(device, p.ast, [params[i] for i in p.params]), p.params) for p in parts]

@@ -93,11 +93,12 @@ def test_default_heuristic_for_work_groups():
   """A long reduction to few outputs is shared by the threads of a work-group; a short one or one to many outputs is
   not. A matmul to many outputs gets a 4 x 4 register tile per thread; a row sum (no reuse) does not."""
   from petagrad.codegen.heuristic import hand_coded_optimizations
+  from petagrad.renderer import Renderer
   def opts(fn):
     import petagrad.engine.realize as R
     with Context(DEV="NULL"):
       item = R.schedule_cached([fn().uop]).items()[-1]
-    k = hand_coded_optimizations(Kernel(R.lower_cached(item.out, item.value)[0], max_local=256), False, False)
+    k = hand_coded_optimizations(Kernel(R.lower_cached(item.out, item.value)[0], max_local=256), Renderer())
     return [o.op for o in k.applied]
   def total(shape, axis): return lambda: Tensor.empty(*shape).sum(axis)
   assert OptOps.GROUP in opts(total((100000,), 0)) and OptOps.GROUP in opts(total((7, 3000), 1))
@@ -153,7 +154,7 @@ def test_dialects_side_by_side():
             HIPRenderer: ["__attribute__((global))", "__builtin_amdgcn_workgroup_id_x()"]}
   for cls, words in expect.items():
     r = cls()
-    k = hand_coded_optimizations(Kernel(_elementwise_ast(), max_local=r.max_local), r.supports_vector, r.supports_threads)
+    k = hand_coded_optimizations(Kernel(_elementwise_ast(), max_local=r.max_local), r)
     src = r.render("k", linearize(vectorize(expand_unrolled(k.ast))), [dtypes.float32, dtypes.float32])
     for w in words: assert w in src, f"{cls.__name__}: {w!r} not in\n{src}"
     assert r.launch_dims(linearize(vectorize(expand_unrolled(k.ast)))) == ((1, 1) if not r.max_local else (384 // k.local_size(), k.local_size()))
