@@ -6,13 +6,14 @@ winner returned, with long float sums blocked (Kernel.block_sums): the search ne
 """
 from __future__ import annotations
 import json, time
-from typing import Callable
+from typing import Any, Callable
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.uop.graph import substitute
 from petagrad.uop.symbolic import simplify
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.codegen.heuristic import block_sums, int8_dot_over
+from petagrad.codegen.tensor_core import match
 from petagrad.device import Device, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, read_cached, write_cached
@@ -20,8 +21,13 @@ from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, read_c
 MAX_UNROLLED = 64     # copies of the loop body an unroll/upcast combination may create
 MAX_DEPTH = 5
 
-def actions(k: Kernel, supports_vector: bool, supports_threads: bool, dot4_lanes: tuple[int, ...] = ()) -> list[Opt]:
+def actions(k: Kernel, target: Any) -> list[Opt]:
+  """The optimizations to try next on k for target (the device's Renderer: what it allows)."""
+  supports_vector, dot4_lanes = target.supports_vector, target.dot4_lanes
   out: list[Opt] = []
+  # tensor cores (a half matmul not optimized yet): 1, 2 or 4 warps to a block, then the other actions on top
+  if target.tensor_cores and not k.applied and not isinstance(found := match(k.ast), str) and found[-1] in target.tensor_cores:
+    out += [Opt(OptOps.TC, 0, w) for w in (1, 2, 4)]
   for i, r in enumerate(k.ranges):
     kind, size = r.arg[2], r.arg[1]
     if kind == "global":
@@ -36,7 +42,7 @@ def actions(k: Kernel, supports_vector: bool, supports_threads: bool, dot4_lanes
       if supports_vector: out += [Opt(OptOps.VECTOR, i, a) for a in (8, 16, *wide) if size % a == 0]
   g = [i for i, r in enumerate(k.ranges) if r.arg[2] == "global"]
   out += [Opt(OptOps.SWAP, a, b) for a, b in zip(g, g[1:])]   # loop order: adjacent output loops exchanged
-  if supports_threads and cpu_threads() > 1: out.append(Opt(OptOps.THREAD, 0))
+  if target.supports_threads and cpu_threads() > 1: out.append(Opt(OptOps.THREAD, 0))
   return out
 
 def _clone(k: Kernel) -> Kernel:
@@ -104,7 +110,7 @@ def beam_search(device: str, k: Kernel, params: list[DType], width: int, compile
   for _ in range(MAX_DEPTH):
     cands: list[Kernel] = []
     for _, kk in beam:
-      for a in actions(kk, dev.renderer.supports_vector, dev.renderer.supports_threads, dev.renderer.dot4_lanes):
+      for a in actions(kk, dev.renderer):
         c = _clone(kk)
         try: c.apply(a)
         except OptError: continue

@@ -87,3 +87,21 @@ def test_wmma_op_is_the_warp_product():
   D = A @ B
   assert wmma(a, b) == [[D[c_place(i, l // 4, l % 4)] for i in range(4)] for l in range(32)]
   assert Ops.WMMA in Ops and dtypes.float16 in Device["PYTHON:GPU"].renderer.tensor_cores
+
+def test_beam_tries_tensor_cores():
+  """BEAM's first candidates for a half matmul include OptOps.TC on a renderer with tensor cores (not on the CPU's), and
+  a search on PYTHON:GPU returns a kernel that computes the product."""
+  from petagrad.codegen.opt import Kernel, OptOps
+  from petagrad.codegen.search import actions
+  from petagrad.renderer.cstyle import CRenderer
+  from petagrad.renderer.cuda import CUDARenderer
+  with Context(DEV="NULL"):
+    item = R.schedule_cached([(Tensor.empty(32, 32, dtype="float16") @ Tensor.empty(32, 16, dtype="float16")).uop]).items()[-1]
+  k = Kernel(R.lower_cached(item.out, item.value)[0], max_local=1024)
+  k.normalize_ranges()
+  assert [o.amount for o in actions(k, CUDARenderer("sm_90")) if o.op is OptOps.TC] == [1, 2, 4]
+  assert not any(o.op is OptOps.TC for o in actions(k, CUDARenderer("sm_75")) + actions(k, CRenderer()))
+  a, b = np.arange(16 * 16).reshape(16, 16) % 5, np.arange(16 * 16).reshape(16, 16) % 3
+  with Context(BEAM=1, DISABLE_DISK_CACHE=1):   # (which candidate wins is the timer's call: the product must be right)
+    got, kernels = _run("PYTHON:GPU", lambda x, y: x.half() @ y.half(), a.astype(np.float32), b.astype(np.float32))
+  np.testing.assert_array_equal(got, (a @ b).astype(np.float32))
