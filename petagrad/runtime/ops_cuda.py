@@ -9,7 +9,7 @@ from __future__ import annotations
 import ctypes, functools, shutil
 from typing import Any
 from petagrad.device import Allocator, DeviceSpec, Program, checked_launch, device_index, host_memory
-from petagrad.helpers import CUDA_GRAPH, SANITIZE
+from petagrad.helpers import CUDA_GRAPH, DEBUG, SANITIZE
 from petagrad.renderer.cuda import CUDARenderer
 from petagrad.runtime.compile_cuda import NVRTCCompiler, ptxas
 
@@ -33,10 +33,11 @@ def libcuda() -> Any:
   lib.cuMemFree_v2.argtypes = [u64]
   lib.cuLaunchKernel.argtypes = [vp, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint, ctypes.c_uint,
                                  vp, vp, vp]
-  lib.cuGraphAddKernelNode_v2.argtypes = [ctypes.POINTER(vp), vp, ctypes.POINTER(vp), ctypes.c_size_t, ctypes.POINTER(KernelNodeParams)]
-  lib.cuGraphInstantiateWithFlags.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_ulonglong]
-  lib.cuGraphExecKernelNodeSetParams_v2.argtypes = [vp, vp, ctypes.POINTER(KernelNodeParams)]
-  lib.cuGraphLaunch.argtypes = [vp, vp]
+  if hasattr(lib, "cuGraphAddKernelNode_v2"):   # (CUDA 12 and later drivers: CUDA graphs for the JIT, CUDAGraph)
+    lib.cuGraphAddKernelNode_v2.argtypes = [ctypes.POINTER(vp), vp, ctypes.POINTER(vp), ctypes.c_size_t, ctypes.POINTER(KernelNodeParams)]
+    lib.cuGraphInstantiateWithFlags.argtypes = [ctypes.POINTER(vp), vp, ctypes.c_ulonglong]
+    lib.cuGraphExecKernelNodeSetParams_v2.argtypes = [vp, vp, ctypes.POINTER(KernelNodeParams)]
+    lib.cuGraphLaunch.argtypes = [vp, vp]
   check(lib.cuInit(0), "cuInit", "CUDA", lib)
   return lib
 
@@ -164,7 +165,10 @@ def make_device(name: str) -> DeviceSpec:
   renderer.max_local = min(renderer.max_local, ctx.max_threads)
   def launch_list(progs: list[Any], bufs: list[list[Any]]) -> CUDALaunchList | None:   # (bounds-checked kernels launch one by one)
     if not progs or any(p.sanitized for p in progs): return None
-    graphs = CUDA_GRAPH and hasattr(libcuda(), "cuGraphAddKernelNode_v2")   # (CUDA 12 and later drivers)
-    return (CUDAGraph if graphs else CUDALaunchList)(ctx, progs, bufs)
+    if CUDA_GRAPH and hasattr(libcuda(), "cuGraphAddKernelNode_v2"):
+      try: return CUDAGraph(ctx, progs, bufs)
+      except RuntimeError as e:   # (the replay still works, a launch at a time)
+        if DEBUG >= 1: print(f"{name}: no CUDA graph for this JIT capture ({e}); launching its kernels one by one")
+    return CUDALaunchList(ctx, progs, bufs)
   return DeviceSpec(name, CUDAAllocator(ctx), NVRTCCompiler(ctx.arch), functools.partial(CUDAProgram, ctx), renderer, ctx.synchronize,
                     launch_list)

@@ -158,6 +158,8 @@ def test_launch_list_replays_and_repoints(driver, graph):
   if graph:
     del runner
     assert len(driver.destroyed) == 2   # the executable graph and the graph
+    driver.fail["cuGraphAddKernelNode_v2"] = 1   # a graph the driver will not make: the replay launches one by one
+    assert type(spec.launch_list(progs, [[x, y], [z, x]])) is ops_cuda.CUDALaunchList
 
 JIT_ON_THE_STAND_IN = """
 import json, sys
