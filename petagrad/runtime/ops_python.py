@@ -7,7 +7,9 @@ naming the kernel, the buffer and the index, as the CPU device does with SANITIZ
 `PYTHON:GPU` interprets the kernels a GPU gets: the optimizer makes work-groups, grouped reductions and tensor-core
 tiles as for CUDA, and the interpreter runs each work-group's threads in lockstep (an instruction for every thread,
 then the next), so a grouped reduction combines the threads' values and Ops.WMMA a warp's fragments
-(codegen/tensor_core.py's layouts). It tests the GPU code generation, tensor cores included, on any machine.
+(codegen/tensor_core.py's layouts). Its neighbouring accesses are joined into 16-byte vectors as CUDA's are
+(codegen/vector_memory.py), and one not aligned to its size raises, where a GPU would fault. It tests the GPU code
+generation, tensor cores and vector accesses included, on any machine.
 """
 from __future__ import annotations
 import ast, struct
@@ -43,7 +45,8 @@ class PythonRenderer(Renderer):
     pos: dict[UOp, int] = {}
     lines = [f"# kernel {name} params {[d.name for d in params]}"]
     for i, u in enumerate(prog.uops):
-      lines.append(repr((u.op.name, u.dtype.name, tuple(pos[s] for s in u.src), _enc(u.arg))))
+      dt = u.dtype.name if u.dtype.count == 1 else (u.dtype.name, u.dtype.count)   # (a vector: a tensor core's result, a vector access)
+      lines.append(repr((u.op.name, dt, tuple(pos[s] for s in u.src), _enc(u.arg))))
       pos[u] = i
     return "\n".join(lines) + "\n"
 
@@ -56,7 +59,7 @@ class PythonProgram(Program):
   sanitized = True   # takes the buffers' element counts (ExecItem.run passes them): the bounds it checks against
   def __init__(self, name: str, lib: bytes, meta=None):
     super().__init__(name, lib, meta)
-    self.instrs = [(Ops[o], DTYPES_BY_NAME[d], s, _dec(a)) for o, d, s, a in
+    self.instrs = [(Ops[o], DTYPES_BY_NAME[d] if isinstance(d, str) else DTYPES_BY_NAME[d[0]].vec(d[1]), s, _dec(a)) for o, d, s, a in
                    (ast.literal_eval(line) for line in lib.decode().splitlines() if not line.startswith("#"))]
     # where each loop ends, to skip empty loops
     self.loop_end: dict[int, int] = {}
@@ -68,13 +71,24 @@ class PythonProgram(Program):
     return OutOfBoundsError(f"kernel {self.name}: {what} buffer {p} (parameter {p}: {dt.name}, {size} elements) at index {idx}, out of bounds [0, "
                             f"{size})")
 
+  def _vector(self, what: str, idx: int, n: int) -> None:
+    # a vector access (codegen/vector_memory.py, PYTHON:GPU as CUDA) must be aligned to its size: a GPU faults on one
+    # that is not, so it is an error here too
+    if idx % n: raise RuntimeError(f"kernel {self.name}: {what} {n} elements at index {idx}, not a multiple of {n} (a misaligned vector access)")
   def _load(self, buf: tuple, idx: int, dt, g: int, check: bool):
     (mem, size) = buf
+    if dt.count > 1:
+      self._vector("a load of", idx, dt.count)
+      return tuple(self._load(buf, idx + i, dt.scalar(), g, check) for i in range(dt.count))
     if check and not 0 <= idx < size: raise self._oob("a load from", g, idx, size)
     v = struct.unpack_from('<' + dt.fmt, mem, idx * dt.itemsize)[0]
     return bf16_bits_to_float(v) if dt == dtypes.bfloat16 else v
   def _store(self, buf: tuple, idx: int, v, dt, g: int, check: bool) -> None:
     (mem, size) = buf
+    if isinstance(v, tuple):
+      self._vector("a store of", idx, len(v))
+      for i, x in enumerate(v): self._store(buf, idx + i, x, dt, g, check)
+      return
     if check and not 0 <= idx < size: raise self._oob("a store to", g, idx, size)
     struct.pack_into('<' + dt.fmt, mem, idx * dt.itemsize, float_to_bf16_bits(v) if dt == dtypes.bfloat16 else v)
 
@@ -105,10 +119,12 @@ class PythonProgram(Program):
       pc += 1
 
 class PythonGPURenderer(PythonRenderer):
-  """The linear program of a GPU-style kernel (work-groups, grouped reductions, tensor cores as CUDA's)."""
+  """The linear program of a GPU-style kernel (work-groups, grouped reductions, tensor cores and 16-byte vector
+  accesses as CUDA's)."""
   max_local = 1024
   launch_groups = False
   tensor_cores = (dtypes.float16, dtypes.bfloat16)
+  vector_memory = 16
 
 def _launch_values(ins: list, kinds: tuple[str, ...], ident: int) -> dict[int, int]:
   """The values of the launch ranges of these kinds (by instruction) for one launch id, split as the C-style renderers
@@ -156,7 +172,8 @@ class PythonGPUProgram(PythonProgram):
         elif op is Ops.ACC_UPDATE: vals[src[0]] = [_combine(arg, dt, a, b) for a, b in zip(vals[src[0]], vals[src[1]])]
         elif op is Ops.LOAD:
           buf = vals[src[0]]
-          vals[pc] = [truncate(0, dt) if len(src) == 3 and not vals[src[2]][t] else self._load(buf, vals[src[1]][t], dt, src[0], check) for t in T]
+          off = truncate(0, dt.scalar()) if dt.count == 1 else (truncate(0, dt.scalar()),) * dt.count   # (a masked-off load)
+          vals[pc] = [off if len(src) == 3 and not vals[src[2]][t] else self._load(buf, vals[src[1]][t], dt, src[0], check) for t in T]
         elif op is Ops.STORE:
           for t in T: self._store(vals[src[0]], vals[src[1]][t], vals[src[2]][t], ins[src[0]][1], src[0], check)
         elif op is Ops.REDUCE:   # a grouped reduction: the threads that differ only in the group range g combine their values
