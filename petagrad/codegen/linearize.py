@@ -228,7 +228,37 @@ def linearize(sink: UOp, peel: bool = False) -> LinearProgram:
     for r in global_ranges: out.append(r)
     emit_scope(root, prod(r.arg[1] for r in global_ranges))
     for r in reversed(global_ranges): out.append(UOp(Ops.ENDRANGE, r.dtype, (r,)))
-  return LinearProgram(out, flops, global_ranges, frozenset(new[u] for u in index_math if u in new))
+  return LinearProgram(_mma_accumulates(out), flops, global_ranges, frozenset(new[u] for u in index_math if u in new))
+
+def _mma_accumulates(out: list[UOp]) -> list[UOp]:
+  """A tensor-core product whose 4 results are only added to 4 accumulators (acc_i += wmma[i], the reduce over the
+  steps of 16) takes the accumulators as its C (D = A @ B + C in the mma instruction), and the updates become plain
+  assignments (acc_i = wmma[i]): no float add per result after each mma. The accumulators hold their values from the
+  product to the updates: nothing between them writes one (their updates are the only writes), so C reads the same."""
+  users: dict[UOp, list[UOp]] = {}
+  pos = {u: i for i, u in enumerate(out)}
+  for u in out:
+    for s in u.src: users.setdefault(s, []).append(u)
+  loops = [i for i, u in enumerate(out) if u.op in (Ops.RANGE, Ops.ENDRANGE)]
+  swap: dict[UOp, UOp] = {}
+  for u in out:
+    if u.op is not Ops.WMMA or len(u.src) != 12: continue
+    geps = sorted(users.get(u, []), key=lambda g: (g.op is not Ops.GEP, g.arg if g.op is Ops.GEP else 0))
+    if [(g.op, g.arg) for g in geps] != [(Ops.GEP, i) for i in range(4)]: continue
+    ups = [users.get(g, []) for g in geps]
+    if not all(len(x) == 1 and x[0].op is Ops.ACC_UPDATE and x[0].arg is Ops.ADD and x[0].src[1] is g for x, g in zip(ups, geps)): continue
+    updates = [x[0] for x in ups]
+    accs = [x.src[0] for x in updates]
+    # four accumulators, each updated only here, in the same loop iteration as the product (no loop opens or closes
+    # between them: an update in an inner loop would otherwise add the product again at every inner step)
+    if len(set(accs)) != 4 or any(sum(y.op is Ops.ACC_UPDATE for y in users[a]) != 1 for a in accs): continue
+    if any(pos[u] < i < pos[x] for x in updates for i in loops) or any(pos[x] < pos[u] for x in updates): continue
+    w = UOp(Ops.WMMA, u.dtype, u.src + tuple(accs), u.arg)
+    swap[u] = w
+    for g, x in zip(geps, updates):
+      swap[g] = UOp(Ops.GEP, g.dtype, (w,), g.arg)
+      swap[x] = UOp(Ops.ACC_UPDATE, x.dtype, (x.src[0], swap[g]), Ops.ASSIGN)
+  return [swap.get(u, u) for u in out] if swap else out
 
 def concat_programs(progs: list[LinearProgram], params: list[list[int]]) -> LinearProgram:
   """One program that runs `progs` one after another (a launch group): each program's parameter i becomes

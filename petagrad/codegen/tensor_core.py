@@ -13,9 +13,10 @@ thread then holds the fragments PTX's ISA fixes for m16n8k16 (groupID g = lane /
   C/D (16 x 8)           element i of 4:  row g + 8 * (i >> 1),  col 2t + (i & 1)
 
 and the kernel becomes four reduces over k0 of the lanes of one Ops.WMMA (the product of this step's tiles), each
-stored at its C element's place through the kernel's own epilogue. The PYTHON:GPU device runs a warp's 32 threads in
-lockstep and computes Ops.WMMA from these same layouts (runtime/ops_python.py), so the rewrite is tested without a
-GPU; the layouts themselves are PTX's.
+stored at its C element's place through the kernel's own epilogue. The linearizer then passes the four accumulators to
+the WMMA as its C (D = A @ B + C: the mma instruction does the adds, codegen/linearize.py: _mma_accumulates). The
+PYTHON:GPU device runs a warp's 32 threads in lockstep and computes Ops.WMMA from these same layouts
+(runtime/ops_python.py), so the rewrite is tested without a GPU; the layouts themselves are PTX's.
 """
 from __future__ import annotations
 from typing import Any
@@ -91,9 +92,10 @@ def apply_tensor_core(kernel: Any, warps: int) -> str | None:
   kernel.ast = simplify(UOp(Ops.SINK, kernel.ast.dtype, tuple(stores)))
   return None
 
-def wmma(a: list[list[float]], b: list[list[float]]) -> list[list[float]]:
-  """What Ops.WMMA computes for a warp, given each lane's 8 A and 4 B values: each lane's 4 D values (the sums of the
-  float32 products in float64, rounded once: the GPU's order and rounding of the partial sums may differ slightly)."""
+def wmma(a: list[list[float]], b: list[list[float]], acc: list[list[float]] | None = None) -> list[list[float]]:
+  """What Ops.WMMA computes for a warp, given each lane's 8 A and 4 B values (and 4 C values): each lane's 4 D values
+  (the sums of the float32 products and C in float64, rounded once: the GPU's order and rounding of the partial sums
+  may differ slightly)."""
   A = [[0.0] * K for _ in range(M)]
   B = [[0.0] * N for _ in range(K)]
   for lane in range(WARP):
@@ -104,5 +106,10 @@ def wmma(a: list[list[float]], b: list[list[float]]) -> list[list[float]]:
     for i in range(4):
       r, c = b_place(i, g, t)
       B[r][c] = b[lane][i]
-  D = [[truncate(sum(A[r][j] * B[j][c] for j in range(K)), dtypes.float32) for c in range(N)] for r in range(M)]
-  return [[D[r][c] for r, c in (c_place(i, lane // 4, lane % 4) for i in range(4))] for lane in range(WARP)]
+  C = [[0.0] * N for _ in range(M)]
+  for lane, vals in enumerate(acc or []):
+    for i, v in enumerate(vals):
+      r, col = c_place(i, lane // 4, lane % 4)
+      C[r][col] = v
+  D = [[truncate(C[r][col] + sum(A[r][j] * B[j][col] for j in range(K)), dtypes.float32) for col in range(N)] for r in range(M)]
+  return [[D[r][col] for r, col in (c_place(i, lane // 4, lane % 4) for i in range(4))] for lane in range(WARP)]

@@ -293,6 +293,7 @@ class CStyleRenderer(Renderer):
       return
     if op is Ops.ACC_UPDATE:
       acc, val = u.src
+      if u.arg is Ops.ASSIGN: lines.append(f"{ind}{names[acc]} = {names[val]};"); return   # (a value that includes the accumulator)
       if _is_half(acc.dtype):   # computed in float, rounded at every update
         va, vv = acc.replace(dtype=_fv(acc.dtype)), val.replace(dtype=_fv(val.dtype))
         expr = self.reduce_expr(u.arg, va, vv, {va: names[acc], vv: names[val]})

@@ -25,11 +25,12 @@ __device__ __forceinline__ float __bfr(float f) { unsigned int u = __float_as_ui
   return __uint_as_float((u & 0x7fffffffu) > 0x7f800000u ? 0x7fc00000u : ((u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u)); }
 __device__ __forceinline__ unsigned short __bfbits(float f) { return (unsigned short)(__float_as_uint(f) >> 16); }
 """   # noqa: E501 (CUDA source, printed as is)
-# a warp's 16 x 8 += 16 x 16 @ 16 x 8 on tensor cores (Ops.WMMA): A in 4 and B in 2 registers of two halves each (the
-# lower-numbered element in the low 16 bits), the float32 result in 4 (codegen/tensor_core.py has the layouts)
-MMA = """__device__ __forceinline__ float4 pg_mma_{t}(unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1) {{
-  float4 d; asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%10,%10,%10}};"
-    : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(0.0f));
+# a warp's 16 x 8 = 16 x 16 @ 16 x 8 + C on tensor cores (Ops.WMMA): A in 4 and B in 2 registers of two halves each
+# (the lower-numbered element in the low 16 bits), C and the float32 result in 4 (codegen/tensor_core.py has the layouts)
+MMA = """__device__ __forceinline__ float4 pg_mma_{t}(unsigned a0, unsigned a1, unsigned a2, unsigned a3, unsigned b0, unsigned b1,
+                                                float c0, float c1, float c2, float c3) {{
+  float4 d; asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.{t}.{t}.f32 {{%0,%1,%2,%3}}, {{%4,%5,%6,%7}}, {{%8,%9}}, {{%10,%11,%12,%13}};"
+    : "=f"(d.x), "=f"(d.y), "=f"(d.z), "=f"(d.w) : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1), "f"(c0), "f"(c1), "f"(c2), "f"(c3));
   return d; }}
 """   # noqa: E501 (CUDA source)
 
@@ -73,9 +74,10 @@ class CUDARenderer(CStyleRenderer):
   def wmma(self, u, names) -> str:
     t = "f16" if u.arg == dtypes.float16 else "bf16"
     if (helper := MMA.format(t=t)) not in self._helpers: self._helpers.append(helper)
-    bits = [self._to_store(u.arg, names[s]) for s in u.src]   # (the halves live in floats: their bits, exactly)
+    bits = [self._to_store(u.arg, names[s]) for s in u.src[:12]]   # (the halves live in floats: their bits, exactly)
     regs = [f"((unsigned)({lo}) | ((unsigned)({hi}) << 16))" for lo, hi in zip(bits[0::2], bits[1::2])]
-    return f"pg_mma_{t}({', '.join(regs)})"
+    c = [names[s] for s in u.src[12:]] or ["0.0f"] * 4   # (the accumulators, where linearize gave them)
+    return f"pg_mma_{t}({', '.join(regs + c)})"
 
 HIP_HELPERS = BITCAST.replace("__device__ __forceinline__", "static __attribute__((device, always_inline))") + """\
 static __attribute__((device)) inline float __bf2f(unsigned short b) { return pg_bitcast<float>(((unsigned int)b) << 16); }

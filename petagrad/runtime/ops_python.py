@@ -51,7 +51,8 @@ class PythonRenderer(Renderer):
     return "\n".join(lines) + "\n"
 
 def _combine(op: Ops, dt, a, b):
-  """An accumulator's update: a <op> b (bools: ADD is or, MUL and)."""
+  """An accumulator's update: a <op> b (bools: ADD is or, MUL and); ASSIGN: b."""
+  if op is Ops.ASSIGN: return b
   if dt.is_bool: return (a or b) if op is Ops.ADD else (a and b) if op is Ops.MUL else max(a, b)
   return exec_alu(op, dt, (a, b))
 
@@ -193,7 +194,8 @@ class PythonGPUProgram(PythonProgram):
           vals[pc] = []
           for w in range(0, nthreads, WARP):
             lanes = range(w, w + WARP)
-            vals[pc] += [tuple(d) for d in wmma([[vals[s][t] for s in src[:8]] for t in lanes], [[vals[s][t] for s in src[8:]] for t in lanes])]
+            c = [[vals[s][t] for s in src[12:]] for t in lanes] if len(src) > 12 else None
+            vals[pc] += [tuple(d) for d in wmma([[vals[s][t] for s in src[:8]] for t in lanes], [[vals[s][t] for s in src[8:12]] for t in lanes], c)]
         elif op is Ops.GEP: vals[pc] = [v[arg] for v in vals[src[0]]]
         elif op is Ops.VECTORIZE: vals[pc] = [tuple(vals[s][t] for s in src) for t in T]
         elif op is Ops.CAST: vals[pc] = [exec_cast(v, ins[src[0]][1], dt) for v in vals[src[0]]]

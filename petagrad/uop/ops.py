@@ -54,13 +54,14 @@ class Ops(Enum):
   DOT4 = auto()            # src=(a, b): int8 vectors of 4m lanes -> int32 vector of m lanes, lane g = the exact sum over
                            # j < 4 of a[4g+j] * b[4g+j]: an int8 dot product whose lanes a reduce adds up anyway, where the
                            # renderer has one instruction for it (vectorize: x86 VNNI's vpdpbusd)
-  WMMA = auto()            # src=(a0..a7, b0..b3): half scalars, arg=half dtype -> float32 vector of 4: a warp's 16 x 16 by
-                           # 16 x 8 matrix product (CUDA's mma.sync m16n8k16, fp32 accumulation), each of its 32 threads
-                           # holding a fragment of A, B and the result (the layout: codegen/tensor_core.py)
+  WMMA = auto()            # src=(a0..a7, b0..b3[, c0..c3]): half scalars (and float32 accumulators), arg=half dtype ->
+                           # float32 vector of 4: a warp's 16 x 16 by 16 x 8 matrix product (+ C) (CUDA's mma.sync m16n8k16,
+                           # fp32 accumulation), each of its 32 threads holding a fragment of A, B, C and the result (the
+                           # layout: codegen/tensor_core.py; the C sources only in the linear program: linearize.py)
   # linear program only
   ENDRANGE = auto()        # src=(RANGE,)
   DEFINE_ACC = auto()      # src=(init CONST,), arg=id
-  ACC_UPDATE = auto()      # src=(DEFINE_ACC, value): acc = acc <op> value, arg=op
+  ACC_UPDATE = auto()      # src=(DEFINE_ACC, value): acc = acc <op> value, arg=op; arg=Ops.ASSIGN: acc = value
 
   def __repr__(self) -> str: return f"Ops.{self.name}"
   # members are singletons: identity hashing is exact, and far cheaper than Enum's hash of the name (every

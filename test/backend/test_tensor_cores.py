@@ -86,6 +86,9 @@ def test_wmma_op_is_the_warp_product():
   b = [[B[b_place(i, l // 4, l % 4)] for i in range(4)] for l in range(32)]
   D = A @ B
   assert wmma(a, b) == [[D[c_place(i, l // 4, l % 4)] for i in range(4)] for l in range(32)]
+  C = rng.integers(-4, 4, (16, 8)).astype(float)   # with C: D = A @ B + C
+  c = [[C[c_place(i, l // 4, l % 4)] for i in range(4)] for l in range(32)]
+  assert wmma(a, b, c) == [[(D + C)[c_place(i, l // 4, l % 4)] for i in range(4)] for l in range(32)]
   assert Ops.WMMA in Ops and dtypes.float16 in Device["PYTHON:GPU"].renderer.tensor_cores
 
 def test_beam_tries_tensor_cores():
@@ -105,3 +108,31 @@ def test_beam_tries_tensor_cores():
   with Context(BEAM=1, DISABLE_DISK_CACHE=1):   # (which candidate wins is the timer's call: the product must be right)
     got, kernels = _run("PYTHON:GPU", lambda x, y: x.half() @ y.half(), a.astype(np.float32), b.astype(np.float32))
   np.testing.assert_array_equal(got, (a @ b).astype(np.float32))
+
+def test_mma_accumulates_in_the_instruction():
+  """linearize hands a tensor-core product its 4 accumulators as C (D = A @ B + C) and turns their adds into plain
+  assignments, but only where the updates run once per product (not inside a loop the product is outside of)."""
+  from petagrad.codegen.linearize import _mma_accumulates
+  from petagrad.uop.uop import UOp
+  h = [UOp(Ops.DEFINE_GLOBAL, dtypes.float16, (), 0)]
+  def program(inner_loop: bool) -> list:
+    k, j = UOp(Ops.RANGE, dtypes.index, (), (0, 4, "reduce")), UOp(Ops.RANGE, dtypes.index, (), (1, 2, "reduce"))
+    loads = [UOp(Ops.LOAD, dtypes.float16, (h[0], k + i)) for i in range(12)]
+    accs = [UOp(Ops.DEFINE_ACC, dtypes.float32, (UOp.const(dtypes.float32, 0.0),), i) for i in range(4)]
+    w = UOp(Ops.WMMA, dtypes.float32.vec(4), tuple(loads), dtypes.float16)
+    geps = [UOp(Ops.GEP, dtypes.float32, (w,), i) for i in range(4)]
+    ups = [UOp(Ops.ACC_UPDATE, dtypes.float32, (a, g), Ops.ADD) for a, g in zip(accs, geps)]
+    inner = [j, *ups, UOp(Ops.ENDRANGE, dtypes.index, (j,))] if inner_loop else ups
+    return [*accs, k, *loads, w, *geps, *inner, UOp(Ops.ENDRANGE, dtypes.index, (k,))]
+  out = _mma_accumulates(program(False))
+  w = next(u for u in out if u.op is Ops.WMMA)
+  assert len(w.src) == 16 and all(a.op is Ops.DEFINE_ACC for a in w.src[12:])
+  assert [u.arg for u in out if u.op is Ops.ACC_UPDATE] == [Ops.ASSIGN] * 4
+  assert all(u.src[1].src[0] is w for u in out if u.op is Ops.ACC_UPDATE)
+  kept = program(True)
+  assert _mma_accumulates(kept) == kept
+  # and in a real kernel: every product takes its accumulators, no add is left after it
+  _, kernels = _run("PYTHON:GPU", lambda x, y: x.half() @ y.half(), np.ones((32, 32), np.float32), np.ones((32, 16), np.float32))
+  lines = next(ck.src for ck in kernels if "'WMMA'" in ck.src).splitlines()
+  assert all(len(eval(l)[2]) == 16 for l in lines if l.startswith("('WMMA'"))
+  assert not any(l.startswith("('ACC_UPDATE'") and "'ADD'" in l for l in lines)
