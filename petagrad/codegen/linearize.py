@@ -243,8 +243,9 @@ def _mma_accumulates(out: list[UOp]) -> list[UOp]:
   swap: dict[UOp, UOp] = {}
   for u in out:
     if u.op is not Ops.WMMA or len(u.src) != 12: continue
-    geps = sorted(users.get(u, []), key=lambda g: (g.op is not Ops.GEP, g.arg if g.op is Ops.GEP else 0))
-    if [(g.op, g.arg) for g in geps] != [(Ops.GEP, i) for i in range(4)]: continue
+    geps = users.get(u, [])
+    if any(g.op is not Ops.GEP for g in geps) or sorted(g.arg for g in geps) != [0, 1, 2, 3]: continue
+    geps = sorted(geps, key=lambda g: g.arg)
     ups = [users.get(g, []) for g in geps]
     if not all(len(x) == 1 and x[0].op is Ops.ACC_UPDATE and x[0].arg is Ops.ADD and x[0].src[1] is g for x, g in zip(ups, geps)): continue
     updates = [x[0] for x in ups]
