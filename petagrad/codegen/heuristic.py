@@ -14,7 +14,7 @@ from typing import Any
 from petagrad.uop.ops import Ops
 from petagrad.uop.uop import UOp
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError, loads_stride, store_stride, int8_product
-from petagrad.codegen.tensor_core import match
+from petagrad.codegen.tensor_core import match_for
 from petagrad.helpers import prod, NOOPT, cpu_threads
 
 MIN_THREAD_WORK = 1 << 15   # loop iterations below which threads cost more than they give
@@ -64,7 +64,7 @@ def hand_coded_optimizations(k: Kernel, target: Any) -> Kernel:
     if parts and _try(k, Opt(OptOps.TILE, _axis(k, g[0]), g[0].arg[1] // parts)): g = [r for r in k.ranges if r.arg[2] == "global"]
   if supports_threads and cpu_threads() > 1 and g and g[0].arg[1] >= 2 and work >= MIN_THREAD_WORK:
     k.apply(Opt(OptOps.THREAD, 0))
-  if k.max_local and not (target.tensor_cores and _tensor_cores(k, target.tensor_cores)): _work_groups(k, target.vector_memory)
+  if k.max_local and not _tensor_cores(k, target.tensor_cores): _work_groups(k, target.vector_memory)
   return block_sums(k, supports_vector)   # last: the loops left after unrolling and vectorizing are the ones that accumulate
 
 def block_sums(k: Kernel, supports_vector: bool) -> Kernel:
@@ -113,11 +113,11 @@ def _work_groups(k: Kernel, vector_memory: int = 0) -> None:
   # applied outermost first: the innermost output range's threads are made last, so they are the fastest varying
   for rid, d in reversed(picks): _try(k, Opt(OptOps.LOCAL, _axis_of_id(k, rid), d))
 
-def _tensor_cores(k: Kernel, dtypes_: tuple) -> bool:
+def _tensor_cores(k: Kernel, tensor_cores: tuple) -> bool:
   """A half matmul on tensor cores (OptOps.TC): 4 warps to a block where the tiles split so, then each warp computes
   2 x 4 tiles of 16 x 8 (32 x 32 outputs), so each A fragment feeds 4 products and each B fragment 2. Returns whether
   it applied."""
-  if isinstance(found := match(k.ast), str) or found[-1] not in dtypes_: return False
+  if (found := match_for(k.ast, tensor_cores)) is None: return False
   m, n = found[3].arg[0], found[4].arg[0]
   if not any(_try(k, Opt(OptOps.TC, 0, w)) for w in (4, 2, 1)): return False
   for rid, amount in ((n, 4), (m, 2)):   # (a single tile's range is gone)

@@ -235,6 +235,7 @@ def _mma_accumulates(out: list[UOp]) -> list[UOp]:
   steps of 16) takes the accumulators as its C (D = A @ B + C in the mma instruction), and the updates become plain
   assignments (acc_i = wmma[i]): no float add per result after each mma. The accumulators hold their values from the
   product to the updates: nothing between them writes one (their updates are the only writes), so C reads the same."""
+  if not any(u.op is Ops.WMMA for u in out): return out   # (every kernel is linearized: most have no tensor-core product)
   users: dict[UOp, list[UOp]] = {}
   pos = {u: i for i, u in enumerate(out)}
   for u in out:

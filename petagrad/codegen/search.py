@@ -13,7 +13,7 @@ from petagrad.uop.graph import substitute
 from petagrad.uop.symbolic import simplify
 from petagrad.codegen.opt import Kernel, Opt, OptOps, OptError
 from petagrad.codegen.heuristic import block_sums, int8_dot_over
-from petagrad.codegen.tensor_core import match
+from petagrad.codegen.tensor_core import match_for
 from petagrad.device import Device, Buffer
 from petagrad.dtype import DType
 from petagrad.helpers import DEBUG, cache_dir, content_hash, cpu_threads, read_cached, write_cached
@@ -26,7 +26,7 @@ def actions(k: Kernel, target: Any) -> list[Opt]:
   supports_vector, dot4_lanes = target.supports_vector, target.dot4_lanes
   out: list[Opt] = []
   # tensor cores (a half matmul not optimized yet): 1, 2 or 4 warps to a block, then the other actions on top
-  if target.tensor_cores and not k.applied and not isinstance(found := match(k.ast), str) and found[-1] in target.tensor_cores:
+  if not k.applied and match_for(k.ast, target.tensor_cores) is not None:
     out += [Opt(OptOps.TC, 0, w) for w in (1, 2, 4)]
   for i, r in enumerate(k.ranges):
     kind, size = r.arg[2], r.arg[1]

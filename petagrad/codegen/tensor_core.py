@@ -58,6 +58,10 @@ def match(ast: UOp) -> tuple[UOp, UOp, UOp, UOp, UOp, UOp, DType] | str:
   if m.arg[1] % M or n.arg[1] % N or k.arg[1] % K: return f"sizes that divide by {M}, {N} and {K}"
   return red, hs[0], hs[1], m, n, k, hs[0].dtype
 
+def match_for(ast: UOp, tensor_cores: tuple) -> tuple | None:
+  """match(ast) where it is a matmul of a half type in tensor_cores (a target's Renderer.tensor_cores), else None."""
+  return found if tensor_cores and not isinstance(found := match(ast), str) and found[-1] in tensor_cores else None
+
 def apply_tensor_core(kernel: Any, warps: int) -> str | None:
   """OptOps.TC on kernel (a codegen.opt.Kernel): the rewrite above, with `warps` (1, 2 or 4) warps side by side in a
   block (2 x 2 over m0 and n0 for 4). Returns why it does not apply, or None once applied."""

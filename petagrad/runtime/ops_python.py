@@ -72,6 +72,10 @@ class PythonProgram(Program):
     return OutOfBoundsError(f"kernel {self.name}: {what} buffer {p} (parameter {p}: {dt.name}, {size} elements) at index {idx}, out of bounds [0, "
                             f"{size})")
 
+  @staticmethod
+  def _masked_off(dt) -> float | int | tuple:
+    """What a load whose condition is false gives: zero (a vector of zeros)."""
+    return truncate(0, dt) if dt.count == 1 else (truncate(0, dt.scalar()),) * dt.count
   def _vector(self, what: str, idx: int, n: int) -> None:
     # a vector access (codegen/vector_memory.py, PYTHON:GPU as CUDA) must be aligned to its size: a GPU faults on one
     # that is not, so it is an error here too
@@ -112,7 +116,7 @@ class PythonProgram(Program):
       elif op is Ops.DEFINE_ACC: vals[pc] = vals[src[0]]
       elif op is Ops.ACC_UPDATE: vals[src[0]] = _combine(arg, dt, vals[src[0]], vals[src[1]])
       elif op is Ops.LOAD:
-        vals[pc] = truncate(0, dt) if len(src) == 3 and not vals[src[2]] else self._load(vals[src[0]], vals[src[1]], dt, src[0], check)
+        vals[pc] = self._masked_off(dt) if len(src) == 3 and not vals[src[2]] else self._load(vals[src[0]], vals[src[1]], dt, src[0], check)
       elif op is Ops.STORE: self._store(vals[src[0]], vals[src[1]], vals[src[2]], ins[src[0]][1], src[0], check)
       elif op is Ops.CAST: vals[pc] = exec_cast(vals[src[0]], ins[src[0]][1], dt)
       elif op is Ops.BITCAST: vals[pc] = exec_bitcast(vals[src[0]], ins[src[0]][1], dt)
@@ -172,8 +176,7 @@ class PythonGPUProgram(PythonProgram):
         elif op is Ops.DEFINE_ACC: vals[pc] = list(vals[src[0]])
         elif op is Ops.ACC_UPDATE: vals[src[0]] = [_combine(arg, dt, a, b) for a, b in zip(vals[src[0]], vals[src[1]])]
         elif op is Ops.LOAD:
-          buf = vals[src[0]]
-          off = truncate(0, dt.scalar()) if dt.count == 1 else (truncate(0, dt.scalar()),) * dt.count   # (a masked-off load)
+          buf, off = vals[src[0]], self._masked_off(dt)
           vals[pc] = [off if len(src) == 3 and not vals[src[2]][t] else self._load(buf, vals[src[1]][t], dt, src[0], check) for t in T]
         elif op is Ops.STORE:
           for t in T: self._store(vals[src[0]], vals[src[1]][t], vals[src[2]][t], ins[src[0]][1], src[0], check)

@@ -53,11 +53,10 @@ class FakeDriver:
   def cuLaunchKernel(self, fn, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
     if (s := self._status("cuLaunchKernel")): return s
     # as the driver does, the parameters are read at the call: each points at a u64 holding a buffer's address
-    name, n = self.functions[fn.value]
-    self.launches.append((name, (gx, gy, gz), (bx, by, bz), [ctypes.c_uint64.from_address(params[i]).value for i in range(n)]))
+    self.launches.append((self.functions[fn.value][0], (gx, gy, gz), (bx, by, bz), self._read(fn.value, ctypes.addressof(params))))
     return 0
 
-  def _read(self, fn: int, params) -> list[int]:   # the parameter values, read now (as the driver does)
+  def _read(self, fn: int, params: int) -> list[int]:   # the parameter values at the array `params`, read now
     return [ctypes.c_uint64.from_address(ctypes.c_void_p.from_address(params + 8 * i).value).value for i in range(self.functions[fn][1])]
   def _node(self, p) -> dict:
     return {"fn": p.func, "grid": tuple(p.grid), "block": tuple(p.block), "values": self._read(p.func, p.params)}
